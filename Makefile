@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DATA ?= memseal-data
+
+.PHONY: run test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/memseal demo --data $(DATA)
+
+test: $(STAMP) lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy -p memseal
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/ledger_append.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

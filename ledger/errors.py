@@ -1,0 +1,85 @@
+"""The one error tree of memseal.
+
+Every error memseal raises on purpose derives from :class:`MemsealError`::
+
+    MemsealError
+    ├── InvalidRequest        bad input: names the field; nothing was written
+    ├── Unsupported           the operation is not offered here
+    ├── NotFound              no such entry, item, run or key
+    ├── VerificationError     a signed fact does not check out (names seq and step)
+    │   └── ProvenanceError   a memo with no matching signed entry
+    ├── ReplayDivergence      a replayed call differs from the recorded one
+    ├── Conflict              someone else holds what this call needs (a run lease)
+    └── StorageError          the store failed; driver errors are chained as __cause__
+        └── KeyFileError      a key or secret file is missing, unreadable or malformed
+
+The tree lives in the lowest layer so that every layer can raise from it;
+``memseal.errors`` re-exports it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Conflict",
+    "InvalidRequest",
+    "KeyFileError",
+    "MemsealError",
+    "NotFound",
+    "ProvenanceError",
+    "ReplayDivergence",
+    "StorageError",
+    "Unsupported",
+    "VerificationError",
+]
+
+
+class MemsealError(Exception):
+    """The root of every error memseal raises on purpose."""
+
+
+class InvalidRequest(MemsealError):
+    """The input is malformed; the message names the field. Nothing was written."""
+
+
+class Unsupported(MemsealError):
+    """The operation is not offered by this store, engine or scope."""
+
+
+class NotFound(MemsealError):
+    """The thing asked for does not exist."""
+
+
+class VerificationError(MemsealError):
+    """A signed fact does not check out.
+
+    ``seq`` is the first bad entry (None when the failure is not about one
+    entry, e.g. a checkpoint), ``step`` the check that failed: ``format``,
+    ``chain``, ``signature``, ``unknown key``, ``payload hash``,
+    ``redaction``, ``tree root``, ``checkpoint``, ``memo``.
+    """
+
+    def __init__(self, message: str, *, seq: int | None = None, step: str = "format") -> None:
+        self.seq = seq
+        self.step = step
+        where = f"seq {seq}: " if seq is not None else ""
+        super().__init__(f"{where}{step}: {message}")
+
+
+class ProvenanceError(VerificationError):
+    """A memo has no matching signed provenance."""
+
+
+class ReplayDivergence(MemsealError):
+    """A replayed call does not match what was recorded at that step."""
+
+
+class Conflict(MemsealError):
+    """Someone else holds what this call needs."""
+
+
+class StorageError(MemsealError):
+    """The store failed; the driver's error is chained as ``__cause__``."""
+
+
+class KeyFileError(StorageError):
+    """A key or secret file is missing, unreadable or malformed."""

@@ -1,0 +1,1 @@
+"""memseal.replay"""

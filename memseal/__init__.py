@@ -1,1 +1,39 @@
-"""memseal"""
+"""memseal: agent memory in which every memory tool call is an Ed25519-signed ledger entry.
+
+The layers are ``memseal.ledger`` (the signed log), ``memseal.engine`` (the
+memory model), ``memseal.tools`` (model-facing tools) and ``memseal.replay``
+(durable runs); imports go one way, in that order.
+"""
+
+from memseal.errors import (
+    Conflict,
+    InvalidRequest,
+    KeyFileError,
+    MemsealError,
+    NotFound,
+    ProvenanceError,
+    ReplayDivergence,
+    StorageError,
+    Unsupported,
+    VerificationError,
+)
+from memseal.memory import Memory, SyncMemory, open, open_sync
+
+__all__ = [
+    "Conflict",
+    "InvalidRequest",
+    "KeyFileError",
+    "Memory",
+    "MemsealError",
+    "NotFound",
+    "ProvenanceError",
+    "ReplayDivergence",
+    "StorageError",
+    "SyncMemory",
+    "Unsupported",
+    "VerificationError",
+    "open",
+    "open_sync",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,94 @@
+"""Canonical JSON: the one encoding memseal hashes and signs.
+
+Everything that reaches the ledger from outside (a body, a payload) goes
+through :func:`canonical_json` exactly once, before the writer. The result
+is msgspec's JSON with object keys sorted, and it is those bytes that are
+stored, hashed and signed; nothing is ever verified by re-encoding a
+decoded object.
+
+Only plain JSON values pass. The walk refuses, naming the field, what JSON
+would silently change or cannot carry: non-finite floats (msgspec would
+write ``null``), integers beyond 64 bits, text that is not valid UTF-8 (lone
+surrogates), non-text keys, bytes, and structures nested deeper than
+:data:`MAX_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from .errors import InvalidRequest
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_DEPTH",
+    "MAX_PAYLOAD_BYTES",
+    "canonical_json",
+    "check_json_value",
+]
+
+MAX_DEPTH = 32
+MAX_BODY_BYTES = 64 * 1024
+MAX_PAYLOAD_BYTES = 1024 * 1024
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**63 - 1
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+
+
+def check_json_value(value: object, field: str, depth: int = 0) -> None:
+    """Raise :class:`InvalidRequest` naming the first part of ``value`` JSON cannot carry."""
+    if depth > MAX_DEPTH:
+        raise InvalidRequest(f"`{field}` is nested deeper than {MAX_DEPTH} levels")
+    # bool before int: bool is an int subclass and is fine as it is.
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise InvalidRequest(f"`{field}` integer {value} does not fit in 64 bits")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidRequest(f"`{field}` is {value}, which JSON cannot carry")
+        return
+    if isinstance(value, str):
+        _check_text(value, field)
+        return
+    if isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidRequest(f"`{field}` is bytes; pass text (str) instead")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidRequest(f"`{field}` has a key of type {type(key).__name__}, not text")
+            _check_text(key, f"{field} key")
+            check_json_value(item, f"{field}.{key}", depth + 1)
+        return
+    if isinstance(value, Sequence):
+        for index, item in enumerate(value):
+            check_json_value(item, f"{field}[{index}]", depth + 1)
+        return
+    raise InvalidRequest(f"`{field}` is a {type(value).__name__}, which is not a JSON value")
+
+
+def _check_text(text: str, field: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest(f"`{field}` is not valid UTF-8 text ({exc.reason})") from exc
+
+
+def canonical_json(value: Any, *, field: str, limit: int) -> bytes:
+    """Check ``value`` and encode it canonically; refuse encodings over ``limit`` bytes."""
+    check_json_value(value, field)
+    try:
+        data = _encoder.encode(value)
+    except (TypeError, ValueError, OverflowError) as exc:  # pragma: no cover - the walk
+        raise InvalidRequest(f"`{field}` cannot be encoded: {exc}") from exc
+    if len(data) > limit:
+        raise InvalidRequest(f"`{field}` is {len(data)} bytes encoded; the limit is {limit}")
+    return data

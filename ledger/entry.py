@@ -1,0 +1,181 @@
+"""Ledger entries (format v1): what is stored, hashed and signed.
+
+An entry is canonical JSON with its fields in this order::
+
+    {"v":1,"seq":0,"at":"2026-11-30T00:00:00.000000Z","kind":"memory_stored",
+     "prev":"<64 hex>","key":"<8 hex>","redacts":[],"payload_hash":"<64 hex>"|null,
+     "body":{...}}
+
+``prev`` is the leaf hash of entry ``seq-1`` (64 zeros for seq 0), ``key`` the
+signer's C2SP key id, ``redacts`` the earlier seqs whose payloads this entry
+authorises to erase, ``payload_hash`` blake3 over a 16-byte random salt and
+the payload bytes. The body is structure only (ids, kinds, hashes); text a
+person typed goes into the payload, which is stored beside the entry and
+can be erased without breaking a signature.
+
+The leaf hash is RFC 6962's ``SHA-256(0x00 || entry bytes)``: the same value
+chains entries, is a leaf of the Merkle tree and, domain separated, is what
+the signature covers, so an entry signature can never pass for a checkpoint
+signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import blake3
+import msgspec
+
+from .canonical import MAX_BODY_BYTES, MAX_PAYLOAD_BYTES, canonical_json
+from .errors import InvalidRequest
+
+__all__ = [
+    "FORMAT_VERSION",
+    "GENESIS_PREV",
+    "MAX_MENTIONS",
+    "SALT_SIZE",
+    "SIGNATURE_CONTEXT",
+    "Draft",
+    "Entry",
+    "decode_entry",
+    "encode_entry",
+    "format_time",
+    "leaf_hash",
+    "make_draft",
+    "payload_hash",
+    "signing_message",
+]
+
+FORMAT_VERSION = 1
+SALT_SIZE = 16
+GENESIS_PREV = "0" * 64
+SIGNATURE_CONTEXT = b"memseal/entry/v1\x00"
+MAX_MENTIONS = 10_000
+
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_MENTION = re.compile(r"[\x21-\x7e]{1,256}")
+
+
+class Entry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ledger entry, as decoded from its stored bytes."""
+
+    v: int
+    seq: int
+    at: str
+    kind: str
+    prev: str
+    key: str
+    redacts: tuple[int, ...]
+    payload_hash: str | None
+    body: msgspec.Raw
+
+
+class Draft(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry before the writer gives it a seq, a time and a signature.
+
+    Everything expensive and pure (encoding, salting, hashing the payload)
+    is done here, outside the write transaction.
+    """
+
+    kind: str
+    body: bytes
+    payload: bytes | None = None
+    salt: bytes | None = None
+    payload_hash: str | None = None
+    mentions: tuple[str, ...] = ()
+    redacts: tuple[int, ...] = ()
+
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+_decoder = msgspec.json.Decoder(Entry)
+
+
+def payload_hash(salt: bytes, payload: bytes) -> str:
+    return blake3.blake3(salt + payload).hexdigest()
+
+
+def make_draft(
+    kind: str,
+    body: Mapping[str, Any],
+    payload: Any = None,
+    *,
+    mentions: Sequence[str] = (),
+    redacts: Sequence[int] = (),
+) -> Draft:
+    """Validate and encode one entry's content; raise :class:`InvalidRequest` on bad input."""
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+        raise InvalidRequest(f"`kind` {kind!r} must be lowercase snake_case, at most 64 characters")
+    if not isinstance(body, Mapping):
+        raise InvalidRequest(f"`body` must be a JSON object, not {type(body).__name__}")
+    body_bytes = canonical_json(body, field="body", limit=MAX_BODY_BYTES)
+    salt: bytes | None = None
+    data: bytes | None = None
+    digest: str | None = None
+    if payload is not None:
+        data = canonical_json(payload, field="payload", limit=MAX_PAYLOAD_BYTES)
+        salt = secrets.token_bytes(SALT_SIZE)
+        digest = payload_hash(salt, data)
+    if isinstance(mentions, str | bytes) or not isinstance(mentions, Sequence):
+        raise InvalidRequest("`mentions` must be a list of ids")
+    if len(mentions) > MAX_MENTIONS:
+        raise InvalidRequest(f"`mentions` lists {len(mentions)} ids; the limit is {MAX_MENTIONS}")
+    for i, ref in enumerate(mentions):
+        if not isinstance(ref, str) or not _MENTION.fullmatch(ref):
+            raise InvalidRequest(f"`mentions[{i}]` must be 1 to 256 printable ASCII characters")
+    if data is None and mentions:
+        raise InvalidRequest("`mentions` needs a payload: it indexes what a payload mentions")
+    if isinstance(redacts, str | bytes) or not isinstance(redacts, Sequence):
+        raise InvalidRequest("`redacts` must be a list of seqs")
+    for i, seq in enumerate(redacts):
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise InvalidRequest(f"`redacts[{i}]` must be a seq (an integer >= 0)")
+    return Draft(
+        kind=kind,
+        body=body_bytes,
+        payload=data,
+        salt=salt,
+        payload_hash=digest,
+        mentions=tuple(dict.fromkeys(mentions)),
+        redacts=tuple(sorted(set(redacts))),
+    )
+
+
+def format_time(at: datetime) -> str:
+    """RFC 3339 in UTC with microseconds: fixed width, so times sort as text."""
+    if at.tzinfo is None:
+        raise InvalidRequest("clock returned a naive datetime; memseal needs an aware one")
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def encode_entry(draft: Draft, *, seq: int, at: str, prev: str, key: str) -> bytes:
+    entry = Entry(
+        v=FORMAT_VERSION,
+        seq=seq,
+        at=at,
+        kind=draft.kind,
+        prev=prev,
+        key=key,
+        redacts=draft.redacts,
+        payload_hash=draft.payload_hash,
+        body=msgspec.Raw(draft.body),
+    )
+    return _encoder.encode(entry)
+
+
+def decode_entry(data: bytes) -> Entry:
+    """Decode stored entry bytes strictly; raise ``msgspec.DecodeError`` or ``ValidationError``."""
+    return _decoder.decode(data)
+
+
+def leaf_hash(data: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def signing_message(leaf: bytes) -> bytes:
+    """What an entry signature covers: a context string, then the 32-byte leaf hash."""
+    return SIGNATURE_CONTEXT + leaf

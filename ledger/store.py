@@ -1,0 +1,105 @@
+"""The log-store port: what the ledger needs from a database, as small Protocols.
+
+A store appends entries in units of work and reads them back. A unit of
+work is a :data:`Command`: a plain function run by the store's single
+writer inside the write transaction, given a :class:`WriteTxn`. Inside it
+a command may append entries and write its own rows (projections, memos)
+through :meth:`WriteTxn.execute`; the store wraps each command in a
+savepoint, so a command that raises is rolled back alone while the rest of
+its group commit lands. An awaited :meth:`LogStore.run` returns only once
+the transaction holding the command is durable.
+
+Every adapter (SQLite now, PostgreSQL later) passes the one contract suite
+in ``tests/unit/ledger/test_store_contract.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import msgspec
+
+from .entry import Draft, Entry, decode_entry
+
+__all__ = ["Appended", "Command", "Head", "LogStore", "Record", "WriteTxn"]
+
+T = TypeVar("T")
+
+
+class Appended(msgspec.Struct, frozen=True, kw_only=True):
+    """What an append tells its caller: where the entry landed and its hash."""
+
+    seq: int
+    leaf_hash: bytes
+    at: str
+
+
+class Head(msgspec.Struct, frozen=True, kw_only=True):
+    """The log's size and the leaf hash of its last entry (None when empty)."""
+
+    size: int
+    leaf_hash: bytes | None
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True):
+    """One stored entry with its signature and, unless redacted, its payload."""
+
+    seq: int
+    leaf: bytes
+    leaf_hash: bytes
+    signature: bytes
+    salt: bytes | None
+    payload: bytes | None
+
+    def entry(self) -> Entry:
+        """Decode the stored bytes (strictly; raises msgspec errors on a bad entry)."""
+        return decode_entry(self.leaf)
+
+
+class WriteTxn(Protocol):
+    """The writer's view of one open write transaction."""
+
+    @property
+    def size(self) -> int:
+        """The number of entries including those appended so far in this transaction."""
+        ...
+
+    def append(self, draft: Draft) -> Appended:
+        """Sign and append one entry; erase the payloads it redacts."""
+        ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement of the adapter's own dialect inside the transaction."""
+        ...
+
+
+Command = Callable[[WriteTxn], T]
+
+
+class LogStore(Protocol):
+    """An append-only store of signed entries."""
+
+    async def run(self, command: Command[T]) -> T:
+        """Run ``command`` in the writer; return once its transaction is durable."""
+        ...
+
+    async def head(self) -> Head: ...
+
+    async def read(self, seq: int) -> Record:
+        """One record; :class:`NotFound` when ``seq`` is not in the log."""
+        ...
+
+    def scan(self, start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
+        """Records ``start <= seq < stop`` in order, fetched in chunks."""
+        ...
+
+    async def mentioning(self, ref: str) -> list[int]:
+        """Seqs whose payload mentions ``ref`` (filled by the layers above)."""
+        ...
+
+    async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
+        """Which of ``seqs`` still have a stored payload."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,135 @@
+"""The ``memseal`` command line.
+
+Exit codes: 0 success; 1 verification failed; 2 usage or I/O error
+(argparse's own usage errors are 2 as well).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from memseal._progress import ProgressLine
+from memseal.ledger.errors import MemsealError, VerificationError
+from memseal.ledger.keys import create_keys, key_files_exist, load_keys
+from memseal.memory import DATABASE, open, open_audit
+
+__all__ = ["main"]
+
+DEFAULT_DATA = "memseal-data"
+
+OK, FAILED, USAGE = 0, 1, 2
+
+
+def _read_trust(value: str) -> str:
+    """``--trust`` takes vkey text or a file holding it."""
+    path = Path(value)
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    return value.strip()
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    target = Path(args.path)
+    if not target.is_dir():
+        print(f"memseal verify: {target} is not a memseal data folder", file=sys.stderr)
+        return USAGE
+    trust = _read_trust(args.trust)
+    progress = ProgressLine("verifying")
+    async with open_audit(target) as ledger:
+        try:
+            summary = await ledger.verify(trust, progress=progress)
+        except VerificationError as exc:
+            progress.close()
+            print(f"FAILED: {exc}", file=sys.stderr)
+            return FAILED
+    print(summary.line())
+    return OK
+
+
+async def _keys(args: argparse.Namespace) -> int:
+    folder = Path(args.data)
+    if args.action == "show":
+        print(load_keys(folder).vkey)
+        return OK
+    # new
+    if key_files_exist(folder):
+        print(
+            f"memseal keys new: {folder} already has a key; memseal never overwrites one",
+            file=sys.stderr,
+        )
+        return USAGE
+    if (folder / DATABASE).exists():
+        print(
+            f"memseal keys new: {folder} already has a ledger; its key cannot be replaced",
+            file=sys.stderr,
+        )
+        return USAGE
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    keys = create_keys(folder, args.name or f"memseal-{folder.resolve().name}")
+    print(keys.vkey)
+    return OK
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    """What `make run` does until the service lands: append, verify, print the head."""
+    async with open(args.data) as memory:
+        before = await memory.ledger.size()
+        appended = await memory.ledger.append(
+            "note",
+            {"source": "make run"},
+            {"text": "memseal demo: a signed entry"},
+        )
+        summary = await memory.ledger.verify(memory.vkey, progress=ProgressLine("verifying"))
+        print(f"data folder: {memory.folder}")
+        print(f"public key:  {memory.vkey}")
+        print(f"appended:    seq {appended.seq} (the log had {before} entries)")
+        print(f"head:        {summary.head}")
+        print(summary.line())
+        print(f"audit it:    memseal verify {memory.folder} --trust '{memory.vkey}'")
+    return OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memseal",
+        description="memseal: a memory service whose every call is a signed ledger entry.",
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    verify = verbs.add_parser("verify", help="audit a data folder offline against a public key")
+    verify.add_argument("path", help="the data folder")
+    verify.add_argument("--trust", required=True, help="the trusted vkey, or a file holding it")
+    verify.set_defaults(run=_verify)
+
+    keys = verbs.add_parser("keys", help="key management")
+    keys.add_argument("action", choices=["new", "show"])
+    keys.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    keys.add_argument("--name", help="the key name (keys new)")
+    keys.set_defaults(run=_keys)
+
+    demo = verbs.add_parser("demo", help="append one entry, verify, print the head")
+    demo.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
+    try:
+        return asyncio.run(run(args))
+    except MemsealError as exc:
+        print(f"memseal {args.verb}: {exc}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print("memseal: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

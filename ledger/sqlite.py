@@ -18,9 +18,10 @@ two processes can never fork the chain.
 from __future__ import annotations
 
 import asyncio
+import queue
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +32,7 @@ import aiosqlite
 from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
 from .errors import InvalidRequest, MemsealError, NotFound, StorageError
 from .note import NoteSigner
-from .store import Appended, Command, Head, Record, WriteTxn
+from .store import Appended, Command, Head, Record
 
 __all__ = ["AppendHook", "SqliteLogStore", "SqliteTxn"]
 
@@ -167,6 +168,17 @@ class _Job:
     outcome: tuple[bool, Any] = field(default=(False, None))
 
 
+def _resolve(batch: list[_Job]) -> None:
+    for job in batch:
+        if job.future.done():  # the caller was cancelled; the work stands
+            continue
+        ok, value = job.outcome
+        if ok:
+            job.future.set_result(value)
+        else:
+            job.future.set_exception(value)
+
+
 class SqliteLogStore:
     """The embedded default log store (see the module docstring)."""
 
@@ -185,11 +197,14 @@ class SqliteLogStore:
         self._max_batch = max_batch
         self._hooks: list[AppendHook] = []
         self._schema: list[str] = [_SCHEMA]
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="memseal-writer")
         self._writer: sqlite3.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[_Job | None] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        # Commands submitted during one turn of the event loop travel to the writer together,
+        # so tasks woken by one group commit all land in the next group, not one by one.
+        self._pending: list[_Job] = []
+        self._jobs: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     # -- set-up ---------------------------------------------------------------
@@ -212,13 +227,13 @@ class SqliteLogStore:
         self._signer = signer
 
     async def open(self) -> None:
-        loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
         readonly = self._signer is None
         if readonly and not self.path.is_file():
             raise StorageError(f"no ledger database at {self.path}")
         try:
             if not readonly:
-                self._writer = await loop.run_in_executor(self._executor, self._open_writer)
+                self._writer = await asyncio.to_thread(self._open_writer)
                 self._reader = await aiosqlite.connect(self.path)
             else:
                 self._reader = await aiosqlite.connect(f"file:{self.path}?mode=ro", uri=True)
@@ -233,7 +248,10 @@ class SqliteLogStore:
             await self.close()
             raise
         if not readonly:
-            self._task = asyncio.create_task(self._write_loop(), name="memseal-writer")
+            self._thread = threading.Thread(
+                target=self._write_loop, name="memseal-writer", daemon=True
+            )
+            self._thread.start()
 
     async def _check_schema(self) -> None:
         assert self._reader is not None
@@ -273,63 +291,70 @@ class SqliteLogStore:
         return conn
 
     async def close(self) -> None:
+        """Finish every queued command (drain), then close the connections."""
         if self._closed:
             return
         self._closed = True
-        if self._task is not None:
-            self._queue.put_nowait(None)
-            await self._task
+        if self._thread is not None:
+            self._flush()
+            self._jobs.put(None)
+            await asyncio.to_thread(self._thread.join)
         if self._reader is not None:
             await self._reader.close()
-        if self._writer is not None:
-            writer = self._writer
-            await asyncio.get_running_loop().run_in_executor(self._executor, writer.close)
-        self._executor.shutdown(wait=True)
+        if self._writer is not None and self._thread is None:
+            self._writer.close()
 
     # -- writing --------------------------------------------------------------
 
     async def run(self, command: Command[T]) -> T:
         if self._signer is None:
             raise StorageError("this ledger store is open read-only")
-        if self._closed or self._task is None:
+        if self._closed or self._thread is None or self._loop is None:
             raise StorageError("the ledger store is closed")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Job(command, future))
+        future: asyncio.Future[T] = self._loop.create_future()
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(_Job(command, future))
         return await future
 
-    async def _write_loop(self) -> None:
-        loop = asyncio.get_running_loop()
+    def _flush(self) -> None:
+        jobs, self._pending = self._pending, []
+        if jobs:
+            self._jobs.put(jobs)
+
+    def _write_loop(self) -> None:
+        """The writer thread: one group commit per pass, one hop back to the loop per group."""
+        assert self._loop is not None and self._writer is not None
         stopping = False
         while not stopping:
-            first = await self._queue.get()
+            first = self._jobs.get()
             if first is None:
                 break
-            batch = [first]
-            # Group commit: everything queued while the last batch was committing.
-            while len(batch) < self._max_batch and not self._queue.empty():
-                job = self._queue.get_nowait()
-                if job is None:
+            batch = list(first)
+            # Group commit: everything queued while the last group was committing.
+            while len(batch) < self._max_batch:
+                try:
+                    more = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
                     stopping = True
                     break
-                batch.append(job)
+                batch.extend(more)
             try:
-                await loop.run_in_executor(self._executor, self._commit, batch)
+                self._commit(batch)
             except BaseException as exc:  # the whole group failed to commit
-                error = (
-                    exc if isinstance(exc, MemsealError) else StorageError(f"commit failed: {exc}")
-                )
+                error: BaseException = exc
                 if not isinstance(exc, MemsealError):
+                    error = StorageError(f"commit failed: {exc}")
                     error.__cause__ = exc
                 for job in batch:
                     job.outcome = (False, error)
-            for job in batch:
-                if job.future.done():  # the caller was cancelled; the work stands
-                    continue
-                ok, value = job.outcome
-                if ok:
-                    job.future.set_result(value)
-                else:
-                    job.future.set_exception(value)
+            try:
+                self._loop.call_soon_threadsafe(_resolve, batch)
+            except RuntimeError:  # the loop is gone; nobody is waiting any more
+                break
+        self._writer.close()
 
     def _commit(self, batch: list[_Job]) -> None:
         conn = self._writer

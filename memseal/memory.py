@@ -132,7 +132,7 @@ class _Opening(Awaitable[Memory]):
             await self._memory.close()
 
 
-def open(  # noqa: A001 - the public name the design gives it
+def open(
     path: str | Path,
     *,
     key_name: str | None = None,

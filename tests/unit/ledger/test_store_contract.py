@@ -1,0 +1,174 @@
+"""The log-store contract: every adapter passes these unchanged.
+
+An adapter is reached through the ``store`` fixture, parametrised by
+adapter name; the PostgreSQL adapter joins the list when it exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from memseal.ledger.entry import GENESIS_PREV, Draft, decode_entry, leaf_hash, make_draft
+from memseal.ledger.errors import InvalidRequest, NotFound, StorageError
+from memseal.ledger.note import NoteSigner
+from memseal.ledger.sqlite import SqliteLogStore
+from memseal.ledger.store import Appended, LogStore, WriteTxn
+
+SIGNER = NoteSigner.from_seed("contract-test", bytes(range(32)))
+ADAPTERS = ["sqlite"]
+
+
+async def _open(adapter: str, where: Path) -> SqliteLogStore:
+    assert adapter == "sqlite"
+    store = SqliteLogStore(where / "ledger.db", SIGNER)
+    store.add_schema("CREATE TABLE IF NOT EXISTS side (seq INTEGER PRIMARY KEY, note TEXT)")
+    await store.open()
+    return store
+
+
+@pytest.fixture(params=ADAPTERS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqliteLogStore]:
+    opened = await _open(request.param, tmp_path)
+    yield opened
+    await opened.close()
+
+
+def _append(draft: Draft) -> object:
+    def command(txn: WriteTxn) -> Appended:
+        return txn.append(draft)
+
+    return command
+
+
+async def append(store: LogStore, n: int = 1, payload: bool = True) -> list[Appended]:
+    out = []
+    for i in range(n):
+        draft = make_draft("note", {"i": i}, {"text": f"t{i}"} if payload else None)
+        out.append(await store.run(lambda txn, d=draft: txn.append(d)))
+    return out
+
+
+async def test_an_empty_store_has_no_head(store: LogStore) -> None:
+    head = await store.head()
+    assert (head.size, head.leaf_hash) == (0, None)
+    assert [r async for r in store.scan()] == []
+    with pytest.raises(NotFound):
+        await store.read(0)
+
+
+async def test_appends_chain_and_read_back(store: LogStore) -> None:
+    appended = await append(store, 5)
+    assert [a.seq for a in appended] == [0, 1, 2, 3, 4]
+    records = [r async for r in store.scan()]
+    assert [r.seq for r in records] == [0, 1, 2, 3, 4]
+    prev = GENESIS_PREV
+    for a, r in zip(appended, records, strict=True):
+        entry = decode_entry(r.leaf)
+        assert entry.prev == prev
+        assert leaf_hash(r.leaf) == r.leaf_hash == a.leaf_hash
+        assert SIGNER.verifier.verify(b"memseal/entry/v1\x00" + r.leaf_hash, r.signature)
+        prev = r.leaf_hash.hex()
+    head = await store.head()
+    assert head.size == 5
+    assert head.leaf_hash == appended[-1].leaf_hash
+    assert (await store.read(3)).leaf == records[3].leaf
+
+
+async def test_scan_respects_its_range(store: LogStore) -> None:
+    await append(store, 7)
+    assert [r.seq async for r in store.scan(2, 5)] == [2, 3, 4]
+    assert [r.seq async for r in store.scan(5)] == [5, 6]
+    assert [r.seq async for r in store.scan(9)] == []
+
+
+async def test_a_failing_command_rolls_back_alone(store: SqliteLogStore) -> None:
+    good = make_draft("note", {"ok": True}, {"text": "kept"})
+
+    def fails(txn: WriteTxn) -> None:
+        txn.append(make_draft("note", {"ok": False}, {"text": "rolled back"}))
+        txn.execute("INSERT INTO side (seq, note) VALUES (?, ?)", (txn.size - 1, "gone"))
+        raise ValueError("boom")
+
+    def keeps(txn: WriteTxn) -> Appended:
+        done = txn.append(good)
+        txn.execute("INSERT INTO side (seq, note) VALUES (?, ?)", (done.seq, "kept"))
+        return done
+
+    # Submitted in one turn of the loop: they share one group commit.
+    results = await asyncio.gather(
+        store.run(keeps), store.run(fails), store.run(keeps), return_exceptions=True
+    )
+    assert isinstance(results[1], ValueError)
+    first, third = results[0], results[2]
+    assert isinstance(first, Appended) and isinstance(third, Appended)
+    assert (first.seq, third.seq) == (0, 1)  # no gap where the failed command appended
+    records = [r async for r in store.scan()]
+    assert [r.payload for r in records] == [b'{"text":"kept"}'] * 2
+    assert decode_entry(records[1].leaf).prev == records[0].leaf_hash.hex()
+    assert await store.rows("SELECT seq, note FROM side ORDER BY seq") == [(0, "kept"), (1, "kept")]
+
+
+async def test_redaction_erases_payload_and_mentions(store: LogStore) -> None:
+    draft = make_draft("note", {"i": 0}, {"text": "secret"}, mentions=["item:a", "item:b"])
+    await store.run(lambda txn: txn.append(draft))
+    await append(store, 1)
+    assert await store.mentioning("item:a") == [0]
+    forget = make_draft("forget", {"ids": ["item:a"]}, redacts=[0])
+    await store.run(lambda txn: txn.append(forget))
+    record = await store.read(0)
+    assert record.payload is None and record.salt is None
+    assert await store.mentioning("item:a") == []
+    assert await store.mentioning("item:b") == []
+    assert await store.payloads_present([0, 1]) == [1]
+
+
+async def test_a_redaction_must_name_earlier_seqs(store: LogStore) -> None:
+    await append(store, 1)
+    future = make_draft("forget", {}, redacts=[5])
+    with pytest.raises(InvalidRequest, match="earlier"):
+        await store.run(lambda txn: txn.append(future))
+    assert (await store.head()).size == 1
+
+
+async def test_appends_survive_a_reopen(tmp_path: Path) -> None:
+    for adapter in ADAPTERS:
+        where = tmp_path / adapter
+        where.mkdir()
+        first = await _open(adapter, where)
+        written = await append(first, 3)
+        await first.close()
+        second = await _open(adapter, where)
+        try:
+            assert (await second.head()).leaf_hash == written[-1].leaf_hash
+            more = await append(second, 1)
+            assert more[0].seq == 3
+        finally:
+            await second.close()
+
+
+async def test_a_closed_store_refuses_work(tmp_path: Path) -> None:
+    for adapter in ADAPTERS:
+        opened = await _open(adapter, tmp_path)
+        await opened.close()
+        with pytest.raises(StorageError, match="closed"):
+            await append(opened, 1)
+
+
+async def test_close_drains_commands_already_submitted(tmp_path: Path) -> None:
+    for adapter in ADAPTERS:
+        opened = await _open(adapter, tmp_path)
+        drafts = [make_draft("note", {"i": i}) for i in range(20)]
+        tasks = [asyncio.ensure_future(opened.run(lambda t, d=d: t.append(d))) for d in drafts]
+        await asyncio.sleep(0)
+        await opened.close()
+        done = await asyncio.gather(*tasks)
+        assert sorted(a.seq for a in done) == list(range(20))
+        reopened = await _open(adapter, tmp_path)
+        try:
+            assert (await reopened.head()).size == 20
+        finally:
+            await reopened.close()

@@ -1,0 +1,99 @@
+"""The command line: plain output and the exit codes of DESIGN.md's table."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memseal.cli import main
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memseal.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    assert main(["demo", "--data", str(data)]) == 0
+    return data
+
+
+def test_demo_appends_verifies_and_prints_the_head(tmp_path: Path) -> None:
+    done = run("demo", "--data", str(tmp_path / "d"))
+    assert done.returncode == 0, done.stderr
+    assert "ok: 1 entries verified" in done.stdout
+    again = run("demo", "--data", str(tmp_path / "d"))
+    assert "ok: 2 entries verified" in again.stdout
+
+
+def test_keys_show_prints_the_vkey_and_new_refuses_to_overwrite(folder: Path) -> None:
+    shown = run("keys", "show", "--data", str(folder))
+    assert shown.returncode == 0
+    assert shown.stdout.strip() == (folder / "keys" / "ledger.vkey").read_text().strip()
+    refused = run("keys", "new", "--data", str(folder))
+    assert refused.returncode == 2
+    assert "never overwrites" in refused.stderr
+
+
+def test_keys_new_makes_a_key_in_an_empty_folder(tmp_path: Path) -> None:
+    made = run("keys", "new", "--data", str(tmp_path / "fresh"), "--name", "audit-test")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("audit-test+")
+
+
+def test_verify_exits_0_with_a_summary(folder: Path) -> None:
+    vkey = (folder / "keys" / "ledger.vkey").read_text().strip()
+    done = run("verify", str(folder), "--trust", vkey)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ok: 1 entries verified")
+    by_file = run("verify", str(folder), "--trust", str(folder / "keys" / "ledger.vkey"))
+    assert by_file.returncode == 0
+
+
+def test_verify_needs_no_private_key(folder: Path, tmp_path: Path) -> None:
+    vkey = (folder / "keys" / "ledger.vkey").read_text().strip()
+    (folder / "keys" / "ledger.skey").unlink()
+    done = run("verify", str(folder), "--trust", vkey)
+    assert done.returncode == 0, done.stderr
+
+
+def test_verify_exits_1_naming_the_seq_and_step(folder: Path) -> None:
+    vkey = (folder / "keys" / "ledger.vkey").read_text().strip()
+    with sqlite3.connect(folder / "ledger.db") as conn:
+        conn.execute("UPDATE entries SET sig = zeroblob(64) WHERE seq = 0")
+    done = run("verify", str(folder), "--trust", vkey)
+    assert done.returncode == 1
+    assert "seq 0: signature" in done.stderr
+
+
+def test_verify_with_another_key_exits_1(folder: Path, tmp_path: Path) -> None:
+    other = run("keys", "new", "--data", str(tmp_path / "other")).stdout.strip()
+    done = run("verify", str(folder), "--trust", other)
+    assert done.returncode == 1
+    assert "unknown key" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", "/nonexistent/memseal"],
+        ["verify", "{folder}", "--trust", "not-a-vkey"],
+        ["frobnicate"],
+        ["keys", "show", "--data", "/nonexistent/memseal"],
+    ],
+)
+def test_usage_and_io_errors_exit_2(folder: Path, args: list[str]) -> None:
+    argv = [a.replace("{folder}", str(folder)) for a in args]
+    if argv[0] == "verify" and "--trust" not in argv:
+        argv += ["--trust", "x+00000000+AA"]
+    done = run(*argv)
+    assert done.returncode == 2, done
+    assert done.stderr.strip()
+    assert "Traceback" not in done.stderr

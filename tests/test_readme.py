@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -26,3 +27,28 @@ def test_readme_python_example_runs(index: int, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), "the example printed nothing"
+
+
+SHELL = [
+    block
+    for block in re.findall(
+        r"```sh\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S
+    )
+    if "make " not in block  # the two make commands are what CI itself runs
+]
+
+
+@pytest.mark.parametrize("index", range(len(SHELL)))
+def test_readme_shell_example_runs(index: int, tmp_path: Path) -> None:
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", SHELL[index]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ok:" in done.stdout

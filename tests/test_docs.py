@@ -1,0 +1,64 @@
+"""Every Python and shell example in docs/ runs, in a folder holding a small ledger."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _blocks(language: str) -> list[tuple[str, int, str]]:
+    found = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for i, block in enumerate(re.findall(rf"```{language}\n(.*?)```", text, re.S)):
+            found.append((page.name, i, block))
+    return found
+
+
+PYTHON = _blocks("python")
+SHELL = _blocks("sh")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    done = subprocess.run(
+        [str(BIN / "memseal"), "demo", "--data", "memseal-data"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return tmp_path
+
+
+@pytest.mark.parametrize(("page", "index", "code"), PYTHON, ids=[f"{p}-{i}" for p, i, _ in PYTHON])
+def test_docs_python_example_runs(page: str, index: int, code: str, workdir: Path) -> None:
+    script = workdir / "example.py"
+    script.write_text(code, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=workdir, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, f"{page} block {index}: {done.stderr}"
+
+
+@pytest.mark.parametrize(("page", "index", "code"), SHELL, ids=[f"{p}-{i}" for p, i, _ in SHELL])
+def test_docs_shell_example_runs(page: str, index: int, code: str, workdir: Path) -> None:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", code],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"{page} block {index}: {done.stderr}"

@@ -32,7 +32,7 @@ import aiosqlite
 from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
 from .errors import InvalidRequest, MemsealError, NotFound, StorageError
 from .note import NoteSigner
-from .store import Appended, Command, Head, Record
+from .store import Appended, Command, Head, Record, WriteTxn
 
 __all__ = ["AppendHook", "SqliteLogStore", "SqliteTxn"]
 
@@ -166,6 +166,8 @@ class _Job:
     command: Command[Any]
     future: asyncio.Future[Any]
     outcome: tuple[bool, Any] = field(default=(False, None))
+    # Maintenance (scrub, checkpoint of the WAL) runs on the writer outside any transaction.
+    raw: Callable[[sqlite3.Connection], Any] | None = None
 
 
 def _resolve(batch: list[_Job]) -> None:
@@ -317,6 +319,22 @@ class SqliteLogStore:
         self._pending.append(_Job(command, future))
         return await future
 
+    async def exclusive(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on the writer's connection between group commits, outside a
+        transaction (VACUUM, ``wal_checkpoint``, FTS merges). Nothing else writes meanwhile."""
+        if self._signer is None:
+            raise StorageError("this ledger store is open read-only")
+        if self._closed or self._thread is None or self._loop is None:
+            raise StorageError("the ledger store is closed")
+
+        def unused(txn: WriteTxn) -> None:  # pragma: no cover - raw jobs bypass commands
+            raise AssertionError("raw job run as a command")
+
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._flush()
+        self._jobs.put([_Job(unused, future, raw=work)])
+        return await future
+
     def _flush(self) -> None:
         jobs, self._pending = self._pending, []
         if jobs:
@@ -342,7 +360,7 @@ class SqliteLogStore:
                     break
                 batch.extend(more)
             try:
-                self._commit(batch)
+                self._commit_or_run(batch)
             except BaseException as exc:  # the whole group failed to commit
                 error: BaseException = exc
                 if not isinstance(exc, MemsealError):
@@ -355,6 +373,23 @@ class SqliteLogStore:
             except RuntimeError:  # the loop is gone; nobody is waiting any more
                 break
         self._writer.close()
+
+    def _commit_or_run(self, batch: list[_Job]) -> None:
+        commands: list[_Job] = []
+        for job in batch:
+            if job.raw is None:
+                commands.append(job)
+                continue
+            if commands:  # keep submission order around the maintenance job
+                self._commit(commands)
+                commands = []
+            assert self._writer is not None
+            try:
+                job.outcome = (True, job.raw(self._writer))
+            except BaseException as exc:
+                job.outcome = (False, _translate(exc))
+        if commands:
+            self._commit(commands)
 
     def _commit(self, batch: list[_Job]) -> None:
         conn = self._writer

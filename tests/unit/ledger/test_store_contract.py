@@ -172,3 +172,22 @@ async def test_close_drains_commands_already_submitted(tmp_path: Path) -> None:
             assert (await reopened.head()).size == 20
         finally:
             await reopened.close()
+
+
+async def test_exclusive_work_runs_between_groups_outside_a_transaction(
+    store: SqliteLogStore,
+) -> None:
+    await append(store, 2)
+
+    def checkpoint_wal(conn: object) -> bool:
+        import sqlite3
+
+        assert isinstance(conn, sqlite3.Connection)
+        assert not conn.in_transaction
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
+
+    first = asyncio.ensure_future(append(store, 1))
+    assert await store.exclusive(checkpoint_wal) is True
+    await first
+    assert (await store.head()).size == 3

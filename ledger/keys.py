@@ -6,6 +6,7 @@ Layout under the data folder::
       ledger.skey       mode 0600  the Ed25519 signing key, Go note private-key text
       ledger.vkey       mode 0644  the public key as a C2SP vkey line (safe to publish)
       instance.secret   mode 0600  32 random bytes keying item ids and fingerprints
+      history           mode 0644  every vkey this ledger has used, oldest first
 
 Keys are made on first use only. Once a folder has any key file, or a
 ledger with entries, a missing or malformed file is a :class:`KeyFileError`,
@@ -16,6 +17,7 @@ logged or returned by any public API; :class:`Keys` keeps them out of its repr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -23,12 +25,25 @@ from pathlib import Path
 from .errors import InvalidRequest, KeyFileError
 from .note import NoteSigner, VerifierKey, format_skey, parse_skey, parse_vkey
 
-__all__ = ["SECRET_SIZE", "Keys", "create_keys", "key_files_exist", "load_keys"]
+__all__ = [
+    "SECRET_SIZE",
+    "Keys",
+    "begin_rotation",
+    "complete_rotation",
+    "create_keys",
+    "discard_rotation",
+    "key_files_exist",
+    "key_history",
+    "load_keys",
+    "pending_rotation",
+]
 
 SECRET_SIZE = 32
 _SKEY = "ledger.skey"
 _VKEY = "ledger.vkey"
 _SECRET = "instance.secret"
+_NEXT = "ledger.next.skey"
+_HISTORY = "history"
 
 
 class Keys:
@@ -100,9 +115,20 @@ def create_keys(folder: Path, name: str) -> Keys:
         _write_new(d / _SECRET, secret, 0o600)
         _write_new(d / _SKEY, (format_skey(signer) + "\n").encode(), 0o600)
         _write_new(d / _VKEY, (signer.verifier.text + "\n").encode(), 0o644)
+        _write_new(d / _HISTORY, (signer.verifier.text + "\n").encode(), 0o644)
     except OSError as exc:
         raise KeyFileError(f"cannot create key files in {d}: {exc.strerror}") from exc
     return Keys(signer, secret)
+
+
+def key_history(folder: Path) -> list[VerifierKey]:
+    """Every key the ledger has used, oldest first (the first is its root of trust)."""
+    path = _dir(folder) / _HISTORY
+    text = _read(path, "key history").decode("utf-8", errors="replace")
+    try:
+        return [parse_vkey(line.strip()) for line in text.splitlines() if line.strip()]
+    except InvalidRequest as exc:
+        raise KeyFileError(f"key history {path} is malformed: {exc}") from exc
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -127,6 +153,12 @@ def load_keys(folder: Path) -> Keys:
     except (UnicodeDecodeError, InvalidRequest):
         # No chained cause: the parse error could quote the private key into a log.
         raise KeyFileError(f"signing key {skey_path} is malformed") from None
+    tmp = d / "ledger.vkey.tmp"
+    if tmp.exists():
+        # A rotation stopped between swapping the private key and its public half.
+        with contextlib.suppress(UnicodeDecodeError, InvalidRequest, OSError):
+            if parse_vkey(tmp.read_text("utf-8").strip()) == signer.verifier:
+                os.replace(tmp, vkey_path)
     vkey_bytes = _read(vkey_path, "public key")
     try:
         verifier = parse_vkey(vkey_bytes.decode("utf-8").strip())
@@ -140,3 +172,60 @@ def load_keys(folder: Path) -> Keys:
             f"instance secret {secret_path} is {len(secret)} bytes; it must be {SECRET_SIZE}"
         )
     return Keys(signer, secret)
+
+
+# Rotation is crash safe in three steps: (1) the new key is written beside the old one
+# as ledger.next.skey; (2) the key_rotated entry is committed, signed by the old key;
+# (3) the old key moves to keys/retired/ and the new one takes its place. An open that
+# finds a ledger.next.skey finishes step 3 if the ledger holds step 2, else discards it.
+
+
+def begin_rotation(folder: Path, name: str) -> NoteSigner:
+    """Step 1: make the next key and store it beside the current one."""
+    path = _dir(folder) / _NEXT
+    if path.exists():
+        raise KeyFileError(f"{path} exists: a rotation is pending; open the data folder first")
+    signer = NoteSigner.generate(name)
+    try:
+        _write_new(path, (format_skey(signer) + "\n").encode(), 0o600)
+    except OSError as exc:
+        raise KeyFileError(f"cannot write {path}: {exc.strerror}") from exc
+    return signer
+
+
+def pending_rotation(folder: Path) -> NoteSigner | None:
+    path = _dir(folder) / _NEXT
+    if not path.exists():
+        return None
+    try:
+        return parse_skey(_read(path, "next signing key").decode("utf-8").strip())
+    except (UnicodeDecodeError, InvalidRequest):
+        raise KeyFileError(f"next signing key {path} is malformed") from None
+
+
+def discard_rotation(folder: Path) -> None:
+    (_dir(folder) / _NEXT).unlink(missing_ok=True)
+
+
+def complete_rotation(folder: Path, old: Keys, new: NoteSigner) -> Keys:
+    """Step 3: the new key becomes the folder's key; the old private key is deleted.
+
+    Its public half stays in ``history``: verifiers start from the oldest key there
+    and follow the ``key_rotated`` entries.
+    """
+    d = _dir(folder)
+    try:
+        history = key_history(folder)
+        if new.verifier not in history:
+            with (d / _HISTORY).open("a", encoding="utf-8") as f:
+                f.write(new.verifier.text + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        tmp = d / "ledger.vkey.tmp"
+        tmp.unlink(missing_ok=True)
+        _write_new(tmp, (new.verifier.text + "\n").encode(), 0o644)
+        os.replace(d / _NEXT, d / _SKEY)
+        os.replace(tmp, d / _VKEY)
+    except OSError as exc:
+        raise KeyFileError(f"cannot complete the key rotation in {d}: {exc.strerror}") from exc
+    return Keys(new, old.secret)

@@ -1,29 +1,42 @@
-"""The ledger facade: append, read and verify over a log store and its keys."""
+"""The ledger facade: append, read, prove and verify over a log store and its keys."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from .checkpoint import parse_checkpoint
 from .entry import make_draft
-from .errors import InvalidRequest, VerificationError
-from .keys import Keys
-from .note import VerifierKey, parse_vkey
-from .sqlite import SqliteLogStore
-from .store import Appended, Command, Head, Record, WriteTxn
+from .errors import InvalidRequest, NotFound, VerificationError
+from .merkle import consistency_proof, inclusion_proof, stored_hash_count, tree_hash
+from .note import NoteSigner, VerifierKey, parse_vkey, split_note
+from .sqlite import SqliteLogStore, SqliteTxn
+from .store import Appended, Command, Head, Record, StoredCheckpoint, WriteTxn
+from .transparency import (
+    CheckpointPolicy,
+    ConsistencyProof,
+    InclusionProof,
+    cut_checkpoint,
+    tlog_proof,
+)
 from .verify import LedgerVerifier, VerifySummary
 
-__all__ = ["Ledger", "Progress", "TrustArg", "trusted_keys"]
+__all__ = ["KEY_ROTATED", "Ledger", "Progress", "TrustArg", "trusted_keys"]
 
 T = TypeVar("T")
+
+KEY_ROTATED = "key_rotated"
 
 Progress = Callable[[int, int], None]
 """Called as verification goes with (entries done, entries in all)."""
 
 TrustArg = str | VerifierKey | Sequence[str | VerifierKey] | None
+
+_CHUNK = 4096
 
 
 def trusted_keys(trust: TrustArg, default: VerifierKey | None) -> list[VerifierKey]:
@@ -52,10 +65,44 @@ def trusted_keys(trust: TrustArg, default: VerifierKey | None) -> list[VerifierK
 class Ledger:
     """The signed, append-only log of one memseal instance."""
 
-    def __init__(self, store: SqliteLogStore, keys: Keys | None) -> None:
-        """``keys`` None: an auditor's read-only ledger, verified against a given key."""
+    def __init__(
+        self,
+        store: SqliteLogStore,
+        trust_root: VerifierKey | None,
+        policy: CheckpointPolicy | None = None,
+    ) -> None:
+        """``trust_root`` is the ledger's first key, what ``verify()`` trusts by default;
+        None (with no policy): an auditor's read-only ledger, verified against a given key."""
         self.store = store
-        self._keys = keys
+        self._trust_root = trust_root
+        self.policy = policy
+        self._timer: asyncio.Task[None] | None = None
+        if policy is not None and policy.every is not None:
+            store.add_commit_hook(self._checkpoint_every)
+
+    @property
+    def signer(self) -> NoteSigner:
+        return self.store.signer
+
+    @property
+    def trust_root(self) -> VerifierKey:
+        if self._trust_root is None:
+            raise InvalidRequest("this read-only ledger has no trust root; pass `trust`")
+        return self._trust_root
+
+    def start(self) -> None:
+        """Start cutting checkpoints every ``policy.interval`` seconds (once opened)."""
+        if self.policy is not None and self.policy.interval is not None and self._timer is None:
+            self._timer = asyncio.create_task(self._checkpoint_timer(self.policy.interval))
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+        await self.store.close()
+
+    # -- appending ------------------------------------------------------------
 
     async def append(
         self,
@@ -84,6 +131,8 @@ class Ledger:
         """Run a unit of work in the writer (the layers above add their rows here)."""
         return await self.store.run(command)
 
+    # -- reading --------------------------------------------------------------
+
     async def head(self) -> Head:
         return await self.store.head()
 
@@ -99,34 +148,175 @@ class Ledger:
     async def mentioning(self, ref: str) -> list[int]:
         return await self.store.mentioning(ref)
 
+    # -- checkpoints and proofs -------------------------------------------------
+
+    def _origin(self) -> str:
+        if self.policy is None:
+            raise InvalidRequest("this ledger is open read-only; it signs no checkpoints")
+        return self.policy.origin
+
+    def _checkpoint_every(self, txn: SqliteTxn) -> None:
+        assert self.policy is not None and self.policy.every is not None
+        latest = txn.latest_checkpoint()
+        if txn.size - (0 if latest is None else latest.size) >= self.policy.every:
+            cut_checkpoint(txn, self.policy.origin, [txn.signer])
+
+    async def _checkpoint_timer(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            latest = await self.latest_checkpoint()
+            if (await self.size()) > (0 if latest is None else latest.size):
+                await self.checkpoint()
+
+    async def checkpoint(self) -> str:
+        """Cut (or return, if the log has not grown) a signed checkpoint: C2SP note text."""
+        origin = self._origin()
+
+        def command(txn: WriteTxn) -> StoredCheckpoint:
+            return cut_checkpoint(txn, origin, [txn.signer])
+
+        return (await self.store.run(command)).note
+
+    async def latest_checkpoint(self) -> StoredCheckpoint | None:
+        stored = await self.store.checkpoints()
+        return stored[-1] if stored else None
+
+    async def checkpoints(self) -> list[StoredCheckpoint]:
+        return await self.store.checkpoints()
+
+    async def root(self, size: int | None = None) -> bytes:
+        n = await self._size_arg(size, "size")
+        return await self.store.tree_read(lambda read: tree_hash(n, read))
+
+    async def _size_arg(self, size: int | None, field: str) -> int:
+        current = await self.size()
+        if size is None:
+            return current
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= current:
+            raise InvalidRequest(f"`{field}` must be a tree size from 0 to {current}, not {size!r}")
+        return size
+
+    async def inclusion_proof(self, seq: int, size: int | None = None) -> InclusionProof:
+        """Proof that entry ``seq`` is in the tree of ``size`` entries (default: all)."""
+        n = await self._size_arg(size, "size")
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < n:
+            raise InvalidRequest(f"`seq` must be an entry of the tree of size {n}, not {seq!r}")
+
+        def work(read: Callable[[Sequence[int]], list[bytes]]) -> InclusionProof:
+            return InclusionProof(
+                seq=seq,
+                size=n,
+                leaf_hash=read([_leaf_index(seq)])[0],
+                root=tree_hash(n, read),
+                hashes=tuple(inclusion_proof(seq, n, read)),
+            )
+
+        return await self.store.tree_read(work)
+
+    async def consistency_proof(self, old: int, new: int | None = None) -> ConsistencyProof:
+        """Proof that the tree of ``old`` entries is a prefix of the tree of ``new``."""
+        n = await self._size_arg(new, "to")
+        if isinstance(old, bool) or not isinstance(old, int) or not 1 <= old <= n:
+            raise InvalidRequest(f"`from` must be a tree size from 1 to {n}, not {old!r}")
+
+        def work(read: Callable[[Sequence[int]], list[bytes]]) -> ConsistencyProof:
+            return ConsistencyProof(
+                old_size=old,
+                new_size=n,
+                old_root=tree_hash(old, read),
+                new_root=tree_hash(n, read),
+                hashes=tuple(consistency_proof(old, n, read)),
+            )
+
+        return await self.store.tree_read(work)
+
+    async def tlog_proof(self, seq: int, size: int | None = None) -> str:
+        """The C2SP tlog-proof of entry ``seq`` against a signed checkpoint.
+
+        Without ``size``, against the newest checkpoint covering ``seq`` (cut
+        now if none does); with ``size``, against the stored checkpoint of
+        exactly that size.
+        """
+        stored = await self.store.checkpoints()
+        if size is None:
+            covering = [c for c in stored if c.size > seq]
+            if covering:
+                checkpoint = covering[-1]
+            else:
+                await self.checkpoint()
+                checkpoint = (await self.store.checkpoints())[-1]
+        else:
+            exact = [c for c in stored if c.size == size]
+            if not exact:
+                sizes = ", ".join(str(c.size) for c in stored[-5:]) or "none yet"
+                raise NotFound(f"no checkpoint of size {size} was signed (newest: {sizes})")
+            checkpoint = exact[0]
+        proof = await self.inclusion_proof(seq, checkpoint.size)
+        return tlog_proof(proof, checkpoint.note)
+
+    # -- key rotation -----------------------------------------------------------
+
+    async def rotate_key(self, new: NoteSigner) -> Appended:
+        """Hand the log over to ``new``: a ``key_rotated`` entry signed by the old key,
+        then a checkpoint signed by both, in one transaction; later entries use ``new``."""
+        origin = self._origin()
+        draft = make_draft(KEY_ROTATED, {"vkey": new.verifier.text})
+
+        def command(txn: WriteTxn) -> Appended:
+            old = txn.signer
+            if old.verifier == new.verifier:
+                raise InvalidRequest("the new key is the key in use")
+            appended = txn.append(draft)
+            txn.use_signer(new)
+            cut_checkpoint(txn, origin, [old, new])
+            return appended
+
+        return await self.store.run(command)
+
+    # -- verification -----------------------------------------------------------
+
     async def verify(
         self,
         trust: TrustArg = None,
         *,
+        checkpoints: Sequence[str] = (),
         progress: Progress | None = None,
         workers: int | None = None,
     ) -> VerifySummary:
         """Walk the whole ledger; return a summary or raise :class:`VerificationError`.
 
         ``trust`` is the auditor's vkey (text or parsed); None trusts this
-        instance's own key, which proves integrity, not identity.
+        instance's own key, which proves integrity, not identity. Stored
+        checkpoints are checked, and so are ``checkpoints`` an auditor kept
+        (signed note texts): a log shorter than any of them was truncated.
         """
-        keys = trusted_keys(trust, None if self._keys is None else self._keys.verifier)
+        keys = trusted_keys(trust, self._trust_root)
         count = workers if workers is not None else min(2, os.cpu_count() or 1)
         total = (await self.store.head()).size
+        notes = [(c.size, c.note) for c in await self.store.checkpoints()]
+        notes += [(_note_size(text), text) for text in checkpoints]
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max(1, count), thread_name_prefix="memseal-verify") as pool:
             verifier = LedgerVerifier(keys, executor=pool, workers=count)
+            verifier.expect_checkpoints(notes)
             chunk: list[Record] = []
+
+            async def feed(records: list[Record]) -> None:
+                first, last = records[0].seq, records[-1].seq
+                tree = await self.store.tree_range(
+                    stored_hash_count(first), stored_hash_count(last + 1)
+                )
+                await loop.run_in_executor(None, verifier.feed, records, tree)
+                if progress is not None:
+                    progress(verifier.size, total)
+
             async for record in self.store.scan(0, total):
                 chunk.append(record)
-                if len(chunk) >= 4096:
-                    await loop.run_in_executor(None, verifier.feed, chunk)
+                if len(chunk) >= _CHUNK:
+                    await feed(chunk)
                     chunk = []
-                    if progress is not None:
-                        progress(verifier.size, total)
             if chunk:
-                await loop.run_in_executor(None, verifier.feed, chunk)
+                await feed(chunk)
             if verifier.size != total:
                 raise VerificationError(
                     f"the log has {total} entries but only {verifier.size} could be read",
@@ -144,3 +334,16 @@ class Ledger:
                 step="redaction",
             )
         return summary
+
+
+def _leaf_index(seq: int) -> int:
+    # The leaf hash of record seq is the first stored hash it wrote.
+    return stored_hash_count(seq)
+
+
+def _note_size(note: str) -> int:
+    try:
+        text, _ = split_note(note)
+        return parse_checkpoint(text).size
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"`checkpoints`: not a signed checkpoint: {exc}") from exc

@@ -31,8 +31,9 @@ import aiosqlite
 
 from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
 from .errors import InvalidRequest, MemsealError, NotFound, StorageError
+from .merkle import stored_hash_count, stored_hashes_for_record
 from .note import NoteSigner
-from .store import Appended, Command, Head, Record, WriteTxn
+from .store import Appended, Command, Head, Record, StoredCheckpoint, WriteTxn
 
 __all__ = ["AppendHook", "SqliteLogStore", "SqliteTxn"]
 
@@ -61,10 +62,28 @@ CREATE TABLE IF NOT EXISTS mentions (
     PRIMARY KEY (ref, seq)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS mentions_by_seq ON mentions (seq);
+CREATE TABLE IF NOT EXISTS tree (idx INTEGER PRIMARY KEY, hash BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size INTEGER PRIMARY KEY,
+    root BLOB NOT NULL,
+    note TEXT NOT NULL,
+    at   TEXT NOT NULL
+);
 """
 
 AppendHook = Callable[["SqliteTxn", int, bytes], None]
 """Called inside the transaction after each append with (txn, seq, leaf hash)."""
+
+
+def _read_tree(conn: sqlite3.Connection, indexes: Sequence[int]) -> list[bytes]:
+    if not indexes:
+        return []
+    marks = ",".join("?" * len(indexes))
+    found = dict(conn.execute(f"SELECT idx, hash FROM tree WHERE idx IN ({marks})", list(indexes)))
+    missing = [i for i in indexes if i not in found]
+    if missing:
+        raise StorageError(f"the Merkle tree lacks stored hash {missing[0]}")
+    return [found[i] for i in indexes]
 
 
 def _utcnow() -> datetime:
@@ -138,6 +157,15 @@ class SqliteTxn:
             "INSERT INTO entries (seq, leaf, hash, sig) VALUES (?, ?, ?, ?)",
             (seq, leaf, digest, signature),
         )
+        # The Merkle tree grows in the same transaction: never a stored entry without its hashes.
+        base = stored_hash_count(seq)
+        conn.executemany(
+            "INSERT INTO tree (idx, hash) VALUES (?, ?)",
+            [
+                (base + i, h)
+                for i, h in enumerate(stored_hashes_for_record(seq, digest, self.tree_hashes))
+            ],
+        )
         if draft.payload is not None:
             conn.execute(
                 "INSERT INTO payloads (seq, salt, data) VALUES (?, ?, ?)",
@@ -159,6 +187,28 @@ class SqliteTxn:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, params).fetchall()
+
+    def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        return _read_tree(self.conn, indexes)
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        row = self.conn.execute(
+            "SELECT size, root, note, at FROM checkpoints ORDER BY size DESC LIMIT 1"
+        ).fetchone()
+        return (
+            None
+            if row is None
+            else StoredCheckpoint(size=row[0], root=row[1], note=row[2], at=row[3])
+        )
+
+    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        self.conn.execute(
+            "INSERT INTO checkpoints (size, root, note, at) VALUES (?, ?, ?, ?)",
+            (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.at),
+        )
+
+    def now(self) -> str:
+        return format_time(self._clock())
 
 
 @dataclass(eq=False)
@@ -198,6 +248,7 @@ class SqliteLogStore:
         self._clock = clock
         self._max_batch = max_batch
         self._hooks: list[AppendHook] = []
+        self._commit_hooks: list[Callable[[SqliteTxn], None]] = []
         self._schema: list[str] = [_SCHEMA]
         self._writer: sqlite3.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
@@ -208,6 +259,8 @@ class SqliteLogStore:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._tree_conn: sqlite3.Connection | None = None
+        self._tree_lock = threading.Lock()
 
     # -- set-up ---------------------------------------------------------------
 
@@ -217,6 +270,14 @@ class SqliteLogStore:
 
     def add_append_hook(self, hook: AppendHook) -> None:
         self._hooks.append(hook)
+
+    def add_commit_hook(self, hook: Callable[[SqliteTxn], None]) -> None:
+        """Run ``hook(txn)`` after a group's commands, inside its transaction.
+
+        A hook that raises fails the whole group: it guards the log itself
+        (the checkpoint policy refuses to sign an inconsistent tree).
+        """
+        self._commit_hooks.append(hook)
 
     @property
     def signer(self) -> NoteSigner:
@@ -303,6 +364,8 @@ class SqliteLogStore:
             await asyncio.to_thread(self._thread.join)
         if self._reader is not None:
             await self._reader.close()
+        if self._tree_conn is not None:
+            self._tree_conn.close()
         if self._writer is not None and self._thread is None:
             self._writer.close()
 
@@ -413,6 +476,8 @@ class SqliteLogStore:
                 else:
                     conn.execute("RELEASE command")
                     job.outcome = (True, value)
+            for hook in self._commit_hooks:
+                hook(txn)
             conn.execute("COMMIT")
             self._signer = txn.signer
         except BaseException:
@@ -491,6 +556,46 @@ class SqliteLogStore:
             rows = await self.rows(f"SELECT seq FROM payloads WHERE seq IN ({marks})", part)
             found.extend(r[0] for r in rows)
         return sorted(found)
+
+    async def tree_read(self, work: Callable[[Callable[[Sequence[int]], list[bytes]]], T]) -> T:
+        """Run ``work(read)`` on a thread with a reader of stored tree hashes (proofs, roots).
+
+        The Merkle functions read synchronously, a batch at a time; one thread hop for a
+        whole proof beats one per batch through aiosqlite.
+        """
+
+        def run() -> T:
+            with self._tree_lock:
+                if self._tree_conn is None:
+                    self._tree_conn = sqlite3.connect(
+                        f"file:{self.path}?mode=ro", uri=True, check_same_thread=False
+                    )
+                    self._tree_conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                conn = self._tree_conn
+                # One read transaction: every batch sees the same snapshot.
+                conn.execute("BEGIN")
+                try:
+                    return work(lambda indexes: _read_tree(conn, indexes))
+                finally:
+                    conn.execute("COMMIT")
+
+        if self._closed:
+            raise StorageError("the ledger store is closed")
+        try:
+            return await asyncio.to_thread(run)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot read the Merkle tree: {exc}") from exc
+
+    async def tree_range(self, start: int, stop: int) -> list[bytes]:
+        """Stored tree hashes ``start <= idx < stop`` in order (verification)."""
+        rows = await self.rows(
+            "SELECT idx, hash FROM tree WHERE idx >= ? AND idx < ? ORDER BY idx", (start, stop)
+        )
+        return [r[1] for r in rows]
+
+    async def checkpoints(self) -> list[StoredCheckpoint]:
+        rows = await self.rows("SELECT size, root, note, at FROM checkpoints ORDER BY size")
+        return [StoredCheckpoint(size=r[0], root=r[1], note=r[2], at=r[3]) for r in rows]
 
     async def mentioning(self, ref: str) -> list[int]:
         rows = await self.rows("SELECT seq FROM mentions WHERE ref = ? ORDER BY seq", (ref,))

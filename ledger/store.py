@@ -21,8 +21,9 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from .entry import Draft, Entry, decode_entry
+from .note import NoteSigner
 
-__all__ = ["Appended", "Command", "Head", "LogStore", "Record", "WriteTxn"]
+__all__ = ["Appended", "Command", "Head", "LogStore", "Record", "StoredCheckpoint", "WriteTxn"]
 
 T = TypeVar("T")
 
@@ -40,6 +41,15 @@ class Head(msgspec.Struct, frozen=True, kw_only=True):
 
     size: int
     leaf_hash: bytes | None
+
+
+class StoredCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A checkpoint the log signed: its size, root and the signed note text."""
+
+    size: int
+    root: bytes
+    note: str
+    at: str
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,8 +79,29 @@ class WriteTxn(Protocol):
         """Sign and append one entry; erase the payloads it redacts."""
         ...
 
+    @property
+    def signer(self) -> NoteSigner:
+        """The key signing this transaction's entries."""
+        ...
+
+    def use_signer(self, signer: NoteSigner) -> None:
+        """Sign the entries that follow with ``signer`` (key rotation, committed with them)."""
+        ...
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Run one statement of the adapter's own dialect inside the transaction."""
+        ...
+
+    def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        """Stored Merkle hashes by index, as of this transaction (a ``HashReader``)."""
+        ...
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
+
+    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None: ...
+
+    def now(self) -> str:
+        """The store clock's time, formatted as entries carry it."""
         ...
 
 
@@ -97,6 +128,14 @@ class LogStore(Protocol):
     async def mentioning(self, ref: str) -> list[int]:
         """Seqs whose payload mentions ``ref`` (filled by the layers above)."""
         ...
+
+    async def tree_read(self, work: Callable[[Callable[[Sequence[int]], list[bytes]]], T]) -> T:
+        """Run ``work`` with a synchronous reader of stored tree hashes, on one snapshot."""
+        ...
+
+    async def tree_range(self, start: int, stop: int) -> list[bytes]: ...
+
+    async def checkpoints(self) -> list[StoredCheckpoint]: ...
 
     async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
         """Which of ``seqs`` still have a stored payload."""

@@ -20,6 +20,15 @@ Per entry, in order (the step names appear in errors):
    ``payload_hash``.
 7. ``redaction``: a missing payload is listed by a later signed entry's
    ``redacts``; what is still unlisted at the end fails.
+8. ``tree``: the stored Merkle hashes equal those computed from the entries
+   (the verifier keeps the tree's right edge, O(log n) hashes).
+9. ``checkpoint``: every stored or supplied checkpoint is signed by a key
+   trusted at its size and names the root computed at that size; one larger
+   than the log means the log was truncated.
+
+A ``key_rotated`` entry, once verified, hands trust from its signer to the
+key it names: later entries must be signed by the new key, and the old one
+no longer counts.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import msgspec
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
+from .checkpoint import parse_checkpoint
 from .entry import (
     FORMAT_VERSION,
     GENESIS_PREV,
@@ -43,8 +53,9 @@ from .entry import (
     payload_hash,
     signing_message,
 )
-from .errors import VerificationError
-from .note import VerifierKey
+from .errors import InvalidRequest, VerificationError
+from .merkle import EMPTY_ROOT, node_hash
+from .note import VerifierKey, open_note, parse_vkey
 from .store import Record
 
 __all__ = ["LedgerVerifier", "VerifySummary"]
@@ -62,14 +73,17 @@ class VerifySummary(msgspec.Struct, frozen=True, kw_only=True):
 
     size: int
     head: str | None
+    root: bytes
     keys: tuple[str, ...]
     redacted: int
+    checkpoints: int = 0
 
     def line(self) -> str:
         head = self.head[:16] if self.head else "-"
         return (
-            f"ok: {self.size} entries verified, head {head}, "
-            f"{len(self.keys)} signing key(s), {self.redacted} redacted payload(s)"
+            f"ok: {self.size} entries verified, head {head}, root {self.root.hex()[:16]}, "
+            f"{len(self.keys)} signing key(s), {self.checkpoints} checkpoint(s), "
+            f"{self.redacted} redacted payload(s)"
         )
 
 
@@ -104,6 +118,39 @@ class LedgerVerifier:
         self._missing: dict[int, None] = {}
         self._redacted: set[int] = set()
         self._inflight: list[Future[int | None]] = []
+        self._edge: list[tuple[int, bytes]] = []  # (level, hash) of the tree's right edge
+        self._computed: list[bytes] = []  # stored hashes computed in the current feed
+        self._bounds: list[tuple[int, int]] = []  # (seq, end in _computed) per record fed
+        self._checkpoints: list[tuple[int, str]] = []
+        self._checked = 0
+        self._retired: set[str] = set()
+
+    def expect_checkpoints(self, notes: Sequence[tuple[int, str]]) -> None:
+        """Checkpoints (size, signed note) to check as the log passes their sizes."""
+        self._checkpoints = sorted([*self._checkpoints, *notes])
+        while self._checkpoints and self._checkpoints[0][0] <= self._next:
+            if self._checkpoints[0][0] < self._next:
+                raise VerificationError(
+                    "a checkpoint arrived after its size was passed", step="checkpoint"
+                )
+            self._check_checkpoint()
+
+    @property
+    def root(self) -> bytes:
+        """The root of the tree of the entries verified so far."""
+        if not self._edge:
+            return EMPTY_ROOT
+        h = self._edge[-1][1]
+        for _, left in reversed(self._edge[:-1]):
+            h = node_hash(left, h)
+        return h
+
+    @property
+    def active_keys(self) -> list[VerifierKey]:
+        return [
+            VerifierKey(name=self._names[k], key_id=bytes.fromhex(k), public_key=bytes(v))
+            for k, v in self._keys.items()
+        ]
 
     @property
     def size(self) -> int:
@@ -114,16 +161,25 @@ class LedgerVerifier:
         """Seqs some verified entry redacts (their payloads must be gone)."""
         return frozenset(self._redacted)
 
-    def feed(self, records: Sequence[Record]) -> None:
-        """Check the next records; signatures may still be in flight when this returns."""
+    def feed(self, records: Sequence[Record], tree: Sequence[bytes] | None = None) -> None:
+        """Check the next records; signatures may still be in flight when this returns.
+
+        ``tree``, when given, is the stored Merkle hashes these records wrote, in order.
+        """
         pending: list[_Pending] = []
         failure: VerificationError | None = None
+        self._computed = []
+        self._bounds = []
         for record in records:
             try:
                 pending.append(self._check(record))
             except VerificationError as exc:
                 failure = exc
                 break
+        if tree is not None:
+            failure = _earliest(failure, self._compare_tree(tree, complete=failure is None))
+            if failure is not None:
+                pending = [p for p in pending if failure.seq is None or p.seq < failure.seq]
         # The previous chunk's signatures were checked on the pool while this chunk's
         # structure was checked here; an earlier bad signature is the first failure.
         self._collect()
@@ -204,15 +260,95 @@ class LedgerVerifier:
         self._on_verified(entry)
         self._next = seq + 1
         self._prev = digest.hex()
+        self._push_leaf(digest)
+        self._bounds.append((seq, len(self._computed)))
+        # 9. checkpoint, at each size a checkpoint was signed for
+        while self._checkpoints and self._checkpoints[0][0] == self._next:
+            self._check_checkpoint()
         return _Pending(
             seq=seq, key=key, message=signing_message(digest), signature=record.signature
         )
 
     def _on_verified(self, entry: Entry) -> None:
-        """Hook for entries that change what later entries are checked against."""
+        if entry.kind != "key_rotated":
+            return
+        # The old key handed over to the new one: from here on only the new key counts.
+        try:
+            body = msgspec.json.decode(entry.body)
+            new = parse_vkey(body["vkey"])
+        except (msgspec.DecodeError, KeyError, TypeError, InvalidRequest) as exc:
+            raise VerificationError(
+                f"key_rotated entry does not name a valid vkey: {exc}", seq=entry.seq, step="format"
+            ) from exc
+        new_id = new.key_id.hex()
+        if new_id == entry.key or new_id in self._retired:
+            raise VerificationError(
+                "key_rotated must hand over to a new key", seq=entry.seq, step="unknown key"
+            )
+        self._keys.pop(entry.key, None)
+        self._retired.add(entry.key)
+        self._keys[new_id] = VerifyKey(new.public_key)
+        self._names[new_id] = new.name
+
+    def _push_leaf(self, digest: bytes) -> None:
+        # The tlog layout writes the leaf hash, then one node per subtree the leaf completes;
+        # merging equal levels on the right edge yields exactly those, in that order.
+        self._computed.append(digest)
+        level, h = 0, digest
+        while self._edge and self._edge[-1][0] == level:
+            _, left = self._edge.pop()
+            h = node_hash(left, h)
+            level += 1
+            self._computed.append(h)
+        self._edge.append((level, h))
+
+    def _compare_tree(self, tree: Sequence[bytes], *, complete: bool) -> VerificationError | None:
+        # 8. tree
+        start = 0
+        for seq, end in self._bounds:
+            if list(tree[start:end]) != self._computed[start:end]:
+                return VerificationError(
+                    "stored Merkle hashes differ from those computed from the entries",
+                    seq=seq,
+                    step="tree",
+                )
+            start = end
+        if complete and len(tree) != len(self._computed):
+            return VerificationError(
+                f"{len(tree)} stored Merkle hashes where the entries make {len(self._computed)}",
+                seq=self._bounds[-1][0] if self._bounds else None,
+                step="tree",
+            )
+        return None
+
+    def _check_checkpoint(self) -> None:
+        size, note = self._checkpoints.pop(0)
+        seq = size - 1 if size > 0 else None
+        try:
+            opened = open_note(note, self.active_keys)
+            checkpoint = parse_checkpoint(opened.text)
+        except (VerificationError, InvalidRequest) as exc:
+            raise VerificationError(
+                f"checkpoint of size {size} does not verify: {exc}", seq=seq, step="checkpoint"
+            ) from exc
+        if checkpoint.size != size or checkpoint.root != self.root:
+            raise VerificationError(
+                f"checkpoint of size {size} names a root the entries do not make",
+                seq=seq,
+                step="checkpoint",
+            )
+        self._checked += 1
 
     def finish(self) -> VerifySummary:
         self._collect()
+        if self._checkpoints:
+            size = self._checkpoints[0][0]
+            raise VerificationError(
+                f"the log has {self._next} entries but a checkpoint of size {size} was signed: "
+                "the log was truncated",
+                seq=self._next,
+                step="checkpoint",
+            )
         if self._missing:
             seq = next(iter(self._missing))
             raise VerificationError(
@@ -221,9 +357,17 @@ class LedgerVerifier:
         return VerifySummary(
             size=self._next,
             head=None if self._next == 0 else self._prev,
+            root=self.root,
+            checkpoints=self._checked,
             keys=tuple(f"{self._names.get(k, '?')}+{k}" for k in self._used),
             redacted=len(self._redacted),
         )
+
+
+def _earliest(a: VerificationError | None, b: VerificationError | None) -> VerificationError | None:
+    if a is None or b is None:
+        return a or b
+    return b if (b.seq if b.seq is not None else -1) < (a.seq if a.seq is not None else -1) else a
 
 
 def _first_bad(pending: Sequence[_Pending]) -> int | None:

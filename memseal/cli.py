@@ -39,10 +39,11 @@ async def _verify(args: argparse.Namespace) -> int:
         print(f"memseal verify: {target} is not a memseal data folder", file=sys.stderr)
         return USAGE
     trust = _read_trust(args.trust)
+    kept = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
     progress = ProgressLine("verifying")
     async with open_audit(target) as ledger:
         try:
-            summary = await ledger.verify(trust, progress=progress)
+            summary = await ledger.verify(trust, checkpoints=kept, progress=progress)
         except VerificationError as exc:
             progress.close()
             print(f"FAILED: {exc}", file=sys.stderr)
@@ -55,6 +56,17 @@ async def _keys(args: argparse.Namespace) -> int:
     folder = Path(args.data)
     if args.action == "show":
         print(load_keys(folder).vkey)
+        return OK
+    if args.action == "rotate":
+        if not (folder / DATABASE).exists():
+            print(f"memseal keys rotate: no ledger in {folder}", file=sys.stderr)
+            return USAGE
+        async with open(folder, create=False, checkpoint_interval=None) as memory:
+            old = memory.vkey
+            new = await memory.rotate_key(args.name)
+        print(f"rotated: {old}")
+        print(f"     to: {new}")
+        print("the old key signed the hand-over; auditors keep trusting the first key")
         return OK
     # new
     if key_files_exist(folder):
@@ -75,6 +87,30 @@ async def _keys(args: argparse.Namespace) -> int:
     return OK
 
 
+async def _checkpoint(args: argparse.Namespace) -> int:
+    async with open(Path(args.data), create=False, checkpoint_interval=None) as memory:
+        sys.stdout.write(await memory.ledger.checkpoint())
+    return OK
+
+
+async def _prove(args: argparse.Namespace) -> int:
+    inclusion = args.seq is not None
+    consistency = args.from_size is not None or args.to_size is not None
+    if inclusion == consistency:
+        print("memseal prove: give --seq S [--size N], or --from M --to N", file=sys.stderr)
+        return USAGE
+    if consistency and args.from_size is None:
+        print("memseal prove: --to needs --from", file=sys.stderr)
+        return USAGE
+    async with open(Path(args.data), create=False, checkpoint_interval=None) as memory:
+        if inclusion:
+            sys.stdout.write(await memory.ledger.tlog_proof(args.seq, args.size))
+        else:
+            proof = await memory.ledger.consistency_proof(args.from_size, args.to_size)
+            sys.stdout.write(proof.text())
+    return OK
+
+
 async def _demo(args: argparse.Namespace) -> int:
     """What `make run` does until the service lands: append, verify, print the head."""
     async with open(args.data) as memory:
@@ -84,13 +120,13 @@ async def _demo(args: argparse.Namespace) -> int:
             {"source": "make run"},
             {"text": "memseal demo: a signed entry"},
         )
-        summary = await memory.ledger.verify(memory.vkey, progress=ProgressLine("verifying"))
+        summary = await memory.ledger.verify(memory.trust_root, progress=ProgressLine("verifying"))
         print(f"data folder: {memory.folder}")
         print(f"public key:  {memory.vkey}")
         print(f"appended:    seq {appended.seq} (the log had {before} entries)")
         print(f"head:        {summary.head}")
         print(summary.line())
-        print(f"audit it:    memseal verify {memory.folder} --trust '{memory.vkey}'")
+        print(f"audit it:    memseal verify {memory.folder} --trust '{memory.trust_root}'")
     return OK
 
 
@@ -104,12 +140,31 @@ def _parser() -> argparse.ArgumentParser:
     verify = verbs.add_parser("verify", help="audit a data folder offline against a public key")
     verify.add_argument("path", help="the data folder")
     verify.add_argument("--trust", required=True, help="the trusted vkey, or a file holding it")
+    verify.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a signed checkpoint you kept; the log must still contain it (repeatable)",
+    )
     verify.set_defaults(run=_verify)
 
+    checkpoint = verbs.add_parser("checkpoint", help="cut and print a signed checkpoint")
+    checkpoint.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    checkpoint.set_defaults(run=_checkpoint)
+
+    prove = verbs.add_parser("prove", help="an inclusion or a consistency proof")
+    prove.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    prove.add_argument("--seq", type=int, help="the entry to prove (C2SP tlog-proof)")
+    prove.add_argument("--size", type=int, help="against the stored checkpoint of this size")
+    prove.add_argument("--from", dest="from_size", type=int, help="the older tree size")
+    prove.add_argument("--to", dest="to_size", type=int, help="the newer tree size")
+    prove.set_defaults(run=_prove)
+
     keys = verbs.add_parser("keys", help="key management")
-    keys.add_argument("action", choices=["new", "show"])
+    keys.add_argument("action", choices=["new", "show", "rotate"])
     keys.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
-    keys.add_argument("--name", help="the key name (keys new)")
+    keys.add_argument("--name", help="the key name (keys new, keys rotate)")
     keys.set_defaults(run=_keys)
 
     demo = verbs.add_parser("demo", help="append one entry, verify, print the head")
@@ -124,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return asyncio.run(run(args))
     except MemsealError as exc:
+        print(f"memseal {args.verb}: {exc}", file=sys.stderr)
+        return USAGE
+    except OSError as exc:
         print(f"memseal {args.verb}: {exc}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:

@@ -14,9 +14,21 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from memseal.ledger.errors import InvalidRequest, KeyFileError, StorageError
-from memseal.ledger.keys import Keys, create_keys, key_files_exist, load_keys
+from memseal.ledger.keys import (
+    Keys,
+    begin_rotation,
+    complete_rotation,
+    create_keys,
+    discard_rotation,
+    key_files_exist,
+    key_history,
+    load_keys,
+    pending_rotation,
+)
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.sqlite import SqliteLogStore
+from memseal.ledger.store import WriteTxn
+from memseal.ledger.transparency import CheckpointPolicy
 
 __all__ = ["DATABASE", "Memory", "SyncMemory", "open", "open_audit", "open_sync"]
 
@@ -40,11 +52,36 @@ class Memory:
 
     @property
     def vkey(self) -> str:
-        """The ledger's public key as a C2SP vkey line: what an auditor trusts."""
+        """The current signing key's public half, as a C2SP vkey line."""
         return self._keys.vkey
 
+    @property
+    def trust_root(self) -> str:
+        """The ledger's first key: what an auditor trusts to verify from the start.
+
+        Equal to :attr:`vkey` until a key rotation; afterwards the chain of
+        ``key_rotated`` entries leads from it to the current key.
+        """
+        return self.ledger.trust_root.text
+
     async def close(self) -> None:
-        await self.ledger.store.close()
+        await self.ledger.close()
+
+    async def rotate_key(self, name: str | None = None) -> str:
+        """Hand the ledger to a new signing key; returns the new vkey.
+
+        The old key signs a ``key_rotated`` entry naming the new one and, with
+        the new key, the checkpoint cut in the same transaction; then its
+        private half is deleted. Auditors keep trusting the first key.
+        """
+        new = await asyncio.to_thread(begin_rotation, self.folder, name or self._keys.signer.name)
+        try:
+            await self.ledger.rotate_key(new)
+        except BaseException:
+            await asyncio.to_thread(discard_rotation, self.folder)
+            raise
+        self._keys = await asyncio.to_thread(complete_rotation, self.folder, self._keys, new)
+        return self._keys.vkey
 
     async def __aenter__(self) -> Memory:
         return self
@@ -96,16 +133,76 @@ def _prepare(folder: Path, key_name: str | None, create: bool) -> Keys:
     return create_keys(folder, key_name or f"memseal-{secrets.token_hex(4)}")
 
 
-async def _open(path: str | Path, *, key_name: str | None, create: bool, clock: Clock) -> Memory:
+async def _open(
+    path: str | Path,
+    *,
+    key_name: str | None,
+    create: bool,
+    clock: Clock,
+    origin: str | None = None,
+    checkpoint_every: int | None = 1000,
+    checkpoint_interval: float | None = 60.0,
+) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
     if isinstance(path, str) and path.startswith(("postgresql://", "postgres://")):
         raise InvalidRequest("`path`: the PostgreSQL store is not available yet")
+    if origin is not None and (not isinstance(origin, str) or not origin.strip()):
+        raise InvalidRequest("`origin` must be non-empty text")
     folder = Path(path)
     keys = await asyncio.to_thread(_prepare, folder, key_name, create)
     store = SqliteLogStore(folder / DATABASE, keys.signer, clock=clock)
     await store.open()
-    return Memory(folder, keys, Ledger(store, keys))
+    try:
+        keys = await _finish_rotation(folder, store, keys)
+        fixed = await _fix_origin(store, origin or keys.signer.name)
+        policy = CheckpointPolicy(
+            origin=fixed, every=checkpoint_every, interval=checkpoint_interval
+        )
+        history = await asyncio.to_thread(key_history, folder)
+    except BaseException:
+        await store.close()
+        raise
+    ledger = Ledger(store, history[0], policy)
+    ledger.start()
+    return Memory(folder, keys, ledger)
+
+
+async def _finish_rotation(folder: Path, store: SqliteLogStore, keys: Keys) -> Keys:
+    """Complete or discard a key rotation a crash interrupted (see ledger.keys)."""
+    pending = await asyncio.to_thread(pending_rotation, folder)
+    if pending is None:
+        return keys
+    named = await store.rows(
+        "SELECT seq FROM entries WHERE instr(leaf, ?) > 0 ORDER BY seq DESC LIMIT 1",
+        (b'"kind":"key_rotated"',),
+    )
+    mention = await store.rows(
+        "SELECT seq FROM entries WHERE instr(leaf, ?) > 0 LIMIT 1",
+        (pending.verifier.text.encode(),),
+    )
+    if named and mention:
+        store.use_signer(pending)
+        return await asyncio.to_thread(complete_rotation, folder, keys, pending)
+    await asyncio.to_thread(discard_rotation, folder)
+    return keys
+
+
+async def _fix_origin(store: SqliteLogStore, wanted: str) -> str:
+    """The checkpoint origin is fixed when the ledger is made; later opens must agree."""
+    rows = await store.rows("SELECT value FROM meta WHERE key = 'origin'")
+    if rows:
+        stored = str(rows[0][0])
+        if stored != wanted and wanted != store.signer.name:
+            raise InvalidRequest(f"`origin` {wanted!r}: this ledger's origin is {stored!r}")
+        return stored
+    CheckpointPolicy(origin=wanted)  # refuse a malformed origin before storing it
+
+    def command(txn: WriteTxn) -> None:
+        txn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('origin', ?)", (wanted,))
+
+    await store.run(command)
+    return (await store.rows("SELECT value FROM meta WHERE key = 'origin'"))[0][0]  # type: ignore[no-any-return]
 
 
 class _Opening(Awaitable[Memory]):
@@ -138,9 +235,28 @@ def open(
     key_name: str | None = None,
     create: bool = True,
     clock: Clock = _utcnow,
+    origin: str | None = None,
+    checkpoint_every: int | None = 1000,
+    checkpoint_interval: float | None = 60.0,
 ) -> _Opening:
-    """Open (creating on first use) the data folder at ``path``."""
-    return _Opening(lambda: _open(path, key_name=key_name, create=create, clock=clock))
+    """Open (creating on first use) the data folder at ``path``.
+
+    ``origin`` names the log in its checkpoints (default: the key name; fixed
+    when the ledger is made). A checkpoint is cut every ``checkpoint_every``
+    entries and every ``checkpoint_interval`` seconds when the log has grown
+    (None turns either off), and on demand.
+    """
+    return _Opening(
+        lambda: _open(
+            path,
+            key_name=key_name,
+            create=create,
+            clock=clock,
+            origin=origin,
+            checkpoint_every=checkpoint_every,
+            checkpoint_interval=checkpoint_interval,
+        )
+    )
 
 
 @contextlib.asynccontextmanager
@@ -219,12 +335,6 @@ class SyncMemory:
         self.close()
 
 
-def open_sync(
-    path: str | Path,
-    *,
-    key_name: str | None = None,
-    create: bool = True,
-    clock: Clock = _utcnow,
-) -> SyncMemory:
-    """Like :func:`open`, for code without an event loop."""
-    return SyncMemory(path, key_name=key_name, create=create, clock=clock)
+def open_sync(path: str | Path, **options: Any) -> SyncMemory:
+    """Like :func:`open` (same options), for code without an event loop."""
+    return SyncMemory(path, **options)

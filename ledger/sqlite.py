@@ -31,7 +31,7 @@ import aiosqlite
 
 from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
 from .errors import InvalidRequest, MemsealError, NotFound, StorageError
-from .merkle import stored_hash_count, stored_hashes_for_record
+from .merkle import node_hash, stored_hash_count, stored_hash_index
 from .note import NoteSigner
 from .store import Appended, Command, Head, Record, StoredCheckpoint, WriteTxn
 
@@ -70,6 +70,8 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     at   TEXT NOT NULL
 );
 """
+
+_Mark = tuple[int, bytes | None, NoteSigner, list[tuple[int, bytes]] | None]
 
 AppendHook = Callable[["SqliteTxn", int, bytes], None]
 """Called inside the transaction after each append with (txn, seq, leaf hash)."""
@@ -119,6 +121,7 @@ class SqliteTxn:
         row = conn.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
         self._size: int = 0 if row is None else row[0] + 1
         self._prev: bytes | None = None if row is None else row[1]
+        self._edge: list[tuple[int, bytes]] | None = None
 
     @property
     def size(self) -> int:
@@ -135,11 +138,12 @@ class SqliteTxn:
         self._signer = signer
         self._key = signer.key_id.hex()
 
-    def mark(self) -> tuple[int, bytes | None, NoteSigner]:
-        return (self._size, self._prev, self._signer)
+    def mark(self) -> _Mark:
+        edge = None if self._edge is None else list(self._edge)
+        return (self._size, self._prev, self._signer, edge)
 
-    def reset(self, mark: tuple[int, bytes | None, NoteSigner]) -> None:
-        self._size, self._prev, signer = mark
+    def reset(self, mark: _Mark) -> None:
+        self._size, self._prev, signer, self._edge = mark
         self.use_signer(signer)
 
     def append(self, draft: Draft) -> Appended:
@@ -157,15 +161,7 @@ class SqliteTxn:
             "INSERT INTO entries (seq, leaf, hash, sig) VALUES (?, ?, ?, ?)",
             (seq, leaf, digest, signature),
         )
-        # The Merkle tree grows in the same transaction: never a stored entry without its hashes.
-        base = stored_hash_count(seq)
-        conn.executemany(
-            "INSERT INTO tree (idx, hash) VALUES (?, ?)",
-            [
-                (base + i, h)
-                for i, h in enumerate(stored_hashes_for_record(seq, digest, self.tree_hashes))
-            ],
-        )
+        self._grow_tree(seq, digest)
         if draft.payload is not None:
             conn.execute(
                 "INSERT INTO payloads (seq, salt, data) VALUES (?, ?, ?)",
@@ -184,6 +180,27 @@ class SqliteTxn:
         for hook in self._hooks:
             hook(self, seq, digest)
         return Appended(seq=seq, leaf_hash=digest, at=at)
+
+    def _grow_tree(self, seq: int, digest: bytes) -> None:
+        # The Merkle tree grows in the same transaction: never a stored entry without its hashes.
+        # The right edge (one complete subtree per set bit of the size) is read once per group;
+        # each append then merges its leaf into it, giving the stored hashes it writes in order.
+        if self._edge is None:
+            levels = [b for b in reversed(range(seq.bit_length())) if seq >> b & 1]
+            hashes = self.tree_hashes([stored_hash_index(b, (seq >> b) - 1) for b in levels])
+            self._edge = list(zip(levels, hashes, strict=True))
+        edge = self._edge
+        new = [digest]
+        level, h = 0, digest
+        while edge and edge[-1][0] == level:
+            h = node_hash(edge.pop()[1], h)
+            level += 1
+            new.append(h)
+        edge.append((level, h))
+        base = stored_hash_count(seq)
+        self.conn.executemany(
+            "INSERT INTO tree (idx, hash) VALUES (?, ?)", [(base + i, x) for i, x in enumerate(new)]
+        )
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, params).fetchall()

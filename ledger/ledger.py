@@ -155,6 +155,11 @@ class Ledger:
             raise InvalidRequest("this ledger is open read-only; it signs no checkpoints")
         return self.policy.origin
 
+    @property
+    def origin(self) -> str:
+        """The log's name in its checkpoints."""
+        return self._origin()
+
     def _checkpoint_every(self, txn: SqliteTxn) -> None:
         assert self.policy is not None and self.policy.every is not None
         latest = txn.latest_checkpoint()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import secrets
 import sqlite3
 import threading
@@ -136,9 +137,9 @@ def _prepare(folder: Path, key_name: str | None, create: bool) -> Keys:
 async def _open(
     path: str | Path,
     *,
-    key_name: str | None,
-    create: bool,
-    clock: Clock,
+    key_name: str | None = None,
+    create: bool = True,
+    clock: Clock = _utcnow,
     origin: str | None = None,
     checkpoint_every: int | None = 1000,
     checkpoint_interval: float | None = 60.0,
@@ -277,10 +278,12 @@ class _SyncLedger:
     def __init__(self, owner: SyncMemory) -> None:
         self._owner = owner
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
+    def __getattr__(self, name: str) -> Any:
         method = getattr(self._owner._memory.ledger, name)
-        if not callable(method) or name == "scan":
-            raise AttributeError(name)
+        if name == "scan" or name.startswith("_"):
+            raise AttributeError(f"{name} is not offered by the blocking facade")
+        if not inspect.iscoroutinefunction(method):
+            return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
             return self._owner._call(method(*args, **kwargs))
@@ -309,8 +312,15 @@ class SyncMemory:
         return self._memory.vkey
 
     @property
+    def trust_root(self) -> str:
+        return self._memory.trust_root
+
+    @property
     def folder(self) -> Path:
         return self._memory.folder
+
+    def rotate_key(self, name: str | None = None) -> str:
+        return self._call(self._memory.rotate_key(name))
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

@@ -97,3 +97,76 @@ def test_usage_and_io_errors_exit_2(folder: Path, args: list[str]) -> None:
     assert done.returncode == 2, done
     assert done.stderr.strip()
     assert "Traceback" not in done.stderr
+
+
+def test_checkpoint_and_prove_print_c2sp_text(folder: Path) -> None:
+    from memseal.ledger.checkpoint import parse_tlog_proof
+    from memseal.ledger.merkle import verify_consistency
+    from memseal.ledger.note import parse_vkey
+    from memseal.ledger.transparency import open_checkpoint
+
+    assert main(["demo", "--data", str(folder)]) == 0  # two entries now
+    vkey = parse_vkey((folder / "keys" / "ledger.vkey").read_text().strip())
+    note = run("checkpoint", "--data", str(folder))
+    assert note.returncode == 0, note.stderr
+    assert open_checkpoint(note.stdout, [vkey]).size == 2
+    proof = run("prove", "--data", str(folder), "--seq", "1")
+    assert proof.returncode == 0, proof.stderr
+    parsed = parse_tlog_proof(proof.stdout)
+    assert parsed.index == 1 and parsed.checkpoint == note.stdout
+    sized = run("prove", "--data", str(folder), "--seq", "0", "--size", "2")
+    assert sized.returncode == 0, sized.stderr
+    consistency = run("prove", "--data", str(folder), "--from", "1", "--to", "2")
+    assert consistency.returncode == 0, consistency.stderr
+    lines = consistency.stdout.splitlines()
+    assert lines[0] == "memseal/consistency-proof@v1"
+    import base64
+
+    old_root = base64.b64decode(lines[1].split()[2])
+    new_root = base64.b64decode(lines[2].split()[2])
+    verify_consistency(1, 2, old_root, new_root, [base64.b64decode(x) for x in lines[3:]])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["prove"],
+        ["prove", "--seq", "0", "--from", "1"],
+        ["prove", "--to", "2"],
+        ["prove", "--seq", "99"],
+        ["prove", "--seq", "0", "--size", "1"],
+    ],
+)
+def test_prove_usage_errors_exit_2(folder: Path, args: list[str]) -> None:
+    done = run(*args, "--data", str(folder))
+    assert done.returncode == 2
+    assert done.stderr.strip() and "Traceback" not in done.stderr
+
+
+def test_keys_rotate_then_verify_from_the_first_key(folder: Path) -> None:
+    first = (folder / "keys" / "ledger.vkey").read_text().strip()
+    rotated = run("keys", "rotate", "--data", str(folder))
+    assert rotated.returncode == 0, rotated.stderr
+    assert first in rotated.stdout
+    assert main(["demo", "--data", str(folder)]) == 0
+    assert run("verify", str(folder), "--trust", first).returncode == 0
+    newer = (folder / "keys" / "ledger.vkey").read_text().strip()
+    assert newer != first
+    assert run("verify", str(folder), "--trust", newer).returncode == 1
+
+
+def test_verify_against_a_kept_checkpoint_detects_truncation(folder: Path, tmp_path: Path) -> None:
+    assert main(["demo", "--data", str(folder)]) == 0
+    kept = tmp_path / "kept.note"
+    kept.write_text(run("checkpoint", "--data", str(folder)).stdout)
+    with sqlite3.connect(folder / "ledger.db") as conn:
+        for table in ("checkpoints", "tree"):
+            conn.execute(f"DELETE FROM {table}")
+        conn.execute("DELETE FROM entries WHERE seq = 1")
+        conn.execute("DELETE FROM payloads WHERE seq = 1")
+        conn.execute("INSERT INTO tree SELECT 0, hash FROM entries WHERE seq = 0")
+    vkey = (folder / "keys" / "ledger.vkey").read_text().strip()
+    assert run("verify", str(folder), "--trust", vkey).returncode == 0
+    done = run("verify", str(folder), "--trust", vkey, "--checkpoint", str(kept))
+    assert done.returncode == 1
+    assert "truncated" in done.stderr

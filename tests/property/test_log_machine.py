@@ -86,7 +86,7 @@ class LogMachine(RuleBasedStateMachine):
             )
 
         results = self._run(submit())
-        for (run, draft), item, result in zip(commands, batch, results, strict=True):
+        for (_, draft), item, result in zip(commands, batch, results, strict=True):
             if item[3]:
                 assert isinstance(result, RuntimeError)
             else:

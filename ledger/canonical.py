@@ -50,7 +50,10 @@ def check_json_value(value: object, field: str, depth: int = 0) -> None:
         return
     if isinstance(value, int):
         if not _INT_MIN <= value <= _INT_MAX:
-            raise InvalidRequest(f"`{field}` integer {value} does not fit in 64 bits")
+            # No value in the message: Python refuses to print integers of 4,300+ digits.
+            raise InvalidRequest(
+                f"`{field}` integer of {value.bit_length()} bits does not fit in 64 bits"
+            )
         return
     if isinstance(value, float):
         if not math.isfinite(value):

@@ -45,7 +45,14 @@ def trusted_keys(trust: TrustArg, default: VerifierKey | None) -> list[VerifierK
         if default is None:
             raise InvalidRequest("`trust` is required: pass the ledger's vkey")
         return [default]
-    items: Sequence[str | VerifierKey] = [trust] if isinstance(trust, str | VerifierKey) else trust
+    if isinstance(trust, str | VerifierKey):
+        items: Sequence[object] = [trust]
+    elif isinstance(trust, list | tuple):
+        items = trust
+    else:
+        raise InvalidRequest(
+            f"`trust` must be vkey text or a list of them, not {type(trust).__name__}"
+        )
     keys: list[VerifierKey] = []
     for item in items:
         if isinstance(item, VerifierKey):
@@ -346,7 +353,9 @@ def _leaf_index(seq: int) -> int:
     return stored_hash_count(seq)
 
 
-def _note_size(note: str) -> int:
+def _note_size(note: object) -> int:
+    if not isinstance(note, str):
+        raise InvalidRequest(f"`checkpoints` holds signed note text, not {type(note).__name__}")
     try:
         text, _ = split_note(note)
         return parse_checkpoint(text).size

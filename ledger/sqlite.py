@@ -88,6 +88,14 @@ def _read_tree(conn: sqlite3.Connection, indexes: Sequence[int]) -> list[bytes]:
     return [found[i] for i in indexes]
 
 
+_MAX_SEQ = 2**63 - 1
+
+
+def _check_seq(value: object, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_SEQ:
+        raise InvalidRequest(f"`{field}` must be an integer from 0 to 2**63-2, not {value!r:.40}")
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -522,8 +530,7 @@ class SqliteLogStore:
         return Head(size=row[0] + 1, leaf_hash=row[1])
 
     async def read(self, seq: int) -> Record:
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-            raise InvalidRequest(f"`seq` must be an integer >= 0, not {seq!r}")
+        _check_seq(seq, "seq")
         records = await self._fetch(seq, seq + 1, 1)
         if not records:
             raise NotFound(f"no entry at seq {seq}")
@@ -546,7 +553,10 @@ class SqliteLogStore:
         ]
 
     async def scan(self, start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
-        end = 2**63 - 1 if stop is None else stop
+        _check_seq(start, "start")
+        if stop is not None:
+            _check_seq(stop, "stop")
+        end = _MAX_SEQ if stop is None else stop
         position = start
         while position < end:
             chunk = await self._fetch(position, end, _SCAN_CHUNK)

@@ -15,6 +15,8 @@ same size, and a larger tree without a valid consistency proof.
 
 from __future__ import annotations
 
+import base64
+import math
 from collections.abc import Sequence
 
 import msgspec
@@ -29,7 +31,6 @@ from .checkpoint import (
 from .errors import InvalidRequest, VerificationError
 from .merkle import (
     EMPTY_ROOT,
-    HashReader,
     consistency_proof,
     tree_hash,
     verify_consistency,
@@ -56,10 +57,24 @@ class CheckpointPolicy(msgspec.Struct, frozen=True, kw_only=True):
     interval: float | None = 60.0
 
     def __post_init__(self) -> None:
-        if self.every is not None and self.every < 1:
-            raise InvalidRequest("`checkpoint_every` must be at least 1")
-        if self.interval is not None and self.interval <= 0:
-            raise InvalidRequest("`checkpoint_interval` must be positive seconds")
+        every, interval = self.every, self.interval
+        if every is not None and (
+            isinstance(every, bool) or not isinstance(every, int) or every < 1
+        ):
+            raise InvalidRequest(
+                "`checkpoint_every` must be a whole number of entries >= 1, or None"
+            )
+        if interval is not None and (
+            isinstance(interval, bool)
+            or not isinstance(interval, int | float)
+            or not math.isfinite(interval)
+            or interval <= 0
+        ):
+            raise InvalidRequest(
+                "`checkpoint_interval` must be a positive number of seconds, or None"
+            )
+        if not isinstance(self.origin, str):
+            raise InvalidRequest("`origin` must be text")
         # The origin is the first line of every checkpoint: one line of printable text.
         format_checkpoint(Checkpoint(origin=self.origin, size=0, root=EMPTY_ROOT))
 
@@ -91,8 +106,6 @@ class ConsistencyProof(msgspec.Struct, frozen=True, kw_only=True):
 
     def text(self) -> str:
         """A plain text form: a header line, the sizes and roots, one base64 hash a line."""
-        import base64
-
         lines = [
             "memseal/consistency-proof@v1",
             f"old {self.old_size} {base64.b64encode(self.old_root).decode()}",
@@ -157,10 +170,6 @@ def tlog_proof(proof: InclusionProof, checkpoint_note: str) -> str:
     return format_tlog_proof(
         TlogProof(index=proof.seq, hashes=proof.hashes, checkpoint=checkpoint_note)
     )
-
-
-def root_at(size: int, read: HashReader) -> bytes:
-    return tree_hash(size, read)
 
 
 class LogClient:

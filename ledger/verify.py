@@ -276,7 +276,13 @@ class LedgerVerifier:
         try:
             body = msgspec.json.decode(entry.body)
             new = parse_vkey(body["vkey"])
-        except (msgspec.DecodeError, KeyError, TypeError, InvalidRequest) as exc:
+        except (
+            msgspec.DecodeError,
+            UnicodeDecodeError,
+            KeyError,
+            TypeError,
+            InvalidRequest,
+        ) as exc:
             raise VerificationError(
                 f"key_rotated entry does not name a valid vkey: {exc}", seq=entry.seq, step="format"
             ) from exc
@@ -382,7 +388,7 @@ def _first_bad(pending: Sequence[_Pending]) -> int | None:
 def _decode(leaf: bytes, seq: int) -> Entry:
     try:
         entry = decode_entry(leaf)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise VerificationError(
             f"entry bytes do not decode: {exc}", seq=seq, step="format"
         ) from exc
@@ -407,7 +413,10 @@ def _format_problem(entry: Entry, leaf: bytes, seq: int) -> str | None:
     # One entry, one encoding: re-encoding the decoded entry must give the stored bytes.
     if _canonical.encode(entry) != leaf:
         return "entry bytes are not canonical"
-    body: Any = msgspec.json.decode(entry.body)
+    try:
+        body: Any = msgspec.json.decode(entry.body)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return "body is not JSON"
     if not isinstance(body, dict) or _canonical.encode(body) != bytes(entry.body):
         return "body is not a canonical JSON object"
     return None

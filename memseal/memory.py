@@ -150,6 +150,14 @@ async def _open(
         raise InvalidRequest("`path`: the PostgreSQL store is not available yet")
     if origin is not None and (not isinstance(origin, str) or not origin.strip()):
         raise InvalidRequest("`origin` must be non-empty text")
+    # Every option is checked before anything is created: a refused open writes nothing.
+    CheckpointPolicy(
+        origin=origin or "memseal", every=checkpoint_every, interval=checkpoint_interval
+    )
+    if not callable(clock):
+        raise InvalidRequest("`clock` must be a callable returning an aware datetime")
+    if key_name is not None and not isinstance(key_name, str):
+        raise InvalidRequest("`key_name` must be text")
     folder = Path(path)
     keys = await asyncio.to_thread(_prepare, folder, key_name, create)
     store = SqliteLogStore(folder / DATABASE, keys.signer, clock=clock)

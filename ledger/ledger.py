@@ -338,6 +338,14 @@ class Ledger:
             summary = verifier.finish()
         if progress is not None:
             progress(total, total)
+        stray = await self.store.stray_rows(total)
+        if stray:
+            what, where = stray[0]
+            raise VerificationError(
+                f"a {what} row at {where} lies outside the log of {total} entries",
+                seq=total,
+                step="format",
+            )
         still = await self.store.payloads_present(sorted(verifier.redacted))
         if still:
             raise VerificationError(

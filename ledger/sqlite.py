@@ -624,6 +624,19 @@ class SqliteLogStore:
         rows = await self.rows("SELECT size, root, note, at FROM checkpoints ORDER BY size")
         return [StoredCheckpoint(size=r[0], root=r[1], note=r[2], at=r[3]) for r in rows]
 
+    async def stray_rows(self, size: int) -> list[tuple[str, int]]:
+        """Rows outside the log of ``size`` entries: payloads, tree hashes or mentions
+        with no entry (planted rows that would also block a later append)."""
+        rows = await self.rows(
+            "SELECT 'payload', seq FROM payloads WHERE seq < 0 OR seq >= ? "
+            "UNION ALL SELECT 'mention', seq FROM mentions WHERE seq < 0 OR seq >= ? "
+            "UNION ALL SELECT 'entry', seq FROM entries WHERE seq < 0 "
+            "UNION ALL SELECT 'tree hash', idx FROM tree WHERE idx < 0 OR idx >= ? "
+            "LIMIT 5",
+            (size, size, stored_hash_count(size)),
+        )
+        return [(str(r[0]), int(r[1])) for r in rows]
+
     async def mentioning(self, ref: str) -> list[int]:
         rows = await self.rows("SELECT seq FROM mentions WHERE ref = ? ORDER BY seq", (ref,))
         return [r[0] for r in rows]

@@ -327,8 +327,11 @@ async def test_truncated_tail(rig: Rig) -> None:
     tail = SIZE - 1
     entry = rig.conn.execute("SELECT * FROM entries WHERE seq = ?", (tail,)).fetchone()
     payload = rig.conn.execute("SELECT * FROM payloads WHERE seq = ?", (tail,)).fetchone()
+    mentions = rig.conn.execute("SELECT * FROM mentions WHERE seq = ?", (tail,)).fetchall()
     rig.conn.execute("DELETE FROM entries WHERE seq = ?", (tail,))
     rig.conn.execute("DELETE FROM payloads WHERE seq = ?", (tail,))
+    # A careful attacker drops the rows that would point past the new end too.
+    rig.conn.execute("DELETE FROM mentions WHERE seq = ?", (tail,))
     rebuild_tree(rig.conn)
     # The stored checkpoint still says SIZE.
     error = await failure(rig)
@@ -345,6 +348,7 @@ async def test_truncated_tail(rig: Rig) -> None:
     assert (caught.value.seq, caught.value.step) == (tail, "checkpoint")
     rig.conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?)", entry)
     rig.conn.execute("INSERT INTO payloads VALUES (?, ?, ?)", payload)
+    rig.conn.executemany("INSERT INTO mentions VALUES (?, ?)", mentions)
     rig.conn.executemany("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", stored)
     rebuild_tree(rig.conn)
 
@@ -374,3 +378,28 @@ async def test_invalid_utf8_in_an_entry_fails_at_format(rig: Rig, where: bytes) 
         put(rig.conn, "entries", "leaf", LEAF_SEQ, original)
         put(rig.conn, "entries", "hash", LEAF_SEQ, leaf_hash(original))
     assert (error.seq, error.step) == (LEAF_SEQ, "format")
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "INSERT INTO payloads (seq, salt, data) VALUES (999, zeroblob(16), x'7b7d')",
+        "INSERT INTO mentions (ref, seq) VALUES ('item:x', 999)",
+        "INSERT INTO tree (idx, hash) VALUES (99999, zeroblob(32))",
+        "INSERT INTO entries (seq, leaf, hash, sig) VALUES (-1, x'', x'', x'')",
+    ],
+)
+async def test_rows_planted_outside_the_log_fail(tmp_path: Path, plant: str) -> None:
+    """A planted row outside the log is tampering (and would block a later append)."""
+    import sqlite3
+
+    folder = tmp_path / "d"
+    async with memseal.open(folder, checkpoint_interval=None) as memory:
+        await memory.ledger.append("note", {"i": 0}, {"text": "x"})
+        vkey = memory.vkey
+    with sqlite3.connect(folder / "ledger.db") as conn:
+        conn.execute(plant)
+    async with memseal.memory.open_audit(folder) as ledger:
+        with pytest.raises(memseal.VerificationError, match="outside the log") as caught:
+            await ledger.verify(vkey)
+    assert caught.value.step == "format"

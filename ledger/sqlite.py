@@ -18,10 +18,11 @@ two processes can never fork the chain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +64,7 @@ CREATE TABLE IF NOT EXISTS mentions (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS mentions_by_seq ON mentions (seq);
 CREATE TABLE IF NOT EXISTS tree (idx INTEGER PRIMARY KEY, hash BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS redactions (seq INTEGER PRIMARY KEY, by_seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints (
     size INTEGER PRIMARY KEY,
     root BLOB NOT NULL,
@@ -130,6 +132,7 @@ class SqliteTxn:
         self._size: int = 0 if row is None else row[0] + 1
         self._prev: bytes | None = None if row is None else row[1]
         self._edge: list[tuple[int, bytes]] | None = None
+        self._depth = 0
 
     @property
     def size(self) -> int:
@@ -183,11 +186,34 @@ class SqliteTxn:
         for earlier in draft.redacts:
             conn.execute("DELETE FROM payloads WHERE seq = ?", (earlier,))
             conn.execute("DELETE FROM mentions WHERE seq = ?", (earlier,))
+            # Which signed entry erased it: replay marks forgotten texts with that seq.
+            conn.execute(
+                "INSERT OR IGNORE INTO redactions (seq, by_seq) VALUES (?, ?)", (earlier, seq)
+            )
         self._size = seq + 1
         self._prev = digest
         for hook in self._hooks:
             hook(self, seq, digest)
         return Appended(seq=seq, leaf_hash=digest, at=at)
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested unit inside a command: rolled back alone (rows and log state) if it raises."""
+        name = f"nested{self._depth}"
+        self._depth += 1
+        mark = self.mark()
+        self.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
+            self.reset(mark)
+            raise
+        else:
+            self.conn.execute(f"RELEASE {name}")
+        finally:
+            self._depth -= 1
 
     def _grow_tree(self, seq: int, digest: bytes) -> None:
         # The Merkle tree grows in the same transaction: never a stored entry without its hashes.
@@ -636,6 +662,11 @@ class SqliteLogStore:
             (size, size, stored_hash_count(size)),
         )
         return [(str(r[0]), int(r[1])) for r in rows]
+
+    async def redacted_by(self, seq: int) -> int | None:
+        """The seq of the signed entry that erased ``seq``'s payload, if one did."""
+        rows = await self.rows("SELECT by_seq FROM redactions WHERE seq = ?", (seq,))
+        return None if not rows else int(rows[0][0])
 
     async def mentioning(self, ref: str) -> list[int]:
         rows = await self.rows("SELECT seq FROM mentions WHERE ref = ? ORDER BY seq", (ref,))

@@ -16,6 +16,7 @@ in ``tests/unit/ledger/test_store_contract.py``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -92,6 +93,10 @@ class WriteTxn(Protocol):
         """Run one statement of the adapter's own dialect inside the transaction."""
         ...
 
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested unit of the command, rolled back alone (rows and log state) if it raises."""
+        ...
+
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
         """Stored Merkle hashes by index, as of this transaction (a ``HashReader``)."""
         ...
@@ -139,6 +144,10 @@ class LogStore(Protocol):
 
     async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
         """Which of ``seqs`` still have a stored payload."""
+        ...
+
+    async def redacted_by(self, seq: int) -> int | None:
+        """The seq of the signed entry that erased ``seq``'s payload, if one did."""
         ...
 
     async def stray_rows(self, size: int) -> list[tuple[str, int]]:

@@ -124,6 +124,8 @@ async def test_redaction_erases_payload_and_mentions(store: LogStore) -> None:
     assert await store.mentioning("item:a") == []
     assert await store.mentioning("item:b") == []
     assert await store.payloads_present([0, 1]) == [1]
+    assert await store.redacted_by(0) == 2
+    assert await store.redacted_by(1) is None
 
 
 async def test_a_redaction_must_name_earlier_seqs(store: LogStore) -> None:
@@ -191,3 +193,21 @@ async def test_exclusive_work_runs_between_groups_outside_a_transaction(
     assert await store.exclusive(checkpoint_wal) is True
     await first
     assert (await store.head()).size == 3
+
+
+async def test_a_savepoint_rolls_back_its_part_of_a_command(store: SqliteLogStore) -> None:
+    def command(txn: WriteTxn) -> int:
+        txn.append(make_draft("note", {"kept": 1}))
+        try:
+            with txn.savepoint():
+                txn.append(make_draft("note", {"kept": 0}))
+                txn.execute("INSERT INTO side (seq, note) VALUES (?, ?)", (99, "gone"))
+                raise KeyError("inner failure")
+        except KeyError:
+            pass
+        return txn.append(make_draft("note", {"kept": 2})).seq
+
+    assert await store.run(command) == 1
+    bodies = [bytes(r.entry().body) async for r in store.scan()]
+    assert bodies == [b'{"kept":1}', b'{"kept":2}']
+    assert await store.rows("SELECT * FROM side") == []

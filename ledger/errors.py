@@ -66,11 +66,45 @@ class VerificationError(MemsealError):
 
 
 class ProvenanceError(VerificationError):
-    """A memo has no matching signed provenance."""
+    """A memo has no matching signed provenance.
+
+    The message is always exactly :attr:`MESSAGE`, so hosts can match it;
+    ``detail`` says which check failed and ``seq`` which entry it was.
+    """
+
+    MESSAGE = "memory memo missing matching signed provenance"
+
+    def __init__(self, detail: str = "", *, seq: int | None = None) -> None:
+        self.detail = detail
+        self.seq = seq
+        self.step = "memo"
+        Exception.__init__(self, self.MESSAGE)
 
 
 class ReplayDivergence(MemsealError):
-    """A replayed call does not match what was recorded at that step."""
+    """A replayed call does not match what was recorded at that step.
+
+    ``recorded`` and ``attempted`` are ``{"tool", "arguments"}`` (``recorded``
+    is None when a forget erased the recorded arguments); ``diff`` lists the
+    differing fields as ``path: recorded -> attempted``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        step: int | None = None,
+        recorded: object = None,
+        attempted: object = None,
+        diff: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.step = step
+        self.recorded = recorded
+        self.attempted = attempted
+        self.diff = diff
 
 
 class Conflict(MemsealError):

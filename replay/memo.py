@@ -1,0 +1,137 @@
+"""The memo table and run leases: rows written in the same transaction as signed entries.
+
+``memos`` maps a run's step to the seq of the signed ``memory_tool_call``
+entry holding its result. Nothing in a memo row is trusted: replay reads
+the entry it points at and checks it (see :mod:`memseal.replay.provenance`).
+
+``runs`` holds each run's lease: one process at a time records a run. A
+lease lapses when its time runs out or, on the same machine, as soon as its
+holder's process is gone, so a restarted process resumes at once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import msgspec
+
+from memseal.ledger.errors import Conflict
+from memseal.ledger.store import WriteTxn
+
+__all__ = [
+    "DDL",
+    "HOST",
+    "Lease",
+    "MemoRow",
+    "acquire",
+    "check_holder",
+    "put_memo",
+    "release",
+    "renew",
+]
+
+DDL = """
+CREATE TABLE IF NOT EXISTS memos (
+    run_id   TEXT NOT NULL,
+    step     INTEGER NOT NULL,
+    memo_key TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    holder      TEXT,
+    pid         INTEGER,
+    host        TEXT,
+    lease_until REAL NOT NULL DEFAULT 0,
+    started_seq INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
+HOST = socket.gethostname()
+
+
+class MemoRow(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    step: int
+    memo_key: str
+    seq: int
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    holder: str
+    started_seq: int | None  # None: the run existed before this lease
+    new: bool
+
+
+def _alive(pid: int | None, host: str | None) -> bool:
+    if pid is None or host != HOST:
+        return True  # another machine's process: only its lease time can tell
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def acquire(txn: WriteTxn, run_id: str, holder: str, ttl: float) -> bool:
+    """Take the run's lease inside the write transaction; True when the run is new.
+
+    Raises :class:`Conflict` while another live holder has it.
+    """
+    now = time.time()
+    rows = txn.execute(
+        "SELECT holder, pid, host, lease_until FROM runs WHERE run_id = ?", (run_id,)
+    )
+    if rows:
+        other, pid, host, until = rows[0]
+        if other not in (None, holder) and until > now and _alive(pid, host):
+            raise Conflict(
+                f"run {run_id!r} is being recorded by another process "
+                f"(pid {pid} on {host}); its lease lapses when that process stops"
+            )
+        txn.execute(
+            "UPDATE runs SET holder = ?, pid = ?, host = ?, lease_until = ? WHERE run_id = ?",
+            (holder, os.getpid(), HOST, now + ttl, run_id),
+        )
+        return False
+    txn.execute(
+        "INSERT INTO runs (run_id, holder, pid, host, lease_until, started_seq) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, holder, os.getpid(), HOST, now + ttl, txn.size),
+    )
+    return True
+
+
+def check_holder(txn: WriteTxn, run_id: str, holder: str) -> None:
+    """Refuse to record for a run whose lease another process took over."""
+    rows = txn.execute("SELECT holder FROM runs WHERE run_id = ?", (run_id,))
+    if not rows or rows[0][0] != holder:
+        raise Conflict(f"run {run_id!r} lost its lease to another process; nothing was recorded")
+
+
+def renew(txn: WriteTxn, run_id: str, holder: str, ttl: float) -> bool:
+    rows = txn.execute(
+        "UPDATE runs SET lease_until = ? WHERE run_id = ? AND holder = ? RETURNING run_id",
+        (time.time() + ttl, run_id, holder),
+    )
+    return bool(rows)
+
+
+def release(txn: WriteTxn, run_id: str, holder: str) -> None:
+    txn.execute(
+        "UPDATE runs SET holder = NULL, lease_until = 0 WHERE run_id = ? AND holder = ?",
+        (run_id, holder),
+    )
+
+
+def put_memo(txn: WriteTxn, row: MemoRow) -> None:
+    txn.execute(
+        "INSERT INTO memos (run_id, step, memo_key, seq) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (run_id, step) DO UPDATE SET memo_key = excluded.memo_key, seq = excluded.seq",
+        (row.run_id, row.step, row.memo_key, row.seq),
+    )

@@ -1,0 +1,130 @@
+"""Recorded results that survive a forget: a signed skeleton plus erasable texts.
+
+A tool result is split before it is recorded. Every string a person could
+have typed (memory text, titles, tags, paths, urls, answers, error
+messages) is replaced by ``{"$t": h}`` where ``h`` is blake3 over a fresh
+16-byte salt and the text; what stays is the *skeleton*: ids, kinds,
+scores, trust, cursors and those references. The skeleton goes into the
+signed entry's body and the result hash covers it; the texts (with their
+salts) go into the entry's payload, which a forget erases.
+
+Replaying puts the texts back. When the payload is gone, each reference
+becomes ``{"forgotten_at": seq}``, the seq of the signed entry that erased
+it: a resumed run stays on its recorded path and never sees forgotten text.
+
+Structural keys are listed, not text keys: a string under a key not listed
+here is treated as text, so a new field added to a result is protected by
+default.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+import blake3
+import msgspec
+
+__all__ = [
+    "STRUCTURAL_KEYS",
+    "TEXT_REF",
+    "Split",
+    "restore",
+    "result_hash",
+    "split",
+]
+
+TEXT_REF = "$t"
+
+# Values under these keys are structure: ids, enums, cursors and times a model
+# cannot have written (all lists of ids under them are structure too).
+STRUCTURAL_KEYS = frozenset(
+    {
+        "id",
+        "ids",
+        "kind",
+        "trust",
+        "previous",
+        "mode",
+        "min_trust",
+        "facet",
+        "ledger_ref",
+        "next_cursor",
+        "missing",
+        "filtered",
+        "skipped",
+        "forgotten",
+        "role",
+        "code",
+        "type",
+        "observed_at",
+        "run_id",
+    }
+)
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+
+
+class Split(msgspec.Struct, frozen=True, kw_only=True):
+    """A result as recorded: ``skeleton`` (signed, kept) and ``texts`` (payload, erasable)."""
+
+    skeleton: Any
+    texts: dict[str, list[str]]  # ref -> [salt hex, text]
+
+
+def split(result: Any) -> Split:
+    texts: dict[str, list[str]] = {}
+
+    def walk(value: Any, structural: bool) -> Any:
+        if isinstance(value, str):
+            if structural:
+                return value
+            salt = secrets.token_bytes(16)
+            ref = blake3.blake3(salt + value.encode("utf-8")).hexdigest()
+            texts[ref] = [salt.hex(), value]
+            return {TEXT_REF: ref}
+        if isinstance(value, Mapping):
+            return {k: walk(v, k in STRUCTURAL_KEYS) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(v, structural) for v in value]
+        return value
+
+    return Split(skeleton=walk(result, False), texts=texts)
+
+
+def result_hash(skeleton: Any) -> str:
+    """blake3 of the skeleton's canonical JSON: what the signed entry commits to."""
+    return blake3.blake3(_encoder.encode(skeleton)).hexdigest()
+
+
+def restore(skeleton: Any, texts: Mapping[str, Any] | None, forgotten_at: int | None) -> Any:
+    """Put the texts back; with ``texts`` None (erased), mark each one forgotten.
+
+    Raises ``ValueError`` when a present text does not match its reference:
+    the payload was tampered with (the caller turns that into a provenance error).
+    """
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            if set(value) == {TEXT_REF} and isinstance(value[TEXT_REF], str):
+                ref = value[TEXT_REF]
+                if texts is None:
+                    return {"forgotten_at": forgotten_at}
+                found = texts.get(ref)
+                if (
+                    not isinstance(found, list)
+                    or len(found) != 2
+                    or not all(isinstance(x, str) for x in found)
+                ):
+                    raise ValueError(f"text {ref[:12]} is missing from the payload")
+                salt, text = found
+                if blake3.blake3(bytes.fromhex(salt) + text.encode("utf-8")).hexdigest() != ref:
+                    raise ValueError(f"text {ref[:12]} does not match its reference")
+                return text
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(skeleton)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from memseal._progress import ProgressLine
 from memseal.engine import Embedder, Engine
+from memseal.ledger.errors import MemsealError
 from memseal.ledger.keys import key_history
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.sqlite import SqliteLogStore
@@ -79,10 +80,15 @@ async def _rebuild(args: argparse.Namespace) -> int:
         print(f"memseal rebuild: {folder} has no ledger database", file=sys.stderr)
         return USAGE
     progress = ProgressLine("rebuilding")
-    # No embedder: rebuild keeps the vector cache as it is; a serving process fills gaps.
-    async with open_engine(folder) as engine:
-        report = await engine.rebuild(progress=progress)
-        await asyncio.sleep(0)  # let the last progress call (scheduled on the loop) draw
+    try:
+        # No embedder: rebuild keeps the vector cache as it is; a serving process fills gaps.
+        async with open_engine(folder) as engine:
+            report = await engine.rebuild(progress=progress)
+            await asyncio.sleep(0)  # let the last progress call (scheduled on the loop) draw
+    except MemsealError as exc:
+        progress.close()
+        print(f"memseal rebuild: {exc}", file=sys.stderr)
+        return USAGE
     progress.close()
     verdict = "equal" if report.matches else "DIFFERENT (the projection had drifted; now rebuilt)"
     print(

@@ -1,0 +1,120 @@
+"""The engine's tables, created with the ledger's own when the store opens.
+
+Projections (dropped and rebuilt from the log by ``rebuild``):
+
+* ``engine_items``: one row per live item; ``seq`` is the entry that wrote
+  it and doubles as the FTS rowid, so the index needs no second copy.
+* ``engine_fts``: FTS5 over items' text, title and tags, external content
+  (the text lives once, in ``engine_items``); Porter stemming over unicode61.
+* ``engine_facets``: ``(seq, facet, value)`` for the thirteen explore facets;
+  the meta filters read it too.
+* ``engine_dates``: the date expressions an item's text mentions (refers_to).
+* ``engine_verdicts``: each item's signed trust changes.
+* ``engine_meta``: the projection's position and running state hash (reset by
+  rebuild), and the embedder the vector cache holds (kept).
+
+Kept by ``rebuild``:
+
+* ``engine_vectors``: embeddings cached by (embedder id, content hash);
+  expensive to make and not bit-identical across CPU types, so never part
+  of the state hash; rows go only when the last item with that content is
+  forgotten or when the embedder changes.
+* ``engine_scrub``: forgets whose scrub (FTS merge, WAL truncation) has not
+  finished; an interrupted scrub resumes when the engine next opens.
+
+The DDL is split on ``;`` by the store, so no statement may contain one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["DDL", "HASHED", "PROJECTION_TABLES", "PROJECTION_VERSION"]
+
+PROJECTION_VERSION: Final = "1"
+
+DDL: Final = """
+CREATE TABLE IF NOT EXISTS engine_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS engine_items (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    trust TEXT NOT NULL,
+    trust_rank INTEGER NOT NULL,
+    confidence REAL,
+    observed_at TEXT NOT NULL,
+    stored_at TEXT NOT NULL,
+    text TEXT NOT NULL,
+    title TEXT,
+    tags TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    content TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engine_items_namespace ON engine_items (namespace, seq);
+CREATE INDEX IF NOT EXISTS engine_items_observed ON engine_items (observed_at);
+CREATE INDEX IF NOT EXISTS engine_items_content ON engine_items (content);
+CREATE VIRTUAL TABLE IF NOT EXISTS engine_fts USING fts5(
+    text, title, tags,
+    content='engine_items', content_rowid='seq',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE IF NOT EXISTS engine_facets (
+    seq INTEGER NOT NULL,
+    facet TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (seq, facet, value)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS engine_facets_value ON engine_facets (facet, value);
+CREATE TABLE IF NOT EXISTS engine_dates (
+    seq INTEGER NOT NULL,
+    ref TEXT NOT NULL,
+    PRIMARY KEY (seq, ref)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS engine_verdicts (
+    seq INTEGER PRIMARY KEY,
+    item INTEGER NOT NULL,
+    trust TEXT NOT NULL,
+    previous TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engine_verdicts_item ON engine_verdicts (item);
+CREATE TABLE IF NOT EXISTS engine_vectors (
+    embedder TEXT NOT NULL,
+    content TEXT NOT NULL,
+    vec BLOB NOT NULL,
+    PRIMARY KEY (embedder, content)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS engine_scrub (seq INTEGER PRIMARY KEY)
+"""
+
+#: Every projection table in the state hash, with its columns in hashing order.
+HASHED: Final[dict[str, tuple[str, ...]]] = {
+    "engine_items": (
+        "seq",
+        "id",
+        "kind",
+        "namespace",
+        "trust",
+        "trust_rank",
+        "confidence",
+        "observed_at",
+        "stored_at",
+        "text",
+        "title",
+        "tags",
+        "meta",
+        "detail",
+        "content",
+    ),
+    "engine_facets": ("seq", "facet", "value"),
+    "engine_dates": ("seq", "ref"),
+    "engine_verdicts": ("seq", "item", "trust", "previous", "actor", "reason", "at"),
+}
+
+#: What rebuild empties (the FTS index is emptied with its own 'delete-all', and in
+#: engine_meta only the position and the running hash are reset).
+PROJECTION_TABLES: Final = tuple(HASHED)

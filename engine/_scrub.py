@@ -1,0 +1,54 @@
+"""The scrub after a forget: make forgotten text unrecoverable from the files.
+
+A forget's transaction already deletes the rows (and the ledger erases the
+payloads) with ``secure_delete`` on, so SQLite zeroes what it frees. Two
+copies can remain: the FTS5 index (SQLite 3.40's FTS5 has no secure-delete,
+and a delete there is itself a new index segment naming the terms), and
+the WAL, which keeps old page images until a checkpoint. So the scrub:
+
+1. merges the FTS index into one segment (``optimize``), which drops the
+   deleted documents' terms and frees the old segments;
+2. checkpoints the WAL with ``TRUNCATE``: every page goes back into the
+   database file and the WAL is cut to zero bytes.
+
+Step 2 fails while a reader holds an old snapshot; it is retried with a
+short busy timeout (so the writer is never held long), and the forget's
+mark in ``engine_scrub`` stays until it succeeds, so a scrub interrupted
+by a crash resumes when the engine next opens.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+__all__ = ["checkpoint_and_clear", "optimize_fts"]
+
+# The writer's normal busy timeout (the store's), restored after each attempt.
+_NORMAL_TIMEOUT_MS: Final = 30_000
+_ATTEMPT_TIMEOUT_MS: Final = 100
+
+
+def optimize_fts(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT INTO engine_fts (engine_fts) VALUES ('optimize')")
+
+
+def _truncate(conn: sqlite3.Connection) -> bool:
+    conn.execute(f"PRAGMA busy_timeout = {_ATTEMPT_TIMEOUT_MS}")
+    try:
+        row = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.OperationalError:  # locked by another process's checkpoint or writer
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {_NORMAL_TIMEOUT_MS}")
+    return row is not None and row[0] == 0
+
+
+def checkpoint_and_clear(conn: sqlite3.Connection, upto: int) -> bool:
+    """One attempt at step 2; on success the marks up to ``upto`` are cleared."""
+    if not _truncate(conn):
+        return False
+    conn.execute("DELETE FROM engine_scrub WHERE seq <= ?", (upto,))
+    # Clearing the marks wrote a page to the WAL (no text); empty it again if we can.
+    _truncate(conn)
+    return True

@@ -1,0 +1,154 @@
+"""Ranking: exact (FTS5 BM25), reciprocal rank fusion, and the refers_to reorder.
+
+Exact mode turns a question into an FTS5 query of its words, each quoted
+(so no word is ever read as FTS syntax) and joined by OR, with common
+English words dropped unless nothing else is left; BM25 then ranks the
+items that share the most, and the rarest, words first. The index stems
+with Porter over unicode61, case- and accent-insensitively.
+
+Hybrid mode fuses the exact and semantic rankings by reciprocal rank
+(score = sum of 1 / (60 + rank) over the rankings an item appears in),
+which needs no calibration between BM25 and cosine scores.
+
+Known limit: BM25 statistics span the whole index, so an exact score
+depends on other namespaces' text too; scores are rounded and only order
+matters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import tzinfo
+from typing import Any, Final
+
+from ._dates import resolve
+from ._read import Rows
+from .filters import DateRange
+
+__all__ = ["RRF_K", "STOPWORDS", "exact", "fts_query", "fuse", "refers_first"]
+
+RRF_K: Final = 60
+_MAX_TERMS: Final = 32
+_WORD = re.compile(r"\w+")
+# The usual English stopword list (as in Lucene and NLTK, trimmed): words that
+# say nothing about which memory is meant.
+# A word list reads better as text than as 180 quoted literals.
+STOPWORDS: Final = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t don isn aren wasn weren hasn haven hadn doesn didn won wouldn shan shouldn
+    cannot ll re ve d m o y
+    """.split()  # noqa: SIM905
+)
+# bm25 weights for the FTS columns (text, title, tags): a title or tag match says more.
+_WEIGHTS: Final = "1.0, 2.0, 1.5"
+
+
+def fts_query(text: str) -> str | None:
+    """The FTS5 MATCH expression for a free-text question, or None if it has no words."""
+    words = [w for w in _WORD.findall(text.casefold()) if w.strip("_")]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    unique = list(dict.fromkeys(kept))[:_MAX_TERMS]
+    if not unique:
+        return None
+    return " OR ".join(f'"{w}"' for w in unique)
+
+
+def _terms(text: str) -> list[str]:
+    words = [w for w in _WORD.findall(text.casefold()) if w.strip("_")]
+    kept = [w for w in words if w not in STOPWORDS] or words
+    return list(dict.fromkeys(kept))[:_MAX_TERMS]
+
+
+async def exact(
+    rows: Rows, where: str, params: Sequence[Any], query: str, cap: int
+) -> list[tuple[int, float, float]]:
+    """(seq, score, coverage) of items under ``where`` matching ``query``, best first.
+
+    ``coverage`` is the share of the query's words an item contains. The
+    score is BM25 (negated, so higher is better) times coverage: Lucene's
+    classic coordination factor, which keeps an item that shares one common
+    word with a long question from outranking one that answers all of it.
+    """
+    terms = _terms(query)
+    if not terms:
+        return []
+    match = " OR ".join(f'"{w}"' for w in terms)
+    found = await rows(
+        f"SELECT i.seq, bm25(engine_fts, {_WEIGHTS}) AS r FROM engine_fts "
+        "JOIN engine_items i ON i.seq = engine_fts.rowid "
+        f"WHERE engine_fts MATCH ? AND {where} ORDER BY r, i.seq DESC LIMIT ?",
+        [match, *params, cap],
+    )
+    if not found:
+        return []
+    matched: dict[int, int] = {}
+    if len(terms) > 1:
+        seqs = [seq for seq, _ in found]
+        marks = ",".join("?" * len(seqs))
+        for term in terms:
+            for (seq,) in await rows(
+                f"SELECT rowid FROM engine_fts WHERE engine_fts MATCH ? AND rowid IN ({marks})",
+                [f'"{term}"', *seqs],
+            ):
+                matched[seq] = matched.get(seq, 0) + 1
+    ranked = []
+    for seq, r in found:
+        coverage = matched.get(seq, 1) / len(terms) if len(terms) > 1 else 1.0
+        ranked.append((seq, round(-r * coverage, 4), coverage))
+    ranked.sort(key=lambda p: (-p[1], -p[0]))
+    return ranked
+
+
+def fuse(
+    lexical: Sequence[tuple[int, float, float]], semantic: Sequence[tuple[int, float]], cap: int
+) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion; a lexical hit counts in proportion to its coverage.
+
+    Ties go to the newer item.
+    """
+    scores: dict[int, float] = {}
+    for rank, (seq, _, coverage) in enumerate(lexical, start=1):
+        scores[seq] = scores.get(seq, 0.0) + coverage / (RRF_K + rank)
+    for rank, (seq, _) in enumerate(semantic, start=1):
+        scores[seq] = scores.get(seq, 0.0) + 1.0 / (RRF_K + rank)
+    fused = [(seq, round(score, 6)) for seq, score in scores.items()]
+    fused.sort(key=lambda p: (-p[1], -p[0]))
+    return fused[:cap]
+
+
+async def refers_first(
+    rows: Rows, ranked: Sequence[tuple[int, float]], days: DateRange, zone: tzinfo
+) -> list[tuple[int, float]]:
+    """``ranked`` with the items about ``days`` first, each part in its own order; none dropped."""
+    if not ranked:
+        return []
+    refs: dict[int, list[str]] = {}
+    observed: dict[int, str] = {}
+    seqs = [seq for seq, _ in ranked]
+    for start in range(0, len(seqs), 500):
+        part = seqs[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for seq, at in await rows(
+            f"SELECT seq, observed_at FROM engine_items WHERE seq IN ({marks})", part
+        ):
+            observed[seq] = at
+        for seq, ref in await rows(
+            f"SELECT seq, ref FROM engine_dates WHERE seq IN ({marks})", part
+        ):
+            refs.setdefault(seq, []).append(ref)
+    first: list[tuple[int, float]] = []
+    rest: list[tuple[int, float]] = []
+    for seq, score in ranked:
+        at = observed.get(seq)
+        about = resolve(refs.get(seq, ()), at, zone) if at is not None else set()
+        hit = any(days.first <= day <= days.last for day in about)
+        (first if hit else rest).append((seq, score))
+    return first + rest

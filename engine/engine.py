@@ -1,0 +1,882 @@
+"""The :class:`Engine`: memory as signed events, read through projections.
+
+Every write is validated first, then appended as one signed ledger entry
+whose projection rows are written in the same transaction (a command on
+the store's single writer): a store, trust change or forget is durable
+whole or not at all. Checks that depend on current state (the content-id
+dedupe, which items a forget resolves, an item's current trust) run
+inside that command, never on a cached copy, so two processes on one data
+folder agree. Pure, expensive work (validation, canonical encoding,
+embedding) happens before it.
+
+Every read is confined by reach, trust floor and filter before anything is
+ranked (see :mod:`memseal.engine._query`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Any, Final
+
+import msgspec
+
+from memseal.ledger.entry import decode_entry, format_time, make_draft
+from memseal.ledger.errors import InvalidRequest, NotFound, StorageError, Unsupported
+from memseal.ledger.ledger import Ledger
+from memseal.ledger.sqlite import SqliteLogStore
+from memseal.ledger.store import WriteTxn
+
+from . import _scrub
+from ._projection import Projection, embed_text, recompute_total, state_hash
+from ._query import (
+    DEFAULT_LIMIT,
+    Cursor,
+    check_ids,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    fingerprint,
+    scope_sql,
+)
+from ._read import ITEM_SELECT, load_items, rows_to_items
+from ._schema import DDL, PROJECTION_TABLES, PROJECTION_VERSION
+from ._search import exact, fuse, refers_first
+from ._vectors import VectorCache, insert_vectors
+from .embedders import Embedder
+from .events import (
+    ENGINE_KINDS,
+    Keyring,
+    MemoryForgotten,
+    MemoryStored,
+    StoredPayload,
+    TrustChanged,
+    TrustPayload,
+    decode_event,
+    decode_stored_payload,
+    decode_trust_payload,
+    event_body,
+    payload_value,
+)
+from .explore import Exploration, check_facet, explore
+from .filters import DateRange, Filter, check_date_range, check_filter, parse_time
+from .items import (
+    Hit,
+    check_meta,
+    check_tags,
+    clean_text,
+    content_kind,
+    content_text,
+    parse_content,
+)
+from .messages import (
+    Fetched,
+    Forgotten,
+    Got,
+    Mode,
+    NewItem,
+    Page,
+    RebuildReport,
+    Stored,
+    TrustChange,
+)
+from .namespaces import Namespace, Reach
+from .recall import Answerer, ExtractiveAnswerer, Recollection
+from .trust import DEFAULT_MIN_TRUST, Trust, check_min_trust, check_trust, trust_rank
+
+__all__ = ["RANK_CAP", "Clock", "Engine", "Progress"]
+
+Clock = Callable[[], datetime]
+Progress = Callable[[int, int], None]
+"""Called as rebuild goes with (entries done, entries in all), on the event loop."""
+
+#: Hits a ranking keeps (pages of fetch reach this deep).
+RANK_CAP: Final = 1_000
+MAX_QUERY_CHARS: Final = 2_000
+MAX_ACTOR_CHARS: Final = 200
+MAX_REASON_CHARS: Final = 2_000
+MAX_INSTRUCTIONS_CHARS: Final = 4_000
+#: Items one memory_forgotten entry lists (its body stays far below the ledger's 64 KiB).
+FORGET_CHUNK: Final = 500
+_REBUILD_CHUNK: Final = 2_048
+_SCRUB_ATTEMPTS: Final = 6
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_reach(value: object) -> Reach | None:
+    if value is None or isinstance(value, Reach):
+        return value
+    raise InvalidRequest("`reach` must be a Reach (Reach.of, Reach.subtree, Reach.exact) or None")
+
+
+def _check_zone(value: object, default: tzinfo) -> tzinfo:
+    if value is None:
+        return default
+    if not isinstance(value, tzinfo):
+        raise InvalidRequest("`zone` must be a tzinfo, such as zoneinfo.ZoneInfo('Europe/Lisbon')")
+    return value
+
+
+class _Prepared(msgspec.Struct, frozen=True, kw_only=True):
+    event: MemoryStored
+    payload: StoredPayload
+    draft: Any
+    content: str
+    vector: bytes | None
+
+
+class Engine:
+    """The memory engine of one data folder (see the module docstring).
+
+    Build it with :meth:`open` after :meth:`register_schema` has added its
+    tables to the store and the store is open::
+
+        Engine.register_schema(store)
+        await store.open()
+        engine = await Engine.open(ledger, store, keys.secret, embedder=default_embedder())
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        store: SqliteLogStore,
+        secret: bytes,
+        *,
+        clock: Clock = _utcnow,
+        embedder: Embedder | None = None,
+        zone: tzinfo = UTC,
+        answerer: Answerer | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self._store = store
+        self._keyring = Keyring(secret)
+        self._clock = clock
+        self._zone = _check_zone(zone, UTC)
+        self._vectors = None if embedder is None else VectorCache(store, embedder)
+        self._answerer: Answerer = answerer if answerer is not None else ExtractiveAnswerer()
+        self._scrub_lock = asyncio.Lock()
+        self._retry: asyncio.Task[None] | None = None
+
+    # -- set-up -----------------------------------------------------------------
+
+    @staticmethod
+    def register_schema(store: SqliteLogStore) -> None:
+        """Add the engine's tables to ``store``; call before ``store.open()``."""
+        store.add_schema(DDL)
+
+    @classmethod
+    async def open(
+        cls,
+        ledger: Ledger,
+        store: SqliteLogStore,
+        secret: bytes,
+        *,
+        clock: Clock = _utcnow,
+        embedder: Embedder | None = None,
+        zone: tzinfo = UTC,
+        answerer: Answerer | None = None,
+    ) -> Engine:
+        """An engine over an open store: projections built if new, scrubs and vectors caught up."""
+        engine = cls(
+            ledger, store, secret, clock=clock, embedder=embedder, zone=zone, answerer=answerer
+        )
+        await engine.start()
+        return engine
+
+    async def start(self) -> None:
+        version = await self._store.rows("SELECT value FROM engine_meta WHERE key = 'projection'")
+        if not version or version[0][0] != PROJECTION_VERSION:
+            # New here (or an older layout): the projections are derived, so build them.
+            await self.rebuild()
+        if await self._store.rows("SELECT 1 FROM engine_scrub LIMIT 1"):
+            await self.scrub()  # a forget's scrub was interrupted: finish it now
+        if self._vectors is not None:
+            await self._vectors.adopt()
+            await self._vectors.fill()
+
+    async def close(self) -> None:
+        """Stop background work (a pending scrub retry). The store stays open: it is the host's."""
+        if self._retry is not None:
+            self._retry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retry
+            self._retry = None
+
+    @property
+    def modes(self) -> tuple[Mode, ...]:
+        """The fetch modes served: exact always; semantic and hybrid with an embedder."""
+        if self._vectors is None:
+            return ("exact",)
+        return ("exact", "semantic", "hybrid")
+
+    @property
+    def embedder_id(self) -> str | None:
+        return None if self._vectors is None else self._vectors.id
+
+    def _mode(self, mode: object) -> Mode:
+        if mode is None:
+            return "hybrid" if "hybrid" in self.modes else "exact"
+        if mode not in ("exact", "semantic", "hybrid"):
+            raise InvalidRequest(f"`mode`: {mode!r} is not one of exact, semantic, hybrid")
+        if mode not in self.modes:
+            raise Unsupported(
+                f"`mode` {mode} needs an embedder; this engine serves exact search only"
+            )
+        chosen: Mode = mode
+        return chosen
+
+    # -- writes -----------------------------------------------------------------
+
+    async def store(
+        self,
+        content: object,
+        *,
+        namespace: Namespace | str,
+        tags: Sequence[str] | None = None,
+        meta: object = None,
+        observed_at: datetime | str | None = None,
+        trust: Trust = "unverified",
+        sources: Sequence[str] | None = None,
+    ) -> Stored:
+        """Store one learning, document or conversation at ``namespace``.
+
+        The same live memory (namespace, kind and content) stored again is
+        a replay: the existing id comes back with ``replayed=True`` and
+        nothing is appended. After a forget it is stored anew.
+        """
+        command = await self.plan_store(
+            content,
+            namespace=namespace,
+            tags=tags,
+            meta=meta,
+            observed_at=observed_at,
+            trust=trust,
+            sources=sources,
+        )
+        return await self._store.run(command)
+
+    async def plan_store(
+        self,
+        content: object,
+        *,
+        namespace: Namespace | str,
+        tags: Sequence[str] | None = None,
+        meta: object = None,
+        observed_at: datetime | str | None = None,
+        trust: Trust = "unverified",
+        sources: Sequence[str] | None = None,
+    ) -> Callable[[WriteTxn], Stored]:
+        """:meth:`store` in two parts, for a caller that owns the transaction.
+
+        Validates and embeds now (raising :class:`InvalidRequest` before
+        anything runs); the returned command does the content-id dedupe and
+        the append when run in the writer, alone through ``ledger.run`` or
+        inside a larger command of the caller's.
+        """
+        prepared = self._prepare(content, namespace, tags, meta, observed_at, trust, sources)
+        (prepared,) = await self._embed([prepared])
+        return self._store_command(prepared)
+
+    async def store_many(self, items: Sequence[NewItem]) -> builtins.list[Stored]:
+        """Store several items; validated (all or none), embedded in one batch, group-committed.
+
+        Each item is its own command: a replay or a failure of one leaves
+        the others alone, exactly as separate :meth:`store` calls would.
+        """
+        if not isinstance(items, Sequence):
+            raise InvalidRequest("`items` must be a list of NewItem")
+        prepared = []
+        for i, item in enumerate(items):
+            if not isinstance(item, NewItem):
+                raise InvalidRequest(f"`items[{i}]` must be a NewItem")
+            prepared.append(
+                self._prepare(
+                    item.content,
+                    item.namespace,
+                    item.tags,
+                    item.meta,
+                    item.observed_at,
+                    item.trust,
+                    item.sources,
+                )
+            )
+        prepared = await self._embed(prepared)
+        return list(
+            await asyncio.gather(*(self._store.run(self._store_command(p)) for p in prepared))
+        )
+
+    def _prepare(
+        self,
+        raw_content: object,
+        namespace: object,
+        tags: object,
+        raw_meta: object,
+        observed_at: object,
+        trust: object,
+        sources: object,
+    ) -> _Prepared:
+        content = parse_content(raw_content)
+        if not isinstance(namespace, Namespace | str):
+            raise InvalidRequest("`namespace` must be text like `team:acme/agent:writer`")
+        ns = Namespace.parse(namespace).text
+        clean_tags = check_tags(tags)
+        meta = check_meta(raw_meta)
+        level = check_trust(trust)
+        if level == "rejected":
+            raise InvalidRequest("`trust`: an item cannot be stored rejected")
+        source_ids: builtins.list[str] = []
+        if sources is not None:
+            if isinstance(sources, str) or not isinstance(sources, Sequence):
+                raise InvalidRequest("`sources` must be a list of item ids")
+            if sources:
+                source_ids = check_ids(sources, "sources")
+        observed = (
+            format_time(self._clock())
+            if observed_at is None
+            else parse_time(observed_at, "observed_at")
+        )
+        kind = content_kind(content)
+        item_id = self._keyring.item_id(ns, kind, content)
+        event = MemoryStored(
+            item=item_id,
+            kind=kind,
+            namespace=ns,
+            observed_at=observed,
+            trust=level,
+            confidence=getattr(content, "confidence", None),
+            sources=tuple(source_ids),
+        )
+        payload = StoredPayload.of(content, clean_tags, meta)
+        title = getattr(content, "title", None)
+        text = embed_text(title, content_text(content))
+        draft = make_draft(
+            "memory_stored", event_body(event), payload_value(payload), mentions=[item_id]
+        )
+        return _Prepared(
+            event=event,
+            payload=payload,
+            draft=draft,
+            content=self._keyring.content_hash(text),
+            vector=None,
+        )
+
+    async def _embed(self, prepared: builtins.list[_Prepared]) -> builtins.list[_Prepared]:
+        """Vectors for the contents not cached yet, made before the writer."""
+        vectors = self._vectors
+        if vectors is None:
+            return prepared
+        todo: dict[str, str] = {}
+        for p in prepared:
+            if p.content not in todo and not await vectors.cached(p.content):
+                todo[p.content] = embed_text(p.payload.title, p.payload.searchable_text())
+        if not todo:
+            return prepared
+        blobs = dict(zip(todo, await vectors.embed(list(todo.values())), strict=True))
+        return [msgspec.structs.replace(p, vector=blobs.get(p.content)) for p in prepared]
+
+    def _store_command(self, prepared: _Prepared) -> Callable[[WriteTxn], Stored]:
+        keyring = self._keyring
+        embedder_id = self.embedder_id
+
+        def command(txn: WriteTxn) -> Stored:
+            found = txn.execute("SELECT seq FROM engine_items WHERE id = ?", (prepared.event.item,))
+            if found:
+                return Stored(id=prepared.event.item, replayed=True, seq=found[0][0])
+            appended = txn.append(prepared.draft)
+            projection = Projection(txn.execute, keyring)
+            projection.stored(appended.seq, appended.at, prepared.event, prepared.payload)
+            projection.save()
+            if prepared.vector is not None and embedder_id is not None:
+                insert_vectors(txn, embedder_id, [(prepared.content, prepared.vector)])
+            return Stored(id=prepared.event.item, replayed=False, seq=appended.seq)
+
+        return command
+
+    async def promote(
+        self, item_id: str, *, actor: str, reason: str, reach: Reach | None = None
+    ) -> TrustChange:
+        """Mark an item verified (a signed ``trust_changed`` entry naming actor and reason)."""
+        return await self._set_trust(item_id, "verified", actor, reason, reach)
+
+    async def reject(
+        self, item_id: str, *, actor: str, reason: str, reach: Reach | None = None
+    ) -> TrustChange:
+        """Mark an item rejected: no read returns it any more (forget still reaches it)."""
+        return await self._set_trust(item_id, "rejected", actor, reason, reach)
+
+    async def mark_stale(
+        self, item_id: str, *, actor: str, reason: str, reach: Reach | None = None
+    ) -> TrustChange:
+        return await self._set_trust(item_id, "stale", actor, reason, reach)
+
+    async def _set_trust(
+        self, item_id: object, level: Trust, actor: object, reason: object, reach: object
+    ) -> TrustChange:
+        if not isinstance(item_id, str):
+            raise InvalidRequest("`id` must be an item id (text)")
+        (target,) = check_ids([item_id], "id")
+        payload = TrustPayload(
+            actor=clean_text(actor, "actor", MAX_ACTOR_CHARS),
+            reason=clean_text(reason, "reason", MAX_REASON_CHARS),
+        )
+        scope = _check_reach(reach)
+        keyring = self._keyring
+
+        def command(txn: WriteTxn) -> TrustChange:
+            found = txn.execute("SELECT trust, namespace FROM engine_items WHERE id = ?", (target,))
+            if not found or (scope is not None and not scope.admits(found[0][1])):
+                raise NotFound(f"no item {target} in reach")
+            previous: Trust = found[0][0]
+            if previous == level:
+                return TrustChange(id=target, trust=level, previous=previous, seq=None)
+            event = TrustChanged(item=target, trust=level, previous=previous)
+            draft = make_draft(
+                "trust_changed", event_body(event), payload_value(payload), mentions=[target]
+            )
+            appended = txn.append(draft)
+            projection = Projection(txn.execute, keyring)
+            projection.trust(appended.seq, appended.at, event, payload)
+            projection.save()
+            return TrustChange(id=target, trust=level, previous=previous, seq=appended.seq)
+
+        return await self._store.run(command)
+
+    async def forget(
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        filter: Filter | dict[str, object] | None = None,
+        reach: Reach | None = None,
+        scrub: bool = True,
+    ) -> Forgotten:
+        """Forget items in reach, whatever their trust, by ``ids`` or by a non-empty ``filter``.
+
+        One signed ``memory_forgotten`` entry (per 500 items) lists the ids
+        and redacts every payload that mentions them; the projection rows
+        and cached vectors go in the same transaction; then the scrub
+        (``scrub=False`` leaves it pending for :meth:`scrub` or the next open).
+        """
+        command, finish = await self.plan_forget(ids=ids, filter=filter, reach=reach)
+        result = await self._store.run(command)
+        if result.seqs and scrub:
+            done = await finish()
+            result = msgspec.structs.replace(result, scrubbed=done)
+        return result
+
+    async def plan_forget(
+        self,
+        *,
+        ids: Sequence[str] | None = None,
+        filter: Filter | dict[str, object] | None = None,
+        reach: Reach | None = None,
+    ) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], Awaitable[bool]]]:
+        """:meth:`forget` in two parts, for a caller that owns the transaction.
+
+        Validates now (raising :class:`InvalidRequest` before anything
+        runs) and returns ``(command, scrub)``: ``command`` resolves the
+        items and appends the ``memory_forgotten`` entries when run in the
+        writer (alone through ``ledger.run``, or inside a larger command of
+        the caller's); ``scrub`` is to be awaited after that transaction
+        committed (it returns True when the scrub finished). The command's
+        result says ``scrubbed=False`` whenever it forgot something.
+        """
+        if (ids is None) == (filter is None):
+            raise InvalidRequest("forget takes exactly one of `ids` or `filter`")
+        wanted = check_ids(ids) if ids is not None else None
+        picked = check_filter(filter) if filter is not None else None
+        if picked is not None and picked.is_empty():
+            raise InvalidRequest("`filter` must set at least one field to forget by")
+        scope = _check_reach(reach)
+        keyring = self._keyring
+
+        def command(txn: WriteTxn) -> Forgotten:
+            where, params = scope_sql(scope, None, picked or Filter())
+            if wanted is not None:
+                marks = ",".join("?" * len(wanted))
+                found = {
+                    row[0]
+                    for row in txn.execute(
+                        f"SELECT i.id FROM engine_items i WHERE i.id IN ({marks}) AND {where}",
+                        [*wanted, *params],
+                    )
+                }
+                targets = [i for i in wanted if i in found]
+                skipped = tuple(i for i in wanted if i not in found)
+            else:
+                targets = [
+                    row[0]
+                    for row in txn.execute(
+                        f"SELECT i.id FROM engine_items i WHERE {where} ORDER BY i.seq", params
+                    )
+                ]
+                skipped = ()
+            seqs: builtins.list[int] = []
+            redacted: builtins.list[int] = []
+            projection = Projection(txn.execute, keyring)
+            for start in range(0, len(targets), FORGET_CHUNK):
+                chunk = tuple(targets[start : start + FORGET_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                # The ledger's own index of which payloads mention these ids, read in this
+                # transaction so a payload written a moment ago is not missed.
+                redacts = [
+                    row[0]
+                    for row in txn.execute(
+                        f"SELECT DISTINCT seq FROM mentions WHERE ref IN ({marks}) ORDER BY seq",
+                        chunk,
+                    )
+                ]
+                event = MemoryForgotten(items=chunk)
+                appended = txn.append(
+                    make_draft("memory_forgotten", event_body(event), None, redacts=redacts)
+                )
+                projection.forgotten(appended.seq, event)
+                txn.execute("INSERT INTO engine_scrub (seq) VALUES (?)", (appended.seq,))
+                seqs.append(appended.seq)
+                redacted.extend(redacts)
+            if seqs:
+                projection.save()
+            return Forgotten(
+                forgotten=tuple(targets),
+                skipped=skipped,
+                seqs=tuple(seqs),
+                redacted=tuple(sorted(set(redacted))),
+                scrubbed=not seqs,
+            )
+
+        return command, self.scrub
+
+    async def scrub(self) -> bool:
+        """Finish every pending forget's scrub (FTS merge, WAL truncation); True when done.
+
+        Readers holding an old snapshot make the truncation wait: it is
+        retried briefly here, then in the background until it succeeds.
+        """
+        async with self._scrub_lock:
+            found = await self._store.rows("SELECT max(seq) FROM engine_scrub")
+            upto = found[0][0] if found else None
+            if upto is None:
+                return True
+            await self._store.exclusive(_scrub.optimize_fts)
+            for attempt in range(_SCRUB_ATTEMPTS):
+                if await self._store.exclusive(
+                    functools.partial(_scrub.checkpoint_and_clear, upto=upto)
+                ):
+                    return True
+                await asyncio.sleep(min(0.02 * 2**attempt, 0.25))
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.create_task(self._scrub_later())
+        return False
+
+    async def _scrub_later(self) -> None:
+        delay = 1.0
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                async with self._scrub_lock:
+                    found = await self._store.rows("SELECT max(seq) FROM engine_scrub")
+                    upto = found[0][0] if found else None
+                    if upto is None or await self._store.exclusive(
+                        functools.partial(_scrub.checkpoint_and_clear, upto=upto)
+                    ):
+                        return
+            except StorageError:
+                return  # the store closed; the mark stays and the next open resumes
+            delay = min(delay * 2, 60.0)
+
+    # -- reads ------------------------------------------------------------------
+
+    async def get(
+        self,
+        ids: Sequence[str],
+        *,
+        reach: Reach | None = None,
+        min_trust: Trust = DEFAULT_MIN_TRUST,
+    ) -> Got:
+        """Items by id, in the order asked; unknown or out-of-reach ids come back as missing."""
+        wanted = check_ids(ids)
+        floor = trust_rank(check_min_trust(min_trust))
+        scope = _check_reach(reach)
+        marks = ",".join("?" * len(wanted))
+        found = await self._store.rows(
+            f"SELECT {ITEM_SELECT}, i.trust_rank FROM engine_items i WHERE i.id IN ({marks})",
+            wanted,
+        )
+        visible = []
+        filtered: set[str] = set()
+        for row in found:
+            if scope is not None and not scope.admits(row[3]):
+                continue
+            if row[-1] < floor:
+                filtered.add(row[1])
+            else:
+                visible.append(row[:-1])
+        by_id = {item.id: item for item in await rows_to_items(self._store.rows, visible)}
+        return Got(
+            items=tuple(by_id[i] for i in wanted if i in by_id),
+            missing=tuple(i for i in wanted if i not in by_id and i not in filtered),
+            filtered=tuple(i for i in wanted if i in filtered),
+        )
+
+    async def list(
+        self,
+        *,
+        filter: Filter | dict[str, object] | None = None,
+        reach: Reach | None = None,
+        min_trust: Trust = DEFAULT_MIN_TRUST,
+        limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+    ) -> Page:
+        """Items newest first; the cursor pages on to older items, unmoved by new writes."""
+        picked = check_filter(filter)
+        floor = check_min_trust(min_trust)
+        count = check_limit(limit)
+        scope = _check_reach(reach)
+        query = fingerprint("list", picked, scope, floor)
+        before = 2**62
+        if cursor is not None:
+            before = decode_cursor(cursor, "list", query).seq
+        where, params = scope_sql(scope, floor, picked)
+        found = await self._store.rows(
+            f"SELECT {ITEM_SELECT} FROM engine_items i WHERE {where} AND i.seq < ? "
+            "ORDER BY i.seq DESC LIMIT ?",
+            [*params, before, count + 1],
+        )
+        items = await rows_to_items(self._store.rows, found[:count])
+        next_cursor = None
+        if len(found) > count:
+            next_cursor = encode_cursor(Cursor(v=1, op="list", query=query, seq=items[-1].seq))
+        return Page(items=tuple(items), next_cursor=next_cursor)
+
+    async def fetch(
+        self,
+        query: str,
+        *,
+        mode: Mode | None = None,
+        filter: Filter | dict[str, object] | None = None,
+        reach: Reach | None = None,
+        min_trust: Trust = DEFAULT_MIN_TRUST,
+        limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+        refers_to: DateRange | dict[str, object] | None = None,
+        zone: tzinfo | None = None,
+    ) -> Fetched:
+        """Ranked hits for ``query``: ``exact`` (BM25), ``semantic`` or ``hybrid`` (RRF).
+
+        With no mode, hybrid when served, else exact. ``refers_to`` moves
+        the items about those days (read in ``zone``, the host's) first and
+        drops none. The cursor keeps later pages to the items the first
+        page could see.
+        """
+        text = clean_text(query, "query", MAX_QUERY_CHARS)
+        chosen = self._mode(mode)
+        picked = check_filter(filter)
+        floor = check_min_trust(min_trust)
+        count = check_limit(limit)
+        days = check_date_range(refers_to)
+        scope = _check_reach(reach)
+        where_zone = _check_zone(zone, self._zone)
+        key = fingerprint("fetch", text, chosen, picked, scope, floor, days, str(where_zone))
+        if cursor is not None:
+            position = decode_cursor(cursor, "fetch", key)
+            snapshot, offset = position.seq, position.offset
+        else:
+            snapshot, offset = (await self._store.head()).size, 0
+        where, params = scope_sql(scope, floor, picked)
+        where = f"{where} AND i.seq < ?"
+        params.append(snapshot)
+        ranked = await self._rank(chosen, text, where, params)
+        if days is not None:
+            ranked = await refers_first(self._store.rows, ranked, days, where_zone)
+        page = ranked[offset : offset + count]
+        items = await load_items(self._store.rows, [seq for seq, _ in page])
+        hits = tuple(Hit(item=items[seq], score=score) for seq, score in page if seq in items)
+        next_cursor = None
+        if len(ranked) > offset + count:
+            next_cursor = encode_cursor(
+                Cursor(v=1, op="fetch", query=key, seq=snapshot, offset=offset + count)
+            )
+        return Fetched(hits=hits, mode=chosen, min_trust=floor, next_cursor=next_cursor)
+
+    async def _rank(
+        self, mode: Mode, text: str, where: str, params: Sequence[Any]
+    ) -> builtins.list[tuple[int, float]]:
+        if mode == "exact":
+            found = await exact(self._store.rows, where, params, text, RANK_CAP)
+            return [(seq, score) for seq, score, _ in found]
+        assert self._vectors is not None  # _mode refused semantic modes without an embedder
+        semantic = await self._vectors.rank(where, params, text, RANK_CAP)
+        if mode == "semantic":
+            return semantic
+        lexical = await exact(self._store.rows, where, params, text, RANK_CAP)
+        return fuse(lexical, semantic, RANK_CAP)
+
+    async def explore(
+        self,
+        facet: str,
+        *,
+        filter: Filter | dict[str, object] | None = None,
+        reach: Reach | None = None,
+        min_trust: Trust = DEFAULT_MIN_TRUST,
+        limit: int = DEFAULT_LIMIT,
+    ) -> Exploration:
+        """How the items in scope spread over ``facet`` (see :mod:`memseal.engine.explore`)."""
+        name = check_facet(facet)
+        picked = check_filter(filter)
+        floor = check_min_trust(min_trust)
+        count = check_limit(limit)
+        where, params = scope_sql(_check_reach(reach), floor, picked)
+        return await explore(self._store.rows, name, where, params, count)
+
+    async def recall(
+        self,
+        question: str,
+        *,
+        filter: Filter | dict[str, object] | None = None,
+        reach: Reach | None = None,
+        min_trust: Trust = DEFAULT_MIN_TRUST,
+        limit: int = DEFAULT_LIMIT,
+        instructions: str | None = None,
+        refers_to: DateRange | dict[str, object] | None = None,
+        zone: tzinfo | None = None,
+        answerer: Answerer | None = None,
+    ) -> Recollection:
+        """``{answer, citations}`` for ``question`` from the best hits, by the answerer."""
+        told = None
+        if instructions is not None:
+            told = clean_text(instructions, "instructions", MAX_INSTRUCTIONS_CHARS) or None
+        if answerer is not None and not isinstance(answerer, Answerer):
+            raise InvalidRequest("`answerer` must have an async answer(question, hits, ...)")
+        fetched = await self.fetch(
+            question,
+            filter=filter,
+            reach=reach,
+            min_trust=min_trust,
+            limit=limit,
+            refers_to=refers_to,
+            zone=zone,
+        )
+        chosen = answerer if answerer is not None else self._answerer
+        result = await chosen.answer(question, fetched.hits, instructions=told)
+        if not isinstance(result, Recollection):
+            raise StorageError(f"answerer {type(chosen).__name__} did not return a Recollection")
+        allowed = {hit.item.id for hit in fetched.hits}
+        kept = tuple(c for c in result.citations if c.id in allowed)
+        if len(kept) != len(result.citations):
+            result = Recollection(answer=result.answer, citations=kept)
+        return result
+
+    # -- projections ------------------------------------------------------------
+
+    async def state_hash(self) -> str:
+        """The projection state hash as kept incrementally (position and running sum)."""
+        found = dict(
+            await self._store.rows(
+                "SELECT key, value FROM engine_meta WHERE key IN ('position', 'state_sum')"
+            )
+        )
+        return state_hash(int(found.get("position", "-1")), int(found.get("state_sum", "0"), 16))
+
+    async def recompute_state_hash(self) -> str:
+        """The state hash recomputed from every projection row (an audit of the running one)."""
+
+        def command(txn: WriteTxn) -> str:
+            position = Projection(txn.execute, self._keyring).position
+            return state_hash(position, recompute_total(txn.execute))
+
+        return await self._store.run(command)
+
+    async def rebuild(self, progress: Progress | None = None) -> RebuildReport:
+        """Drop the projections and replay the log into them, as one writer command.
+
+        Vectors are kept (and any missing ones made afterwards). The result
+        names the state hash reached and the incremental one it replaced.
+        """
+        loop = asyncio.get_running_loop()
+        keyring = self._keyring
+        started = time.perf_counter()
+
+        def report(done: int, total: int) -> None:
+            if progress is not None:
+                loop.call_soon_threadsafe(progress, done, total)
+
+        def command(txn: WriteTxn) -> RebuildReport:
+            previous = Projection(txn.execute, keyring).hash
+            for table in PROJECTION_TABLES:
+                txn.execute(f"DELETE FROM {table}")
+            txn.execute("INSERT INTO engine_fts (engine_fts) VALUES ('delete-all')")
+            txn.execute("DELETE FROM engine_meta WHERE key IN ('position', 'state_sum')")
+            projection = Projection(txn.execute, keyring)
+            total = txn.size
+            events = skipped = 0
+            last = -1
+            while True:
+                rows = txn.execute(
+                    "SELECT e.seq, e.leaf, p.data FROM entries e LEFT JOIN payloads p "
+                    "ON p.seq = e.seq WHERE e.seq > ? ORDER BY e.seq LIMIT ?",
+                    (last, _REBUILD_CHUNK),
+                )
+                if not rows:
+                    break
+                for seq, leaf, data in rows:
+                    applied = _replay(projection, seq, leaf, data)
+                    events += applied is True
+                    skipped += applied is None
+                last = rows[-1][0]
+                report(last + 1, total)
+            projection.save()
+            txn.execute(
+                "INSERT OR REPLACE INTO engine_meta (key, value) VALUES ('projection', ?)",
+                (PROJECTION_VERSION,),
+            )
+            items = txn.execute("SELECT count(*) FROM engine_items")[0][0]
+            report(total, total)
+            return RebuildReport(
+                state_hash=projection.hash,
+                previous_hash=previous,
+                entries=total,
+                events=events,
+                skipped=skipped,
+                items=items,
+                seconds=round(time.perf_counter() - started, 3),
+            )
+
+        result = await self._store.run(command)
+        if self._vectors is not None:
+            await self._vectors.fill()
+        return result
+
+
+def _replay(projection: Projection, seq: int, leaf: bytes, data: bytes | None) -> bool | None:
+    """Apply one logged entry: True if an engine event, False if another kind, None if bad.
+
+    An engine entry whose body or payload does not decode cannot have come
+    from this engine (it validates before appending); it is counted and
+    left out rather than stopping the rebuild.
+    """
+    try:
+        entry = decode_entry(leaf)
+    except msgspec.DecodeError:
+        return None
+    if entry.kind not in ENGINE_KINDS:
+        return False
+    try:
+        event = decode_event(entry.kind, bytes(entry.body))
+        if isinstance(event, MemoryStored):
+            stored = None if data is None else decode_stored_payload(data)
+            projection.stored(seq, entry.at, event, stored)
+        elif isinstance(event, TrustChanged):
+            verdict = None if data is None else decode_trust_payload(data)
+            projection.trust(seq, entry.at, event, verdict)
+        else:
+            projection.forgotten(seq, event)
+    except msgspec.DecodeError:
+        return None
+    return True

@@ -1,0 +1,89 @@
+"""``explore``: how the items in scope spread over one facet.
+
+The thirteen facets are the seed's: kind, source, source_id, workspace,
+folder, file_path, language, repo, url, thread, agent, tool_call and tag.
+There is deliberately no namespace facet: a model never learns which
+namespaces exist.
+
+An :class:`Exploration` lists the ``limit`` most common values (count
+descending, then value ascending), ``total`` items counted, ``missing``
+how many of them have no value for the facet, ``more_buckets`` whether
+further values exist beyond those shown, and ``truncated`` whether the
+count stopped at :data:`EXPLORE_CAP` items (the newest ones) rather than
+covering the whole scope. An item with several tags counts once per tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from memseal.ledger.errors import InvalidRequest
+
+from ._projection import FACETS
+from ._read import Rows
+
+__all__ = ["EXPLORE_CAP", "FACETS", "Bucket", "Exploration", "check_facet", "explore"]
+
+EXPLORE_CAP: Final = 100_000
+
+
+class Bucket(msgspec.Struct, frozen=True, kw_only=True):
+    value: str
+    count: int
+
+
+class Exploration(msgspec.Struct, frozen=True, kw_only=True):
+    facet: str
+    buckets: tuple[Bucket, ...]
+    total: int
+    missing: int
+    more_buckets: bool
+    truncated: bool
+
+
+def check_facet(value: object, field: str = "facet") -> str:
+    if not isinstance(value, str) or value not in FACETS:
+        shown = value if isinstance(value, str) else type(value).__name__
+        raise InvalidRequest(f"`{field}`: `{shown}` is not a facet ({', '.join(FACETS)})")
+    return value
+
+
+async def explore(
+    rows: Rows, facet: str, where: str, params: Sequence[Any], limit: int, cap: int = EXPLORE_CAP
+) -> Exploration:
+    scope = f"SELECT i.seq FROM engine_items i WHERE {where} ORDER BY i.seq DESC LIMIT {cap + 1}"
+    counted = await rows(
+        f"WITH scope AS ({scope}) SELECT count(*), "
+        "(SELECT count(DISTINCT f.seq) FROM engine_facets f "
+        " WHERE f.facet = ? AND f.seq IN (SELECT seq FROM scope)) FROM scope",
+        [*params, facet],
+    )
+    total, with_value = counted[0]
+    truncated = total > cap
+    if truncated:
+        # Count exactly the newest `cap` items: drop the one extra the scope fetched.
+        scope = f"SELECT i.seq FROM engine_items i WHERE {where} ORDER BY i.seq DESC LIMIT {cap}"
+        counted = await rows(
+            f"WITH scope AS ({scope}) SELECT count(*), "
+            "(SELECT count(DISTINCT f.seq) FROM engine_facets f "
+            " WHERE f.facet = ? AND f.seq IN (SELECT seq FROM scope)) FROM scope",
+            [*params, facet],
+        )
+        total, with_value = counted[0]
+    found = await rows(
+        f"WITH scope AS ({scope}) SELECT f.value, count(*) AS c FROM engine_facets f "
+        "WHERE f.facet = ? AND f.seq IN (SELECT seq FROM scope) "
+        "GROUP BY f.value ORDER BY c DESC, f.value LIMIT ?",
+        [*params, facet, limit + 1],
+    )
+    return Exploration(
+        facet=facet,
+        buckets=tuple(Bucket(value=value, count=count) for value, count in found[:limit]),
+        total=total,
+        missing=total - with_value,
+        more_buckets=len(found) > limit,
+        truncated=truncated,
+    )

@@ -1,0 +1,109 @@
+"""What the engine's verbs take and return (beyond items and hits).
+
+All frozen msgspec Structs, so hosts can encode them straight to JSON
+(``msgspec.json.encode(result)``) and tests can compare them whole.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+import msgspec
+
+from .items import Content, Hit, Item, Meta
+from .trust import Trust
+
+__all__ = [
+    "Fetched",
+    "Forgotten",
+    "Got",
+    "Mode",
+    "NewItem",
+    "Page",
+    "RebuildReport",
+    "Stored",
+    "TrustChange",
+]
+
+Mode = Literal["exact", "semantic", "hybrid"]
+
+
+class NewItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One item to store (what :meth:`Engine.store` takes as arguments, as one value)."""
+
+    content: Content | dict[str, object]
+    namespace: str
+    tags: tuple[str, ...] = ()
+    meta: Meta | dict[str, object] | None = None
+    observed_at: datetime | str | None = None
+    trust: Trust = "unverified"
+    sources: tuple[str, ...] = ()
+
+
+class Stored(msgspec.Struct, frozen=True, kw_only=True):
+    """``replayed``: the same live memory was already stored; nothing was appended."""
+
+    id: str
+    replayed: bool
+    seq: int
+
+
+class Got(msgspec.Struct, frozen=True, kw_only=True):
+    """``missing``: unknown or outside the reach; ``filtered``: in reach, below the trust floor."""
+
+    items: tuple[Item, ...]
+    missing: tuple[str, ...]
+    filtered: tuple[str, ...]
+
+
+class Page(msgspec.Struct, frozen=True, kw_only=True):
+    items: tuple[Item, ...]
+    next_cursor: str | None = None
+
+
+class Fetched(msgspec.Struct, frozen=True, kw_only=True):
+    hits: tuple[Hit, ...]
+    mode: Mode
+    min_trust: Trust
+    next_cursor: str | None = None
+
+
+class TrustChange(msgspec.Struct, frozen=True, kw_only=True):
+    """``seq`` is the signed ``trust_changed`` entry; None when the trust was already that."""
+
+    id: str
+    trust: Trust
+    previous: Trust
+    seq: int | None
+
+
+class Forgotten(msgspec.Struct, frozen=True, kw_only=True):
+    """``forgotten``: ids removed; ``skipped``: ids asked for but unknown or outside the reach.
+
+    ``seqs`` are the signed ``memory_forgotten`` entries, ``redacted`` the
+    seqs whose payloads they erased, ``scrubbed`` whether the scrub
+    finished (if not, it is retried, and resumes at the next open).
+    """
+
+    forgotten: tuple[str, ...]
+    skipped: tuple[str, ...]
+    seqs: tuple[int, ...]
+    redacted: tuple[int, ...]
+    scrubbed: bool
+
+
+class RebuildReport(msgspec.Struct, frozen=True, kw_only=True):
+    """A rebuild: the state hash it reached and the incremental one it replaced."""
+
+    state_hash: str
+    previous_hash: str
+    entries: int
+    events: int
+    skipped: int
+    items: int
+    seconds: float
+
+    @property
+    def matches(self) -> bool:
+        return self.state_hash == self.previous_hash

@@ -1,0 +1,243 @@
+"""Forget that forgets: signed, verifiable, unqueryable, and gone from the bytes on disk.
+
+Text is stored through every path (learning text and evidence, document title and text,
+conversation turns, tags, each metadata field, a trust change's reason, and a tool-call
+payload written by a layer above that mentions the item). After the forget and its scrub,
+none of it appears in the raw bytes of any file in the data folder (database, WAL, shm),
+`verify` still passes, and no query returns the items. A scrub that readers hold up is
+retried; one a crash interrupted resumes at the next open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memseal._engine_cli import open_engine
+from memseal.engine import (
+    Conversation,
+    Document,
+    Engine,
+    HashingEmbedder,
+    Learning,
+    Meta,
+    Reach,
+    Source,
+    Turn,
+)
+from memseal.memory import DATABASE
+
+PLACE = "team:acme/agent:writer"
+
+
+def marker(name: str) -> str:
+    # Letters only, no common stems: FTS keeps lowercased Porter stems, so the check also
+    # looks for the first eight letters alone.
+    return f"qzx{name}vkj"
+
+
+MARKERS = {
+    "learning": marker("lrntext"),
+    "evidence": marker("evdnc"),
+    "doctitle": marker("dctitle"),
+    "doctext": marker("dcbody"),
+    "turnuser": marker("usrturn"),
+    "turnbot": marker("bototurn"),
+    "tag": marker("tagone"),
+    "source": marker("srcid"),
+    "file": marker("filepth"),
+    "url": marker("urlpart"),
+    "thread": marker("thrdid"),
+    "agent": marker("agntid"),
+    "workspace": marker("wrkspc"),
+    "folder": marker("fldr"),
+    "repo": marker("rep"),
+    "language": marker("lang"),
+    "tool": marker("tlcall"),
+    "reason": marker("rsn"),
+    "toolcall": marker("tlpayload"),
+}
+KEEP = marker("keepme")
+
+
+def leaks(folder: Path) -> dict[str, list[str]]:
+    """Which markers (or their first eight letters) appear in which files of ``folder``."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes().lower()
+        for name, text in MARKERS.items():
+            if text.encode() in data or text[:8].encode() in data:
+                found.setdefault(name, []).append(path.name)
+    return found
+
+
+async def store_everything(engine: Engine) -> list[str]:
+    m = MARKERS
+    learning = await engine.store(
+        Learning(text=f"The code word is {m['learning']}", evidence=f"seen in {m['evidence']}"),
+        namespace=PLACE,
+        tags=[m["tag"]],
+        meta=Meta(
+            source=Source(kind="agent", id=m["source"]),
+            file_path=f"src/{m['file']}.py",
+            url=f"https://example.com/{m['url']}",
+            thread_id=m["thread"],
+            agent_id=m["agent"],
+            workspace=m["workspace"],
+            folder=m["folder"],
+            repo=f"acme/{m['repo']}",
+            language=m["language"],
+            tool_call=m["tool"],
+        ),
+    )
+    document = await engine.store(
+        Document(title=f"Notes {m['doctitle']}", text=f"The body says {m['doctext']} twice."),
+        namespace=PLACE,
+    )
+    conversation = await engine.store(
+        Conversation(
+            turns=(
+                Turn(role="user", text=f"remember {m['turnuser']}"),
+                Turn(role="assistant", text=f"noted {m['turnbot']}"),
+            )
+        ),
+        namespace="team:acme",
+    )
+    await engine.promote(learning.id, actor="reviewer", reason=f"because {m['reason']}")
+    # A layer above (the replay recorder) writes a payload carrying the item's text.
+    await engine.ledger.append(
+        "memory_tool_call",
+        {"tool": "memory_fetch"},
+        {"result": f"hit: {m['toolcall']}"},
+        mentions=[learning.id],
+    )
+    await engine.store(Learning(text=f"unrelated {KEEP}"), namespace=PLACE)
+    return [learning.id, document.id, conversation.id]
+
+
+async def assert_gone(engine: Engine, ids: list[str]) -> None:
+    assert (await engine.get(ids)).missing == tuple(ids)
+    for name, text in MARKERS.items():
+        for mode in engine.modes:
+            hits = (await engine.fetch(text, mode=mode)).hits
+            assert all(text not in h.item.text for h in hits), (name, mode)
+    assert {i.text for i in (await engine.list()).items} == {f"unrelated {KEEP}"}
+    assert (await engine.explore("tag")).buckets == ()
+    await engine.ledger.verify()
+
+
+async def test_forget_by_ids_erases_every_path_from_disk(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    async with open_engine(folder, create=True, embedder=HashingEmbedder()) as engine:
+        ids = await store_everything(engine)
+        assert set(leaks(folder)) == set(MARKERS)  # the check can see them
+        size = await engine.ledger.size()
+        result = await engine.forget(ids=[*ids, "0" * 32])
+        assert result.forgotten == tuple(ids) and result.skipped == ("0" * 32,)
+        assert result.scrubbed and len(result.seqs) == 1
+        assert result.seqs[0] == size
+        forgotten = await engine.ledger.read(result.seqs[0])
+        assert forgotten.entry().kind == "memory_forgotten"
+        # The stores, the trust change and the tool call: every payload mentioning the items.
+        assert len(result.redacted) == 5
+        assert await engine.ledger.mentioning(ids[0]) == []
+        assert leaks(folder) == {}
+        await assert_gone(engine, ids)
+        assert await engine.recompute_state_hash() == await engine.state_hash()
+        assert (await engine.rebuild()).matches
+        await engine.ledger.verify()
+    assert leaks(folder) == {}
+    # `memseal verify` (a separate process, the auditor's view) passes too.
+    vkey = (folder / "keys" / "ledger.vkey").read_text().strip()
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [str(Path(sys.executable).parent / "memseal"), "verify", str(folder), "--trust", vkey],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+async def test_forget_by_filter_reaches_only_what_the_filter_and_reach_name(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "data"
+    async with open_engine(folder, create=True) as engine:
+        ids = await store_everything(engine)
+        outside = await engine.store(
+            Learning(text="elsewhere"), namespace="team:other", tags=[MARKERS["tag"]]
+        )
+        tagged = await engine.forget(
+            filter={"tags_any": [MARKERS["tag"]]}, reach=Reach.subtree("team:acme")
+        )
+        assert tagged.forgotten == (ids[0],)  # not the item outside the reach
+        shaped = await engine.forget(
+            filter={"kinds": ["document", "conversation"]}, reach=Reach.subtree("team:acme")
+        )
+        assert shaped.forgotten == (ids[1], ids[2]) and shaped.skipped == ()
+        remaining = {i.text for i in (await engine.list(limit=50)).items}
+        assert remaining == {"elsewhere", f"unrelated {KEEP}"}
+        await engine.forget(ids=[outside.id])
+        assert leaks(folder) == {}
+        await engine.ledger.verify()
+
+
+async def test_a_scrub_held_up_by_a_reader_is_retried(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    async with open_engine(folder, create=True) as engine:
+        ids = await store_everything(engine)
+        reader = sqlite3.connect(folder / DATABASE)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM entries").fetchone()  # holds an old snapshot
+        result = await engine.forget(ids=ids)
+        assert not result.scrubbed
+        assert await engine._store.rows("SELECT seq FROM engine_scrub") == [(result.seqs[0],)]
+        reader.rollback()
+        reader.close()
+        # The background retry finishes it (or an explicit scrub does, whichever is first).
+        for _ in range(100):
+            if not await engine._store.rows("SELECT seq FROM engine_scrub"):
+                break
+            await asyncio.sleep(0.05)
+        assert await engine.scrub()
+        assert leaks(folder) == {}
+        await assert_gone(engine, ids)
+
+
+_CRASH = """
+import asyncio, os, sys
+from memseal._engine_cli import open_engine
+
+async def main():
+    async with open_engine(sys.argv[1]) as engine:
+        ids = sys.argv[2].split(",")
+        await engine.forget(ids=ids, scrub=False)
+        os._exit(0)  # a crash after the forget committed, before its scrub
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+async def test_an_interrupted_scrub_resumes_at_the_next_open(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    async with open_engine(folder, create=True) as engine:
+        ids = await store_everything(engine)
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", _CRASH, str(folder), ",".join(ids)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert leaks(folder) != {}  # the FTS index and the WAL still hold the words
+    async with open_engine(folder) as engine:
+        assert leaks(folder) == {}
+        await assert_gone(engine, ids)

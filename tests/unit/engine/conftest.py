@@ -1,0 +1,50 @@
+"""Engines over fresh data folders, with a clock the tests move."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memseal._engine_cli import open_engine
+from memseal.engine import Engine, HashingEmbedder
+
+
+class Clock:
+    """Starts at 2026-11-30 09:00 UTC; each reading is one millisecond after the last."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+    def set(self, when: datetime) -> None:
+        self.now = when
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+async def engine(data: Path, clock: Clock) -> AsyncIterator[Engine]:
+    """Every mode served, by the deterministic hashing embedder."""
+    async with open_engine(data, create=True, clock=clock, embedder=HashingEmbedder()) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def exact_engine(data: Path, clock: Clock) -> AsyncIterator[Engine]:
+    """No embedder: exact search only."""
+    async with open_engine(data, create=True, clock=clock) as opened:
+        yield opened

@@ -1,0 +1,72 @@
+"""``memseal rebuild --data DIR``: rebuilds, prints the state hash and whether it matches."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memseal._engine_cli import add_engine_verbs, open_engine
+from memseal.engine import Document, Learning
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memseal")
+    add_engine_verbs(parser.add_subparsers(dest="verb", required=True))
+    args = parser.parse_args(argv)
+    code: int = asyncio.run(args.run(args))
+    return code
+
+
+async def _fill(folder: Path) -> str:
+    async with open_engine(folder, create=True) as engine:
+        first = await engine.store(Learning(text="alpha"), namespace="team:acme")
+        await engine.store(Document(title="t", text="beta"), namespace="team:acme")
+        await engine.promote(first.id, actor="h", reason="r")
+        await engine.forget(ids=[first.id])
+        return await engine.state_hash()
+
+
+def test_rebuild_prints_the_state_hash_and_that_it_equals_the_incremental_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "data"
+    incremental = asyncio.run(_fill(folder))
+    assert _run(["rebuild", "--data", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"state hash:  {incremental}" in out
+    assert f"incremental: {incremental} (equal)" in out
+    assert "rebuilt 1 items from 4 events (4 entries)" in out
+
+
+def test_rebuild_says_when_the_projection_had_drifted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "data"
+    asyncio.run(_fill(folder))
+    import sqlite3
+
+    with sqlite3.connect(folder / "ledger.db") as conn:
+        conn.execute("UPDATE engine_items SET text = 'tampered'")
+        conn.execute("UPDATE engine_meta SET value = '0' WHERE key = 'state_sum'")
+    assert _run(["rebuild", "--data", str(folder)]) == 0
+    assert "DIFFERENT" in capsys.readouterr().out
+    assert _run(["rebuild", "--data", str(folder)]) == 0
+    assert "(equal)" in capsys.readouterr().out
+
+
+def test_rebuild_usage_and_io_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["rebuild", "--data", str(tmp_path / "nowhere")]) == 2
+    assert "not a memseal data folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert _run(["rebuild", "--data", str(tmp_path / "empty")]) == 2
+    folder = tmp_path / "data"
+    asyncio.run(_fill(folder))
+    shutil.rmtree(folder / "keys")
+    assert _run(["rebuild", "--data", str(folder)]) == 2
+    assert "keys" in capsys.readouterr().err

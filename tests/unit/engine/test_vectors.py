@@ -1,0 +1,105 @@
+"""The vector cache: keyed by (embedder, content), kept by rebuild, never mixed, out of the hash."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from memseal._engine_cli import open_engine
+from memseal.engine import Engine, HashingEmbedder, Learning
+from memseal.ledger.store import WriteTxn
+
+PLACE = "team:acme/agent:writer"
+
+
+class Counting:
+    """A hashing embedder that counts the texts it embeds."""
+
+    def __init__(self, dim: int = 64) -> None:
+        self._inner = HashingEmbedder(dim)
+        self.texts: list[str] = []
+
+    @property
+    def id(self) -> str:
+        return self._inner.id
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return self._inner.embed(texts)
+
+
+async def _vectors(engine: Engine) -> list[tuple[str, str]]:
+    rows = await engine._store.rows("SELECT embedder, content FROM engine_vectors ORDER BY 1, 2")
+    return [(r[0], r[1]) for r in rows]
+
+
+async def test_vectors_are_cached_by_content_and_kept_by_rebuild(data: Path) -> None:
+    embedder = Counting()
+    async with open_engine(data, create=True, embedder=embedder) as engine:
+        await engine.store(Learning(text="same words"), namespace=PLACE)
+        await engine.store(Learning(text="same words"), namespace="team:other")
+        await engine.store(Learning(text="other words"), namespace=PLACE)
+        assert embedder.texts == ["same words", "other words"]
+        cached = await _vectors(engine)
+        assert len(cached) == 2 and {e for e, _ in cached} == {embedder.id}
+        report = await engine.rebuild()
+        assert report.matches
+        assert await _vectors(engine) == cached
+        await engine.fetch("words", mode="semantic")
+        assert embedder.texts == ["same words", "other words", "words"]
+        # Forgetting one of two items with the same text keeps the shared vector.
+        first = (await engine.list(filter={"kinds": ["fact"]}, limit=50)).items
+        shared = [i.id for i in first if i.text == "same words"]
+        await engine.forget(ids=shared[:1])
+        assert len(await _vectors(engine)) == 2
+        await engine.forget(ids=shared[1:])
+        assert len(await _vectors(engine)) == 1
+
+
+async def test_a_changed_embedder_re_embeds_and_never_mixes(data: Path) -> None:
+    old = Counting(dim=64)
+    async with open_engine(data, create=True, embedder=old) as engine:
+        await engine.store(Learning(text="alpha beta"), namespace=PLACE)
+    # An engine without an embedder leaves the cache alone.
+    async with open_engine(data) as engine:
+        await engine.store(Learning(text="gamma delta"), namespace=PLACE)
+        assert {e for e, _ in await _vectors(engine)} == {old.id}
+    new = Counting(dim=32)
+    async with open_engine(data, embedder=new) as engine:
+        assert sorted(new.texts) == ["alpha beta", "gamma delta"]
+        assert {e for e, _ in await _vectors(engine)} == {new.id}
+        hits = (await engine.fetch("gamma", mode="semantic")).hits
+        assert hits[0].item.text == "gamma delta"
+        meta = dict(await engine._store.rows("SELECT key, value FROM engine_meta"))
+        assert (meta["embedder"], meta["embedder_dim"]) == (new.id, "32")
+
+
+async def test_items_without_a_vector_are_embedded_when_a_query_needs_them(data: Path) -> None:
+    embedder = Counting()
+    async with open_engine(data, create=True, embedder=embedder) as engine:
+        await engine.store(Learning(text="first"), namespace=PLACE)
+
+        def drop(txn: WriteTxn) -> None:
+            txn.execute("DELETE FROM engine_vectors")
+
+        await engine._store.run(drop)
+        hits = (await engine.fetch("first", mode="semantic")).hits
+        assert [h.item.text for h in hits] == ["first"]
+        assert embedder.texts == ["first", "first", "first"]  # store, query, then the gap
+
+
+async def test_vectors_are_not_part_of_the_state_hash(engine: Engine) -> None:
+    await engine.store(Learning(text="vector free hash"), namespace=PLACE)
+    before = await engine.state_hash()
+
+    def drop(txn: WriteTxn) -> None:
+        txn.execute("DELETE FROM engine_vectors")
+
+    await engine._store.run(drop)
+    assert await engine.state_hash() == before
+    assert await engine.recompute_state_hash() == before
+    assert (await engine.rebuild()).state_hash == before

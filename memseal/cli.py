@@ -61,7 +61,7 @@ async def _keys(args: argparse.Namespace) -> int:
         if not (folder / DATABASE).exists():
             print(f"memseal keys rotate: no ledger in {folder}", file=sys.stderr)
             return USAGE
-        async with open(folder, create=False, checkpoint_interval=None) as memory:
+        async with open(folder, create=False, checkpoint_interval=None, embedder=None) as memory:
             old = memory.vkey
             new = await memory.rotate_key(args.name)
         print(f"rotated: {old}")
@@ -88,7 +88,9 @@ async def _keys(args: argparse.Namespace) -> int:
 
 
 async def _checkpoint(args: argparse.Namespace) -> int:
-    async with open(Path(args.data), create=False, checkpoint_interval=None) as memory:
+    async with open(
+        Path(args.data), create=False, checkpoint_interval=None, embedder=None
+    ) as memory:
         sys.stdout.write(await memory.ledger.checkpoint())
     return OK
 
@@ -102,7 +104,9 @@ async def _prove(args: argparse.Namespace) -> int:
     if consistency and args.from_size is None:
         print("memseal prove: --to needs --from", file=sys.stderr)
         return USAGE
-    async with open(Path(args.data), create=False, checkpoint_interval=None) as memory:
+    async with open(
+        Path(args.data), create=False, checkpoint_interval=None, embedder=None
+    ) as memory:
         if inclusion:
             sys.stdout.write(await memory.ledger.tlog_proof(args.seq, args.size))
         else:
@@ -113,7 +117,7 @@ async def _prove(args: argparse.Namespace) -> int:
 
 async def _demo(args: argparse.Namespace) -> int:
     """What `make run` does until the service lands: append, verify, print the head."""
-    async with open(args.data) as memory:
+    async with open(args.data, embedder=None) as memory:
         before = await memory.ledger.size()
         appended = await memory.ledger.append(
             "note",

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import secrets
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
+from memseal.engine import Answerer, Embedder, Engine, default_embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, StorageError
 from memseal.ledger.keys import (
     Keys,
@@ -30,6 +32,7 @@ from memseal.ledger.ledger import Ledger
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import WriteTxn
 from memseal.ledger.transparency import CheckpointPolicy
+from memseal.replay.memo import DDL as MEMO_DDL
 
 __all__ = ["DATABASE", "Memory", "SyncMemory", "open", "open_audit", "open_sync"]
 
@@ -43,13 +46,20 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Memory:
-    """An open memseal instance: its ledger, its keys' public half, and (later) its tools."""
+@functools.cache
+def _shared_default_embedder() -> Embedder | None:
+    # One model per process: it is read-only after loading, and loading takes a moment.
+    return default_embedder()
 
-    def __init__(self, folder: Path, keys: Keys, ledger: Ledger) -> None:
+
+class Memory:
+    """An open memseal instance: its ledger, its memory engine, tools and durable runs."""
+
+    def __init__(self, folder: Path, keys: Keys, ledger: Ledger, engine: Engine) -> None:
         self.folder = folder
         self._keys = keys
         self.ledger = ledger
+        self.engine = engine
 
     @property
     def vkey(self) -> str:
@@ -66,7 +76,10 @@ class Memory:
         return self.ledger.trust_root.text
 
     async def close(self) -> None:
-        await self.ledger.close()
+        try:
+            await self.engine.close()
+        finally:
+            await self.ledger.close()
 
     async def rotate_key(self, name: str | None = None) -> str:
         """Hand the ledger to a new signing key; returns the new vkey.
@@ -143,6 +156,9 @@ async def _open(
     origin: str | None = None,
     checkpoint_every: int | None = 1000,
     checkpoint_interval: float | None = 60.0,
+    embedder: Embedder | Literal["default"] | None = "default",
+    zone: tzinfo = UTC,
+    answerer: Answerer | None = None,
 ) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
@@ -158,9 +174,17 @@ async def _open(
         raise InvalidRequest("`clock` must be a callable returning an aware datetime")
     if key_name is not None and not isinstance(key_name, str):
         raise InvalidRequest("`key_name` must be text")
+    if not isinstance(zone, tzinfo):
+        raise InvalidRequest("`zone` must be a tzinfo (e.g. zoneinfo.ZoneInfo('Europe/Paris'))")
+    # Loading the default model takes a moment: do it before anything is created.
+    chosen = (
+        (await asyncio.to_thread(_shared_default_embedder)) if embedder == "default" else embedder
+    )
     folder = Path(path)
     keys = await asyncio.to_thread(_prepare, folder, key_name, create)
     store = SqliteLogStore(folder / DATABASE, keys.signer, clock=clock)
+    Engine.register_schema(store)
+    store.add_schema(MEMO_DDL)
     await store.open()
     try:
         keys = await _finish_rotation(folder, store, keys)
@@ -173,8 +197,21 @@ async def _open(
         await store.close()
         raise
     ledger = Ledger(store, history[0], policy)
+    try:
+        engine = await Engine.open(
+            ledger,
+            store,
+            keys.secret,
+            clock=clock,
+            embedder=chosen,
+            zone=zone,
+            answerer=answerer,
+        )
+    except BaseException:
+        await ledger.close()
+        raise
     ledger.start()
-    return Memory(folder, keys, ledger)
+    return Memory(folder, keys, ledger, engine)
 
 
 async def _finish_rotation(folder: Path, store: SqliteLogStore, keys: Keys) -> Keys:
@@ -247,13 +284,19 @@ def open(
     origin: str | None = None,
     checkpoint_every: int | None = 1000,
     checkpoint_interval: float | None = 60.0,
+    embedder: Embedder | Literal["default"] | None = "default",
+    zone: tzinfo = UTC,
+    answerer: Answerer | None = None,
 ) -> _Opening:
     """Open (creating on first use) the data folder at ``path``.
 
     ``origin`` names the log in its checkpoints (default: the key name; fixed
     when the ledger is made). A checkpoint is cut every ``checkpoint_every``
     entries and every ``checkpoint_interval`` seconds when the log has grown
-    (None turns either off), and on demand.
+    (None turns either off), and on demand. ``embedder`` serves semantic and
+    hybrid search (default: the offline MiniLM model when installed; None
+    serves exact search only); ``zone`` is the host's time zone, in which
+    dates in memories and ``refers_to`` are read.
     """
     return _Opening(
         lambda: _open(
@@ -264,6 +307,9 @@ def open(
             origin=origin,
             checkpoint_every=checkpoint_every,
             checkpoint_interval=checkpoint_interval,
+            embedder=embedder,
+            zone=zone,
+            answerer=answerer,
         )
     )
 

@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 
 import memseal
+from memseal.ledger.note import NoteSigner
+from memseal.ledger.sqlite import SqliteLogStore
 from memseal.memory import open_audit
 
 VECTORS = Path(__file__).resolve().parent / "ledger"
@@ -81,10 +83,12 @@ def _value(cell: Any) -> Any:
 
 async def _materialise(vector: dict[str, Any], folder: Path) -> None:
     """A real data folder holding exactly the vector's rows."""
-    # Opening once creates the schema exactly as the library does (and a key of its
-    # own, which nothing below trusts).
-    async with memseal.open(folder):
-        pass
+    # Opening the log store once creates the ledger's schema exactly as the library does
+    # (the layers above keep their own tables; the vectors are about the ledger alone).
+    folder.mkdir(parents=True, exist_ok=True)
+    store = SqliteLogStore(folder / "ledger.db", NoteSigner.generate("vector-loader"))
+    await store.open()
+    await store.close()
     with closing(sqlite3.connect(folder / "ledger.db")) as conn, conn:
         schema = {
             name

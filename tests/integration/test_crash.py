@@ -48,7 +48,8 @@ WORKERS = 16
 
 
 async def main(folder: str, run: str, every: int) -> None:
-    async with memseal.open(folder, checkpoint_every=every, checkpoint_interval=None) as memory:
+    options = dict(checkpoint_every=every, checkpoint_interval=None, embedder=None)
+    async with memseal.open(folder, **options) as memory:
         out = sys.stdout
 
         async def worker(number: int) -> None:
@@ -124,7 +125,9 @@ async def test_sigkill_never_loses_an_acknowledged_append(tmp_path: Path) -> Non
     script = tmp_path / "writer.py"
     script.write_text(WRITER, encoding="utf-8")
     folder = tmp_path / "data"
-    async with memseal.open(folder) as memory:  # keys made once, before any writer runs
+    async with memseal.open(
+        folder, embedder=None
+    ) as memory:  # keys made once, before any writer runs
         vkey = memory.vkey
     acked: dict[int, str] = {}
     kills = 0
@@ -156,7 +159,7 @@ async def test_sigkill_never_loses_an_acknowledged_append(tmp_path: Path) -> Non
     assert len(acked) >= KILLS
     assert sizes == sorted(sizes)
     # The folder still takes appends after twenty crashes.
-    async with memseal.open(folder) as memory:
+    async with memseal.open(folder, embedder=None) as memory:
         appended = await memory.ledger.append("crash_probe", {"after": "kills"}, {"token": "end"})
         assert appended.seq == sizes[-1]
         await memory.ledger.verify(trust=vkey)

@@ -42,7 +42,7 @@ WORKERS = int(sys.argv[4])
 
 
 async def main(folder: str, name: str) -> None:
-    async with memseal.open(folder, create=False) as memory:
+    async with memseal.open(folder, create=False, embedder=None) as memory:
         print("ready", flush=True)
         # Wait for the parent: both processes start appending at the same moment.
         await asyncio.to_thread(sys.stdin.readline)
@@ -69,7 +69,9 @@ async def test_two_processes_append_one_chain(tmp_path: Path) -> None:
     script = tmp_path / "writer.py"
     script.write_text(WRITER, encoding="utf-8")
     folder = tmp_path / "data"
-    async with memseal.open(folder) as memory:  # keys and database, before either writer
+    async with memseal.open(
+        folder, embedder=None
+    ) as memory:  # keys and database, before either writer
         vkey = memory.vkey
     procs = [
         await asyncio.create_subprocess_exec(

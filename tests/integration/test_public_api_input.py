@@ -38,7 +38,7 @@ MAX_PAYLOAD = 1024 * 1024
 
 @pytest.fixture
 async def memory(tmp_path: Path) -> AsyncIterator[memseal.Memory]:
-    async with memseal.open(tmp_path / "data") as opened:
+    async with memseal.open(tmp_path / "data", embedder=None) as opened:
         await opened.ledger.append("note", {"n": 0}, {"text": "first"}, mentions=["itm-1"])
         await opened.ledger.append("note", {"n": 1}, {"text": "second"})
         yield opened
@@ -300,7 +300,7 @@ async def test_trust_of_another_valid_key_is_a_verification_failure(
     memory: memseal.Memory, tmp_path: Path
 ) -> None:
     # Well-formed input, wrong key: not a malformed request but a failed audit.
-    async with memseal.open(tmp_path / "other") as other:
+    async with memseal.open(tmp_path / "other", embedder=None) as other:
         other_vkey = other.vkey
     with pytest.raises(memseal.VerificationError) as caught:
         await memory.ledger.verify(trust=other_vkey)
@@ -333,7 +333,7 @@ async def test_open_on_a_file(tmp_path: Path) -> None:
     path = tmp_path / "not-a-folder"
     path.write_bytes(b"precious")
     with pytest.raises(memseal.InvalidRequest, match="`path`"):
-        async with memseal.open(path):
+        async with memseal.open(path, embedder=None):
             pass
     assert path.read_bytes() == b"precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-folder"]
@@ -342,13 +342,13 @@ async def test_open_on_a_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", [None, 7, b"data", ["data"]], ids=repr)
 async def test_open_on_a_non_path(tmp_path: Path, path: Any) -> None:
     with pytest.raises(memseal.InvalidRequest, match="`path`"):
-        async with memseal.open(path):
+        async with memseal.open(path, embedder=None):
             pass
 
 
 async def test_open_with_a_bad_key_name(tmp_path: Path) -> None:
     with pytest.raises(memseal.InvalidRequest, match="key name"):
-        async with memseal.open(tmp_path / "data", key_name="has space"):
+        async with memseal.open(tmp_path / "data", key_name="has space", embedder=None):
             pass
     assert not (tmp_path / "data" / "keys" / "ledger.skey").exists()
 
@@ -365,7 +365,7 @@ BAD_OPTIONS: dict[str, tuple[dict[str, Any], str]] = {
 @pytest.mark.parametrize(("options", "field"), BAD_OPTIONS.values(), ids=BAD_OPTIONS.keys())
 async def test_open_with_a_bad_option(tmp_path: Path, options: dict[str, Any], field: str) -> None:
     with pytest.raises(memseal.InvalidRequest, match=field):
-        async with memseal.open(tmp_path / "data", **options):
+        async with memseal.open(tmp_path / "data", **options, embedder=None):
             pass
 
 
@@ -377,7 +377,7 @@ async def test_open_with_a_bad_option(tmp_path: Path, options: dict[str, Any], f
 async def test_a_refused_first_open_writes_nothing(tmp_path: Path, options: dict[str, Any]) -> None:
     folder = tmp_path / "data"
     with pytest.raises(memseal.InvalidRequest):
-        async with memseal.open(folder, **options):
+        async with memseal.open(folder, **options, embedder=None):
             pass
     assert not (folder / "keys").exists()
     assert not (folder / "ledger.db").exists()
@@ -390,12 +390,14 @@ async def test_a_refused_first_open_writes_nothing(tmp_path: Path, options: dict
 )
 async def test_open_with_an_ill_typed_option(tmp_path: Path, options: dict[str, Any]) -> None:
     with pytest.raises(memseal.InvalidRequest, match="`checkpoint_"):
-        async with memseal.open(tmp_path / "data", **options):
+        async with memseal.open(tmp_path / "data", **options, embedder=None):
             pass
 
 
 async def test_a_naive_clock_is_refused(tmp_path: Path) -> None:
-    async with memseal.open(tmp_path / "data", clock=lambda: datetime(2026, 1, 1)) as opened:
+    async with memseal.open(
+        tmp_path / "data", clock=lambda: datetime(2026, 1, 1), embedder=None
+    ) as opened:
         await refused(opened, "clock", lambda: opened.ledger.append("note", {}))
         assert await opened.ledger.size() == 0
 
@@ -511,7 +513,7 @@ JUNK_BODIES = (
 @given(body=JUNK_BODIES, payload=JUNK)
 def test_junk_is_refused_and_writes_nothing(tmp_path: Path, body: Any, payload: Any) -> None:
     async def check() -> None:
-        async with memseal.open(tmp_path / "data") as opened:
+        async with memseal.open(tmp_path / "data", embedder=None) as opened:
             before = await opened.ledger.head()
             with pytest.raises(memseal.InvalidRequest, match="`body"):
                 await opened.ledger.append("note", body)

@@ -60,7 +60,7 @@ class Rig:
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     folder = tmp_path / "data"
-    async with memseal.open(folder) as memory:
+    async with memseal.open(folder, embedder=None) as memory:
         redacted: tuple[bytes, bytes] | None = None
         for seq in range(SIZE):
             if seq == FORGET_SEQ:
@@ -394,7 +394,7 @@ async def test_rows_planted_outside_the_log_fail(tmp_path: Path, plant: str) -> 
     import sqlite3
 
     folder = tmp_path / "d"
-    async with memseal.open(folder, checkpoint_interval=None) as memory:
+    async with memseal.open(folder, checkpoint_interval=None, embedder=None) as memory:
         await memory.ledger.append("note", {"i": 0}, {"text": "x"})
         vkey = memory.vkey
     with sqlite3.connect(folder / "ledger.db") as conn:

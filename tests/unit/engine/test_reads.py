@@ -285,9 +285,9 @@ async def test_explore_counts_every_facet(engine: Engine) -> None:
 async def test_explore_says_when_it_counted_only_the_newest(engine: Engine) -> None:
     await _store(engine, "a", "b", "c")
     where = "i.trust_rank >= 1"
-    capped = await explore(engine._store.rows, "kind", where, [], limit=10, cap=2)
+    capped = await engine._reader.run(lambda x: explore(x, "kind", where, [], limit=10, cap=2))
     assert capped.truncated and capped.total == 2
-    full = await explore(engine._store.rows, "kind", where, [], limit=10)
+    full = await engine._reader.run(lambda x: explore(x, "kind", where, [], limit=10))
     assert not full.truncated and full.total == 3
     assert ITEM_SELECT.startswith("i.seq")
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from memseal._engine_cli import open_engine
-from memseal.engine import Engine, HashingEmbedder, Learning
+from memseal.engine import Engine, HashingEmbedder, Learning, _vectors
 from memseal.ledger.store import WriteTxn
 
 PLACE = "team:acme/agent:writer"
@@ -32,7 +35,7 @@ class Counting:
         return self._inner.embed(texts)
 
 
-async def _vectors(engine: Engine) -> list[tuple[str, str]]:
+async def _cached(engine: Engine) -> list[tuple[str, str]]:
     rows = await engine._store.rows("SELECT embedder, content FROM engine_vectors ORDER BY 1, 2")
     return [(r[0], r[1]) for r in rows]
 
@@ -44,20 +47,20 @@ async def test_vectors_are_cached_by_content_and_kept_by_rebuild(data: Path) -> 
         await engine.store(Learning(text="same words"), namespace="team:other")
         await engine.store(Learning(text="other words"), namespace=PLACE)
         assert embedder.texts == ["same words", "other words"]
-        cached = await _vectors(engine)
+        cached = await _cached(engine)
         assert len(cached) == 2 and {e for e, _ in cached} == {embedder.id}
         report = await engine.rebuild()
         assert report.matches
-        assert await _vectors(engine) == cached
+        assert await _cached(engine) == cached
         await engine.fetch("words", mode="semantic")
         assert embedder.texts == ["same words", "other words", "words"]
         # Forgetting one of two items with the same text keeps the shared vector.
         first = (await engine.list(filter={"kinds": ["fact"]}, limit=50)).items
         shared = [i.id for i in first if i.text == "same words"]
         await engine.forget(ids=shared[:1])
-        assert len(await _vectors(engine)) == 2
+        assert len(await _cached(engine)) == 2
         await engine.forget(ids=shared[1:])
-        assert len(await _vectors(engine)) == 1
+        assert len(await _cached(engine)) == 1
 
 
 async def test_a_changed_embedder_re_embeds_and_never_mixes(data: Path) -> None:
@@ -67,11 +70,11 @@ async def test_a_changed_embedder_re_embeds_and_never_mixes(data: Path) -> None:
     # An engine without an embedder leaves the cache alone.
     async with open_engine(data) as engine:
         await engine.store(Learning(text="gamma delta"), namespace=PLACE)
-        assert {e for e, _ in await _vectors(engine)} == {old.id}
+        assert {e for e, _ in await _cached(engine)} == {old.id}
     new = Counting(dim=32)
     async with open_engine(data, embedder=new) as engine:
         assert sorted(new.texts) == ["alpha beta", "gamma delta"]
-        assert {e for e, _ in await _vectors(engine)} == {new.id}
+        assert {e for e, _ in await _cached(engine)} == {new.id}
         hits = (await engine.fetch("gamma", mode="semantic")).hits
         assert hits[0].item.text == "gamma delta"
         meta = dict(await engine._store.rows("SELECT key, value FROM engine_meta"))
@@ -103,3 +106,31 @@ async def test_vectors_are_not_part_of_the_state_hash(engine: Engine) -> None:
     assert await engine.state_hash() == before
     assert await engine.recompute_state_hash() == before
     assert (await engine.rebuild()).state_hash == before
+
+
+@pytest.mark.parametrize("numpy", [True, False])
+def test_resident_vectors_score_put_and_drop(numpy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not numpy:
+        monkeypatch.setattr(_vectors, "_np", None)
+    embedder = HashingEmbedder(16)
+    resident = _vectors.Resident(16)
+    texts = [f"text number {i}" for i in range(200)]
+    blobs = [_vectors.pack(v) for v in embedder.embed(texts)]
+    resident.put(zip(texts, blobs, strict=True))
+    assert resident.missing(["text number 3", "nope"]) == ["nope"]
+    target = blobs[3]
+    seqs = list(range(200))
+    ranked = resident.rank(seqs, texts, target, cap=5)
+    assert ranked[0] == (3, 1.0) and len(ranked) == 5
+    assert all(a[1] >= b[1] for a, b in itertools.pairwise(ranked))
+    assert resident.rank([1, 2], ["nope", "text number 3"], target, cap=5) == [(2, 1.0)]
+    # A small candidate set and the whole matrix give the same scores.
+    assert resident.rank(seqs[:3], texts[:3], target, 9) == [
+        p for p in resident.rank(seqs, texts, target, 200) if p[0] < 3
+    ]
+    resident.drop(["text number 3"])
+    assert resident.rank([3], ["text number 3"], target, 5) == []
+    resident.put([("again", blobs[3])])  # reuses the freed row
+    assert resident.rank([7], ["again"], target, 5) == [(7, 1.0)]
+    resident.clear()
+    assert resident.missing(["again"]) == ["again"]

@@ -89,11 +89,11 @@ def test_an_unreadable_key_file_is_a_clear_error(tmp_path: Path) -> None:
 
 async def test_open_refuses_a_ledger_whose_keys_are_gone(tmp_path: Path) -> None:
     folder = tmp_path / "data"
-    async with memseal.open(folder) as memory:
+    async with memseal.open(folder, embedder=None) as memory:
         await memory.ledger.append("note", {"a": 1})
     for path in (folder / "keys").iterdir():
         path.unlink()
     with pytest.raises(KeyFileError, match="no keys"):
-        async with memseal.open(folder):
+        async with memseal.open(folder, embedder=None):
             pass
     assert list((folder / "keys").iterdir()) == []

@@ -18,7 +18,7 @@ from memseal.memory import Memory, open_audit
 
 
 def _open(folder: Path, **options: object) -> memseal.memory._Opening:
-    return memseal.open(folder, checkpoint_interval=None, **options)  # type: ignore[arg-type]
+    return memseal.open(folder, checkpoint_interval=None, **options, embedder=None)  # type: ignore[arg-type]
 
 
 async def _fill(memory: Memory, n: int) -> None:
@@ -50,7 +50,7 @@ async def test_checkpoints_are_cut_every_t_seconds_when_the_log_grew(tmp_path: P
     import asyncio
 
     async with memseal.open(
-        tmp_path / "d", checkpoint_every=None, checkpoint_interval=0.05
+        tmp_path / "d", checkpoint_every=None, checkpoint_interval=0.05, embedder=None
     ) as memory:
         await _fill(memory, 3)
         for _ in range(100):

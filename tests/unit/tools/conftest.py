@@ -1,0 +1,53 @@
+"""Tools over real engines on fresh SQLite data folders, with a clock the tests move."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memseal._engine_cli import open_engine
+from memseal.engine import Engine, HashingEmbedder
+from memseal.tools import MemoryTools, ToolScope
+
+PLACE = "team:acme/agent:writer"
+
+
+class Clock:
+    """Starts at 2026-11-30 09:00 UTC; each reading is one millisecond after the last."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def engine(tmp_path: Path, clock: Clock) -> AsyncIterator[Engine]:
+    """Every fetch mode served, by the deterministic hashing embedder."""
+    async with open_engine(
+        tmp_path / "data", create=True, clock=clock, embedder=HashingEmbedder(dim=64)
+    ) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def exact_engine(tmp_path: Path, clock: Clock) -> AsyncIterator[Engine]:
+    """No embedder: exact search only."""
+    async with open_engine(tmp_path / "exact", create=True, clock=clock) as opened:
+        yield opened
+
+
+@pytest.fixture
+def tools(engine: Engine) -> MemoryTools:
+    """An agent placed at team:acme/agent:writer."""
+    return MemoryTools(engine, ToolScope.placed_at(PLACE))

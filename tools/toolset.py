@@ -1,0 +1,346 @@
+"""Toolsets: the same tools handed to OpenAI, Anthropic, LangChain or MCP.
+
+A :class:`AsyncToolset` (or, for hosts without an event loop, a
+:class:`Toolset`) is a tuple of tools, each with ``name``,
+``description``, ``parameters`` (a JSON Schema object) and ``call``
+(taking the arguments by keyword, returning text). Its ``to_*`` methods
+describe the same tools in the shape a runtime wants, and
+:meth:`AsyncToolset.call` runs the one a model named, taking the arguments
+as an object or as the JSON text a model API returns.
+
+What a model can act on comes back as text starting with ``error:``: an
+:class:`InvalidRequest` (it can correct the call), a :class:`NotFound`
+(it can look elsewhere), an :class:`Unsupported` (a tool this agent does
+not have, policy refusals included). Everything else is raised (storage
+failures, ``ReplayDivergence``, ``ProvenanceError``...), because no wording
+a model reads will fix it (seeds/memco).
+
+A toolset is built over anything with ``specs()`` and an async
+``call(name, arguments)`` returning a result object: a
+:class:`MemoryTools`, or a recorded run of memseal.replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple, Protocol, TypeVar
+
+from memseal.ledger.errors import InvalidRequest, NotFound, Unsupported
+
+from .catalog import TRAITS
+from .render import to_text
+from .specs import ToolSpec
+
+__all__ = [
+    "MODEL_ERRORS",
+    "AsyncTool",
+    "AsyncToolset",
+    "Outcome",
+    "Runner",
+    "Tool",
+    "ToolSource",
+    "Toolset",
+    "runner_for",
+]
+
+T = TypeVar("T")
+
+#: The failures a model can act on: the only ones a toolset reports as text.
+MODEL_ERRORS: Final = (InvalidRequest, NotFound, Unsupported)
+
+Arguments = Mapping[str, Any] | str | bytes
+Runner = Callable[[Coroutine[Any, Any, Any]], Any]
+"""Runs a coroutine to completion from synchronous code (see :func:`runner_for`)."""
+
+_LANGCHAIN_MISSING: Final = (
+    "to_langchain() needs langchain-core; install it with `pip install memseal[langchain]`"
+)
+
+
+class ToolSource(Protocol):
+    """What a toolset is built over: specs, and an async call returning a result object."""
+
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    def call(self, name: str, arguments: Arguments) -> Awaitable[dict[str, Any]]: ...
+
+
+class Outcome(NamedTuple):
+    """A call's text for the model, and whether it is an error the model should read."""
+
+    text: str
+    is_error: bool
+
+
+async def _outcome(source: ToolSource, name: str, arguments: object) -> Outcome:
+    try:
+        result = await source.call(name, arguments)  # type: ignore[arg-type]
+    except MODEL_ERRORS as exc:
+        return Outcome(f"error: {exc}", True)
+    return Outcome(to_text(result), False)
+
+
+def _annotations(name: str) -> dict[str, Any]:
+    traits = TRAITS.get(name)
+    if traits is None:  # a tool of another source: claim nothing
+        return {}
+    return {
+        "title": traits.title,
+        "readOnlyHint": traits.read_only,
+        "destructiveHint": traits.destructive,
+        "idempotentHint": traits.idempotent,
+        "openWorldHint": False,
+    }
+
+
+def _side_effects(name: str) -> bool:
+    traits = TRAITS.get(name)
+    return traits is None or traits.side_effects
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncTool:
+    """One tool on an event loop: ``await tool.call(**arguments)`` returns text."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    call: Callable[..., Awaitable[str]]
+    side_effects: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One tool for synchronous code: ``tool.call(**arguments)`` returns text."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    call: Callable[..., str]
+    side_effects: bool
+
+
+class _Definitions:
+    """The runtime-neutral descriptions shared by both toolsets."""
+
+    def _tools(self) -> Iterable[AsyncTool | Tool]:
+        return self  # type: ignore[return-value]
+
+    def names(self) -> list[str]:
+        return [tool.name for tool in self._tools()]
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """Chat Completions function tools: ``{"type": "function", "function": {...}}``.
+
+        Definitions only: pair them with ``call()``, which also takes the
+        JSON text that API hands back as a call's arguments.
+        """
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": copy.deepcopy(tool.parameters),
+                },
+            }
+            for tool in self._tools()
+        ]
+
+    def to_anthropic(self) -> list[dict[str, Any]]:
+        """Anthropic Messages API tools: ``{"name", "description", "input_schema"}``."""
+        return [
+            {
+                "name": tool.name,
+                "description": tool.description,
+                "input_schema": copy.deepcopy(tool.parameters),
+            }
+            for tool in self._tools()
+        ]
+
+    def mcp_tools(self) -> list[dict[str, Any]]:
+        """MCP ``Tool`` definitions (wire form: ``inputSchema``, ``annotations``).
+
+        Annotations: ``readOnlyHint`` on the reads, ``destructiveHint`` on
+        forget, ``idempotentHint`` on every tool, ``openWorldHint`` false.
+        """
+        out = []
+        for tool in self._tools():
+            definition: dict[str, Any] = {
+                "name": tool.name,
+                "description": tool.description,
+                "inputSchema": copy.deepcopy(tool.parameters),
+            }
+            annotations = _annotations(tool.name)
+            if annotations:
+                definition["title"] = annotations["title"]
+                definition["annotations"] = annotations
+            out.append(definition)
+        return out
+
+
+class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
+    """Every tool a source offers, as awaitable tools (see the module docstring)."""
+
+    _source: ToolSource | None = None
+
+    def __new__(cls, tools: Iterable[AsyncTool] = (), /) -> AsyncToolset:
+        return super().__new__(cls, tuple(tools))
+
+    @classmethod
+    def of(cls, source: ToolSource) -> AsyncToolset:
+        """The tools ``source`` offers now (its specs), each bound to ``source``."""
+
+        def bind(name: str) -> Callable[..., Awaitable[str]]:
+            async def call(**arguments: Any) -> str:
+                return (await _outcome(source, name, arguments)).text
+
+            return call
+
+        made = cls(
+            AsyncTool(
+                name=spec.name,
+                description=spec.description,
+                parameters=copy.deepcopy(spec.parameters),
+                call=bind(spec.name),
+                side_effects=_side_effects(spec.name),
+            )
+            for spec in source.specs()
+        )
+        made._source = source
+        return made
+
+    async def call(self, name: str, arguments: Arguments) -> str:
+        """Run the tool a model named; the result, or what the model got wrong, as text.
+
+        ``name`` and ``arguments`` are untrusted: an object, or the JSON
+        text OpenAI hands back. Raises only what no model can fix.
+        """
+        return (await self.outcome(name, arguments)).text
+
+    async def outcome(self, name: str, arguments: Arguments) -> Outcome:
+        """Like :meth:`call`, saying apart whether the text is an error (MCP's ``isError``)."""
+        return await _outcome(_bound(self._source), name, arguments)
+
+    async def call_mcp(self, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """An MCP ``tools/call`` result (wire form): one text content, ``isError`` set."""
+        outcome = await self.outcome(name, {} if arguments is None else arguments)
+        return {"content": [{"type": "text", "text": outcome.text}], "isError": outcome.is_error}
+
+    def to_langchain(self) -> list[Any]:
+        """One ``langchain_core.tools.StructuredTool`` per tool, bound as a coroutine.
+
+        Raises ImportError when langchain-core is not installed.
+        """
+        structured = _structured_tool()
+        return [
+            structured(
+                name=tool.name,
+                description=tool.description,
+                args_schema=copy.deepcopy(tool.parameters),
+                coroutine=tool.call,
+            )
+            for tool in self
+        ]
+
+
+class Toolset(tuple[Tool, ...], _Definitions):
+    """Every tool a source offers, for synchronous code; mirrors :class:`AsyncToolset`."""
+
+    _source: ToolSource | None = None
+    _runner: Runner | None = None
+
+    def __new__(cls, tools: Iterable[Tool] = (), /) -> Toolset:
+        return super().__new__(cls, tuple(tools))
+
+    @classmethod
+    def of(cls, source: ToolSource, runner: Runner) -> Toolset:
+        """The tools ``source`` offers, each run to completion by ``runner``.
+
+        ``runner`` runs a coroutine on the loop that owns the engine, such
+        as ``runner_for(loop)`` for an engine on a loop in another thread.
+        """
+
+        def bind(name: str) -> Callable[..., str]:
+            def call(**arguments: Any) -> str:
+                outcome: Outcome = runner(_outcome(source, name, arguments))
+                return outcome.text
+
+            return call
+
+        made = cls(
+            Tool(
+                name=spec.name,
+                description=spec.description,
+                parameters=copy.deepcopy(spec.parameters),
+                call=bind(spec.name),
+                side_effects=_side_effects(spec.name),
+            )
+            for spec in source.specs()
+        )
+        made._source = source
+        made._runner = runner
+        return made
+
+    def call(self, name: str, arguments: Arguments) -> str:
+        """Run the tool a model named; see :meth:`AsyncToolset.call`."""
+        return self.outcome(name, arguments).text
+
+    def outcome(self, name: str, arguments: Arguments) -> Outcome:
+        """Like :meth:`call`, saying apart whether the text is an error."""
+        runner = self._runner
+        if runner is None:
+            raise TypeError("build a Toolset with Toolset.of(source, runner) to call it")
+        result: Outcome = runner(_outcome(_bound(self._source), name, arguments))
+        return result
+
+    def to_langchain(self) -> list[Any]:
+        """One ``langchain_core.tools.StructuredTool`` per tool (sync ``invoke``).
+
+        Raises ImportError when langchain-core is not installed.
+        """
+        structured = _structured_tool()
+        return [
+            structured(
+                name=tool.name,
+                description=tool.description,
+                args_schema=copy.deepcopy(tool.parameters),
+                func=tool.call,
+            )
+            for tool in self
+        ]
+
+
+def _bound(source: ToolSource | None) -> ToolSource:
+    if source is None:
+        raise TypeError("build a toolset with .of(source) to call it by name")
+    return source
+
+
+def _structured_tool() -> Any:
+    try:
+        from langchain_core.tools import StructuredTool
+    except ImportError as exc:
+        raise ImportError(_LANGCHAIN_MISSING) from exc
+    return StructuredTool
+
+
+def runner_for(loop: asyncio.AbstractEventLoop) -> Runner:
+    """A :data:`Runner` for ``loop`` running in another thread (as memseal's sync facade does).
+
+    Calling it from the loop's own thread would wait forever, so that is a
+    RuntimeError: code on the loop uses an :class:`AsyncToolset`.
+    """
+
+    def run(coroutine: Coroutine[Any, Any, T]) -> T:
+        thread = getattr(loop, "_thread_id", None)
+        if thread is not None and thread == threading.get_ident():
+            coroutine.close()
+            raise RuntimeError("a sync Toolset was called on its own event loop; use AsyncToolset")
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+    return run

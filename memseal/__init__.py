@@ -5,6 +5,7 @@ memory model), ``memseal.tools`` (model-facing tools) and ``memseal.replay``
 (durable runs); imports go one way, in that order.
 """
 
+from memseal.engine import Namespace, Reach
 from memseal.errors import (
     Conflict,
     InvalidRequest,
@@ -18,18 +19,25 @@ from memseal.errors import (
     VerificationError,
 )
 from memseal.memory import Memory, SyncMemory, open, open_sync
+from memseal.replay import Run
+from memseal.tools import MemoryTools, ToolScope
 
 __all__ = [
     "Conflict",
     "InvalidRequest",
     "KeyFileError",
     "Memory",
+    "MemoryTools",
     "MemsealError",
+    "Namespace",
     "NotFound",
     "ProvenanceError",
+    "Reach",
     "ReplayDivergence",
+    "Run",
     "StorageError",
     "SyncMemory",
+    "ToolScope",
     "Unsupported",
     "VerificationError",
     "open",

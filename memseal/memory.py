@@ -9,7 +9,7 @@ import inspect
 import secrets
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
@@ -29,10 +29,14 @@ from memseal.ledger.keys import (
     pending_rotation,
 )
 from memseal.ledger.ledger import Ledger
+from memseal.ledger.note import VerifierKey
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import WriteTxn
 from memseal.ledger.transparency import CheckpointPolicy
+from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import DDL as MEMO_DDL
+from memseal.replay.run import Run, new_run_id
+from memseal.tools import MemoryTools, ToolScope
 
 __all__ = ["DATABASE", "Memory", "SyncMemory", "open", "open_audit", "open_sync"]
 
@@ -55,11 +59,19 @@ def _shared_default_embedder() -> Embedder | None:
 class Memory:
     """An open memseal instance: its ledger, its memory engine, tools and durable runs."""
 
-    def __init__(self, folder: Path, keys: Keys, ledger: Ledger, engine: Engine) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        keys: Keys,
+        ledger: Ledger,
+        engine: Engine,
+        history: Sequence[VerifierKey],
+    ) -> None:
         self.folder = folder
         self._keys = keys
         self.ledger = ledger
         self.engine = engine
+        self._history = list(history)
 
     @property
     def vkey(self) -> str:
@@ -81,6 +93,56 @@ class Memory:
         finally:
             await self.ledger.close()
 
+    def tools(self, scope: ToolScope | None = None) -> MemoryTools:
+        """The seven memory tools for one host-fixed scope (default: the root, everything)."""
+        return MemoryTools(self.engine, scope)
+
+    def run(
+        self,
+        run_id: str | None = None,
+        scope: ToolScope | None = None,
+        *,
+        mode: str = "resume",
+        fork: bool = False,
+        lease_ttl: float = 15.0,
+    ) -> Run:
+        """A durable run: every call recorded as a signed entry, replayed from its memo.
+
+        ``run_id`` names the run (a fresh one when None: see ``run.run_id``);
+        ``mode`` is ``record``, ``resume`` (default), ``strict`` or
+        ``revalidate``; ``fork=True`` lets a resumed run that diverges go live
+        from there (recorded as a signed ``run_forked`` entry) instead of failing.
+        """
+        tools = self.tools(scope)
+        chosen = tools.scope
+        return Run(
+            run_id=new_run_id() if run_id is None else run_id,
+            mode=mode,
+            tools=tools,
+            scope=ScopeIdentity(
+                place=chosen.place,
+                reach=None if chosen.reach is None else f"{chosen.reach.mode}:{chosen.reach.node}",
+                writes=chosen.writes,
+                floor=chosen.floor,
+            ),
+            ledger=self.ledger,
+            store=self.ledger.store,
+            secret=self._keys.secret,
+            keys=self._history,
+            fork=fork,
+            lease_ttl=lease_ttl,
+        )
+
+    async def call(
+        self, name: str, arguments: Any = None, *, scope: ToolScope | None = None
+    ) -> tuple[str, Any]:
+        """One recorded call outside any named run: returns (the fresh run id, the result)."""
+        run = self.run(None, scope, mode="record")
+        try:
+            return run.run_id, await run.call(name, arguments)
+        finally:
+            await run.close()
+
     async def rotate_key(self, name: str | None = None) -> str:
         """Hand the ledger to a new signing key; returns the new vkey.
 
@@ -95,6 +157,7 @@ class Memory:
             await asyncio.to_thread(discard_rotation, self.folder)
             raise
         self._keys = await asyncio.to_thread(complete_rotation, self.folder, self._keys, new)
+        self._history.append(new.verifier)
         return self._keys.vkey
 
     async def __aenter__(self) -> Memory:
@@ -211,7 +274,7 @@ async def _open(
         await ledger.close()
         raise
     ledger.start()
-    return Memory(folder, keys, ledger, engine)
+    return Memory(folder, keys, ledger, engine, history)
 
 
 async def _finish_rotation(folder: Path, store: SqliteLogStore, keys: Keys) -> Keys:

@@ -46,6 +46,7 @@ from memseal.ledger.ledger import Ledger
 from memseal.ledger.note import VerifierKey
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import WriteTxn
+from memseal.tools.toolset import AsyncToolset
 
 from .calls import (
     RUN_FORKED,
@@ -104,6 +105,8 @@ class Prepared(Protocol):
 
 
 class Preparer(Protocol):
+    def specs(self) -> Sequence[Any]: ...
+
     async def prepare(self, name: str, arguments: Mapping[str, Any]) -> Prepared: ...
 
 
@@ -250,8 +253,20 @@ class Run:
     def steps_issued(self) -> int:
         return self._next
 
+    def specs(self) -> Sequence[Any]:
+        """The specs of the tools this run offers (its tools' scope decides)."""
+        return self._tools.specs()
+
+    def toolset(self) -> AsyncToolset:
+        """The run's tools for OpenAI, Anthropic, LangChain or MCP: every call recorded here."""
+        return AsyncToolset.of(self)
+
     def call(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, revalidate: bool = False
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | bytes | None = None,
+        *,
+        revalidate: bool = False,
     ) -> Awaitable[Any]:
         """Reserve the next step now and return an awaitable of its result.
 
@@ -264,15 +279,18 @@ class Run:
         self._next += 1
         return self._call(step, name, {} if arguments is None else arguments, revalidate)
 
-    async def _call(self, step: int, name: str, arguments: Any, revalidate: bool) -> Any:
-        if not isinstance(name, str):
-            raise InvalidRequest("`name` must be a tool name")
-        if not isinstance(arguments, Mapping):
-            raise InvalidRequest(f"{name}: arguments must be an object")
-        # Arguments JSON cannot carry are refused before anything is recorded.
-        arguments = msgspec.json.decode(
-            canonical_json(arguments, field=f"{name}: arguments", limit=MAX_PAYLOAD_BYTES)
-        )
+    async def _call(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
+        # Junk is recorded too (as a description of itself), so the step is not left as a
+        # gap that would turn every later step of a resumed run live.
+        invalid: InvalidRequest | None = None
+        if not isinstance(name, str) or not name.isidentifier() or len(name) > 64:
+            invalid = InvalidRequest(f"the tool name must be a tool's name, not {name!r:.40}")
+            name = "(invalid)"
+        try:
+            arguments = _plain_arguments(name, arguments)
+        except InvalidRequest as exc:
+            invalid = invalid or exc
+            arguments = {"$invalid": str(exc)}
         if revalidate and self.mode == "strict":
             raise InvalidRequest("a strict run makes no live calls; revalidate is refused")
         await self._start()
@@ -292,7 +310,7 @@ class Run:
                 if self.mode == "strict" or not self.fork:
                     raise diverged(self.run_id, step, recorded, attempt)
                 await self._fork(step, verified, fp)
-                return await self._live(step, name, arguments, fp, verified.seq)
+                return await self._live(step, name, arguments, fp, verified.seq, invalid)
             self._consumed.add(step)
             return _outcome(verified)
         if self.mode == "strict":
@@ -304,7 +322,9 @@ class Run:
                     self._store, self._keys, self._secret, row, self.run_id, step
                 )
         try:
-            result = await self._live(step, name, arguments, fp, None if row is None else row.seq)
+            result = await self._live(
+                step, name, arguments, fp, None if row is None else row.seq, invalid
+            )
         except RECORDED_ERRORS as exc:
             result = _error_result(exc)
             self._note_change(step, name, old, result)
@@ -342,15 +362,22 @@ class Run:
         self._live_from = min(self._live_from or 0, step)
 
     async def _live(
-        self, step: int, name: str, arguments: Any, fp: str, supersedes: int | None
+        self,
+        step: int,
+        name: str,
+        arguments: Any,
+        fp: str,
+        supersedes: int | None,
+        invalid: InvalidRequest | None = None,
     ) -> Any:
         observed = (await self._store.head()).size
-        error: MemsealError | None = None
+        error: MemsealError | None = invalid
         prepared: Prepared | None = None
-        try:
-            prepared = await self._tools.prepare(name, arguments)
-        except RECORDED_ERRORS as exc:
-            error = exc
+        if invalid is None:
+            try:
+                prepared = await self._tools.prepare(name, arguments)
+            except RECORDED_ERRORS as exc:
+                error = exc
         read_result = None
         if prepared is not None and prepared.command is None:
             read_result = _normal(prepared.result)
@@ -406,6 +433,20 @@ class Run:
         return recorded
 
 
+def _plain_arguments(name: str, arguments: Any) -> Any:
+    """The arguments as plain JSON (an object, or the JSON text a model API returns)."""
+    if isinstance(arguments, str | bytes):
+        try:
+            arguments = msgspec.json.decode(arguments)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            raise InvalidRequest(f"{name}: the arguments are not valid JSON") from None
+    if not isinstance(arguments, Mapping):
+        raise InvalidRequest(f"{name}: the arguments must be a JSON object")
+    return msgspec.json.decode(
+        canonical_json(arguments, field=f"{name}: arguments", limit=MAX_PAYLOAD_BYTES)
+    )
+
+
 def _scope_fields(scope: ScopeIdentity) -> dict[str, Any]:
     return {
         "place": scope.place,
@@ -433,4 +474,3 @@ def _outcome(verified: Verified) -> Any:
 def _steps(steps: list[int]) -> str:
     shown = ", ".join(str(s) for s in steps[:10])
     return shown + (f" and {len(steps) - 10} more" if len(steps) > 10 else "")
-

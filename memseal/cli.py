@@ -13,7 +13,10 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+from memseal._bundle_cli import add_verbs as add_bundle_verbs
+from memseal._engine_cli import add_engine_verbs
 from memseal._progress import ProgressLine
+from memseal._service_cli import add_verbs as add_service_verbs
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.memory import DATABASE, open, open_audit
@@ -174,6 +177,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = verbs.add_parser("demo", help="append one entry, verify, print the head")
     demo.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
     demo.set_defaults(run=_demo)
+    add_engine_verbs(verbs)
+    add_bundle_verbs(verbs)
+    add_service_verbs(verbs)
     return parser
 
 

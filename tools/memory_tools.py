@@ -50,6 +50,7 @@ from memseal.ledger.store import WriteTxn
 
 from . import render
 from .args import (
+    DEFAULT_LIMIT,
     ExploreArgs,
     FetchArgs,
     ForgetArgs,
@@ -297,7 +298,7 @@ class MemoryTools:
                 filter=self._filter(given(args.filter)),
                 reach=reach,
                 min_trust=floor,
-                limit=given(args.limit) or 10,
+                limit=given(args.limit) or DEFAULT_LIMIT,
                 instructions=given(args.instructions),
                 refers_to=self._filter(given(args.refers_to)),
                 zone=zone,
@@ -310,7 +311,7 @@ class MemoryTools:
                 filter=self._filter(given(args.filter)),
                 reach=reach,
                 min_trust=floor,
-                limit=given(args.limit) or 10,
+                limit=given(args.limit) or DEFAULT_LIMIT,
                 cursor=given(args.cursor),
                 refers_to=self._filter(given(args.refers_to)),
                 zone=zone,
@@ -321,7 +322,7 @@ class MemoryTools:
                 filter=self._filter(given(args.filter)),
                 reach=reach,
                 min_trust=floor,
-                limit=given(args.limit) or 10,
+                limit=given(args.limit) or DEFAULT_LIMIT,
                 cursor=given(args.cursor),
             )
             return render.render_page(page)
@@ -333,7 +334,7 @@ class MemoryTools:
             filter=self._filter(given(args.filter)),
             reach=reach,
             min_trust=floor,
-            limit=given(args.limit) or 10,
+            limit=given(args.limit) or DEFAULT_LIMIT,
         )
         return render.render_exploration(exploration)
 

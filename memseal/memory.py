@@ -36,7 +36,7 @@ from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import DDL as MEMO_DDL
 from memseal.replay.run import Run, new_run_id
-from memseal.tools import MemoryTools, ToolScope
+from memseal.tools import MemoryTools, ToolScope, Toolset, runner_for
 
 __all__ = ["DATABASE", "Memory", "SyncMemory", "open", "open_audit", "open_sync"]
 
@@ -423,6 +423,7 @@ class SyncMemory:
             self._stop()
             raise
         self.ledger = _SyncLedger(self)
+        self._runs: list[Run] = []
 
     @property
     def vkey(self) -> str:
@@ -439,6 +440,24 @@ class SyncMemory:
     def rotate_key(self, name: str | None = None) -> str:
         return self._call(self._memory.rotate_key(name))
 
+    def toolset(self, scope: ToolScope | None = None) -> Toolset:
+        """The memory tools for synchronous agent code (OpenAI, Anthropic, LangChain, MCP)."""
+        return self._memory.tools(scope).toolset(runner_for(self._loop))
+
+    def run_toolset(
+        self, run_id: str | None, scope: ToolScope | None = None, **options: Any
+    ) -> Toolset:
+        """A durable run's tools for synchronous agent code: every call recorded in the run."""
+        run = self._memory.run(run_id, scope, **options)
+        self._runs.append(run)  # closed (lease released) with this facade
+        return Toolset.of(run, runner_for(self._loop))
+
+    def call(
+        self, name: str, arguments: Any = None, *, scope: ToolScope | None = None
+    ) -> tuple[str, Any]:
+        """One recorded call in a fresh run: (the run id, the result)."""
+        return self._call(self._memory.call(name, arguments, scope=scope))
+
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
@@ -451,6 +470,8 @@ class SyncMemory:
         if self._loop.is_closed():
             return
         try:
+            for run in self._runs:
+                self._call(run.close())
             self._call(self._memory.close())
         finally:
             self._stop()

@@ -28,3 +28,22 @@ def test_open_sync_reports_errors_as_the_async_api_does(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(memseal.InvalidRequest, match="not a folder"):
         memseal.open_sync(tmp_path / "file", embedder=None)
+
+
+def test_the_sync_facade_hands_out_tools_and_recorded_calls(tmp_path: Path) -> None:
+    scope = memseal.ToolScope.placed_at("team:acme/agent:writer")
+    with memseal.open_sync(tmp_path / "d", embedder=None, checkpoint_interval=None) as memory:
+        toolset = memory.toolset(scope)
+        assert "memory_store" in [tool.name for tool in toolset]
+        text = toolset.call("memory_store", {"learning": {"text": "sync hosts work too"}})
+        assert "replayed" in text
+        found = toolset.call("memory_fetch", '{"query": "sync hosts"}')
+        assert "sync hosts work too" in found
+        assert toolset.call("memory_list", {"limit": 500}).startswith("error:")
+        run_id, result = memory.call("memory_list", {}, scope=scope)
+        assert run_id.startswith("run-") and len(result["items"]) == 1
+        recorded = memory.run_toolset("sync-run", scope)
+        first = recorded.call("memory_fetch", {"query": "sync hosts"})
+    with memseal.open_sync(tmp_path / "d", embedder=None, checkpoint_interval=None) as memory:
+        replayed = memory.run_toolset("sync-run", scope, mode="strict")
+        assert replayed.call("memory_fetch", {"query": "sync hosts"}) == first

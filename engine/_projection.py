@@ -36,9 +36,11 @@ from .trust import trust_rank
 
 __all__ = [
     "FACETS",
+    "Derived",
     "Detail",
     "Execute",
     "Projection",
+    "derive",
     "embed_text",
     "facet_values",
     "recompute_total",
@@ -120,6 +122,33 @@ def facet_values(kind: str, payload: StoredPayload) -> list[tuple[str, str]]:
     return sorted(set(values))
 
 
+class Derived(msgspec.Struct, frozen=True, kw_only=True):
+    """What the projection computes from a stored item's payload: pure, so the writer
+    need not (the store path computes it before; a rebuild computes it inline)."""
+
+    text: str
+    tags: str
+    meta: str
+    detail: str
+    content: str
+    facets: tuple[tuple[str, str], ...]
+    refs: tuple[str, ...]
+
+
+def derive(event: MemoryStored, payload: StoredPayload, keyring: Keyring) -> Derived:
+    text = payload.searchable_text()
+    detail = Detail(turns=payload.turns, evidence=payload.evidence, sources=event.sources)
+    return Derived(
+        text=text,
+        tags=_encoder.encode(list(payload.tags)).decode(),
+        meta=_encoder.encode(payload.meta).decode(),
+        detail=_encoder.encode(detail).decode(),
+        content=keyring.content_hash(embed_text(payload.title, text)),
+        facets=tuple(facet_values(event.kind, payload)),
+        refs=tuple(extract_refs(f"{payload.title}\n{text}" if payload.title else text)),
+    )
+
+
 class Projection:
     """The projection as seen from one writer command: apply events, then :meth:`save`."""
 
@@ -131,6 +160,10 @@ class Projection:
         )
         self.position: int = int(found.get("position", "-1"))
         self.total: int = int(found.get("state_sum", "0"), 16)
+        #: Items a forget removed, and the content hashes whose cached vectors went with
+        #: them (for in-memory copies).
+        self.removed_seqs: list[int] = []
+        self.dropped_vectors: list[str] = []
 
     @property
     def hash(self) -> str:
@@ -150,6 +183,10 @@ class Projection:
         self._x(f"INSERT INTO {table} ({', '.join(HASHED[table])}) VALUES ({marks})", row)
         self.total = (self.total + row_digest(table, row)) % _MOD
 
+    def _insert_many(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        for row in rows:
+            self._insert(table, row)
+
     def _delete(self, table: str, where: str, params: Sequence[Any]) -> None:
         columns = ", ".join(HASHED[table])
         for row in self._x(f"SELECT {columns} FROM {table} WHERE {where}", params):
@@ -162,21 +199,27 @@ class Projection:
 
     # -- events -----------------------------------------------------------------
 
-    def stored(self, seq: int, at: str, event: MemoryStored, payload: StoredPayload | None) -> bool:
+    def stored(
+        self,
+        seq: int,
+        at: str,
+        event: MemoryStored,
+        payload: StoredPayload | None,
+        derived: Derived | None = None,
+    ) -> bool:
         """Add the item; False when there is nothing to add.
 
         A missing payload was erased by a later ``memory_forgotten`` entry
         (the ledger's verify holds it to that), which removes the item
         again, so skipping it here ends in the same state. An id already
         present cannot come from this engine (it dedupes in the writer);
-        the first one stands.
+        the first one stands. ``derived`` is :func:`derive` of the same
+        event and payload, computed before the writer by a caller that has it.
         """
         self.position = seq
         if payload is None or self.item_row(event.item) is not None:
             return False
-        text = payload.searchable_text()
-        tags = _encoder.encode(list(payload.tags)).decode()
-        detail = Detail(turns=payload.turns, evidence=payload.evidence, sources=event.sources)
+        d = derived if derived is not None else derive(event, payload, self._keyring)
         row = (
             seq,
             event.item,
@@ -187,22 +230,20 @@ class Projection:
             event.confidence,
             event.observed_at,
             at,
-            text,
+            d.text,
             payload.title,
-            tags,
-            _encoder.encode(payload.meta).decode(),
-            _encoder.encode(detail).decode(),
-            self._keyring.content_hash(embed_text(payload.title, text)),
+            d.tags,
+            d.meta,
+            d.detail,
+            d.content,
         )
         self._insert("engine_items", row)
         self._x(
             "INSERT INTO engine_fts (rowid, text, title, tags) VALUES (?, ?, ?, ?)",
-            (seq, text, payload.title, tags),
+            (seq, d.text, payload.title, d.tags),
         )
-        for facet, value in facet_values(event.kind, payload):
-            self._insert("engine_facets", (seq, facet, value))
-        for ref in extract_refs(f"{payload.title}\n{text}" if payload.title else text):
-            self._insert("engine_dates", (seq, ref))
+        self._insert_many("engine_facets", [(seq, facet, value) for facet, value in d.facets])
+        self._insert_many("engine_dates", [(seq, ref) for ref in d.refs])
         return True
 
     def trust(self, seq: int, at: str, event: TrustChanged, payload: TrustPayload | None) -> bool:
@@ -250,10 +291,12 @@ class Projection:
             self._delete("engine_dates", "seq = ?", (item_seq,))
             self._delete("engine_verdicts", "item = ?", (item_seq,))
             self._delete("engine_items", "seq = ?", (item_seq,))
+            self.removed_seqs.append(item_seq)
             # The vector goes with the last live item holding that content: it was made
             # from the forgotten text.
             if not self._x("SELECT 1 FROM engine_items WHERE content = ? LIMIT 1", (content,)):
                 self._x("DELETE FROM engine_vectors WHERE content = ?", (content,))
+                self.dropped_vectors.append(content)
             removed.append(item_id)
         return removed
 

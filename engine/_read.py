@@ -1,23 +1,25 @@
-"""Turning projection rows into :class:`Item` values (with their verdicts)."""
+"""Turning projection rows into :class:`Item` values, verdicts included, in one statement."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import msgspec
 
 from ._projection import Detail
+from ._reader import Execute
 from .items import Item, Meta, Verdict
 
-__all__ = ["ITEM_SELECT", "Rows", "load_items", "rows_to_items"]
+__all__ = ["ITEM_SELECT", "load_items", "rows_to_items"]
 
-Rows = Callable[[str, Sequence[Any]], Awaitable[list[tuple[Any, ...]]]]
-
-#: The columns :func:`rows_to_items` reads, from ``engine_items AS i``.
+#: The columns :func:`rows_to_items` reads, from ``engine_items AS i``; the last one gathers
+#: the item's verdicts (oldest first) so no second query is needed.
 ITEM_SELECT: Final = (
     "i.seq, i.id, i.kind, i.namespace, i.trust, i.confidence, i.observed_at, i.stored_at, "
-    "i.text, i.title, i.tags, i.meta, i.detail"
+    "i.text, i.title, i.tags, i.meta, i.detail, "
+    "(SELECT json_group_array(json_array(v.seq, v.trust, v.previous, v.actor, v.reason, v.at)) "
+    " FROM (SELECT * FROM engine_verdicts WHERE item = i.seq ORDER BY seq) AS v)"
 )
 _meta = msgspec.json.Decoder(Meta)
 _detail = msgspec.json.Decoder(Detail)
@@ -25,36 +27,24 @@ _tags = msgspec.json.Decoder(tuple[str, ...])
 _CHUNK: Final = 500
 
 
-async def rows_to_items(rows: Rows, found: Sequence[tuple[Any, ...]]) -> list[Item]:
+class _VerdictRow(msgspec.Struct, array_like=True, frozen=True):
+    seq: int
+    trust: str
+    previous: str
+    actor: str
+    reason: str
+    at: str
+
+
+_verdict_rows = msgspec.json.Decoder(tuple[_VerdictRow, ...])
+
+
+def rows_to_items(found: Sequence[tuple[Any, ...]]) -> list[Item]:
     """Items for rows selected with :data:`ITEM_SELECT`, in the same order."""
-    verdicts: dict[int, list[Verdict]] = {}
-    seqs = [row[0] for row in found]
-    for start in range(0, len(seqs), _CHUNK):
-        part = seqs[start : start + _CHUNK]
-        for item, seq, trust, previous, actor, reason, at in await rows(
-            "SELECT item, seq, trust, previous, actor, reason, at FROM engine_verdicts "
-            f"WHERE item IN ({','.join('?' * len(part))}) ORDER BY seq",
-            part,
-        ):
-            verdicts.setdefault(item, []).append(
-                Verdict(seq=seq, trust=trust, previous=previous, actor=actor, reason=reason, at=at)
-            )
     items = []
-    for (
-        seq,
-        item_id,
-        kind,
-        ns,
-        trust,
-        confidence,
-        observed,
-        stored,
-        text,
-        title,
-        tags,
-        meta,
-        detail,
-    ) in found:
+    for row in found:
+        seq, item_id, kind, ns, trust, confidence, observed, stored, text = row[:9]
+        title, tags, meta, detail, verdicts = row[9:14]
         extra = _detail.decode(detail)
         items.append(
             Item(
@@ -73,22 +63,32 @@ async def rows_to_items(rows: Rows, found: Sequence[tuple[Any, ...]]) -> list[It
                 turns=extra.turns,
                 evidence=extra.evidence,
                 sources=extra.sources,
-                verdicts=tuple(verdicts.get(seq, ())),
+                verdicts=tuple(
+                    Verdict(
+                        seq=v.seq,
+                        trust=v.trust,  # type: ignore[arg-type]  # written from a Trust
+                        previous=v.previous,  # type: ignore[arg-type]
+                        actor=v.actor,
+                        reason=v.reason,
+                        at=v.at,
+                    )
+                    for v in _verdict_rows.decode(verdicts)
+                ),
             )
         )
     return items
 
 
-async def load_items(rows: Rows, seqs: Sequence[int]) -> dict[int, Item]:
+def load_items(execute: Execute, seqs: Sequence[int]) -> dict[int, Item]:
     """Items by seq (those forgotten meanwhile are simply absent)."""
     found: list[tuple[Any, ...]] = []
     for start in range(0, len(seqs), _CHUNK):
         part = list(seqs[start : start + _CHUNK])
         found.extend(
-            await rows(
+            execute(
                 f"SELECT {ITEM_SELECT} FROM engine_items i "
                 f"WHERE i.seq IN ({','.join('?' * len(part))})",
                 part,
             )
         )
-    return {item.seq: item for item in await rows_to_items(rows, found)}
+    return {item.seq: item for item in rows_to_items(found)}

@@ -3,7 +3,9 @@
 Projections (dropped and rebuilt from the log by ``rebuild``):
 
 * ``engine_items``: one row per live item; ``seq`` is the entry that wrote
-  it and doubles as the FTS rowid, so the index needs no second copy.
+  it and doubles as the FTS rowid, so the index needs no second copy. The
+  ``engine_items_scope`` index covers what a semantic ranking reads of every
+  candidate (scope columns, content hash, seq), so it never reads the text.
 * ``engine_fts``: FTS5 over items' text, title and tags, external content
   (the text lives once, in ``engine_items``); Porter stemming over unicode61.
 * ``engine_facets``: ``(seq, facet, value)`` for the thirteen explore facets;
@@ -55,6 +57,8 @@ CREATE TABLE IF NOT EXISTS engine_items (
 CREATE INDEX IF NOT EXISTS engine_items_namespace ON engine_items (namespace, seq);
 CREATE INDEX IF NOT EXISTS engine_items_observed ON engine_items (observed_at);
 CREATE INDEX IF NOT EXISTS engine_items_content ON engine_items (content);
+CREATE INDEX IF NOT EXISTS engine_items_scope
+    ON engine_items (trust_rank, namespace, kind, observed_at, content);
 CREATE VIRTUAL TABLE IF NOT EXISTS engine_fts USING fts5(
     text, title, tags,
     content='engine_items', content_rowid='seq',

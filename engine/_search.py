@@ -23,13 +23,13 @@ from datetime import tzinfo
 from typing import Any, Final
 
 from ._dates import resolve
-from ._read import Rows
+from ._reader import Execute
 from .filters import DateRange
 
 __all__ = ["RRF_K", "STOPWORDS", "exact", "fts_query", "fuse", "refers_first"]
 
 RRF_K: Final = 60
-_MAX_TERMS: Final = 32
+_MAX_TERMS: Final = 16
 _WORD = re.compile(r"\w+")
 # The usual English stopword list (as in Lucene and NLTK, trimmed): words that
 # say nothing about which memory is meant.
@@ -67,8 +67,8 @@ def _terms(text: str) -> list[str]:
     return list(dict.fromkeys(kept))[:_MAX_TERMS]
 
 
-async def exact(
-    rows: Rows, where: str, params: Sequence[Any], query: str, cap: int
+def exact(
+    execute: Execute, where: str, params: Sequence[Any], query: str, cap: int
 ) -> list[tuple[int, float, float]]:
     """(seq, score, coverage) of items under ``where`` matching ``query``, best first.
 
@@ -81,7 +81,7 @@ async def exact(
     if not terms:
         return []
     match = " OR ".join(f'"{w}"' for w in terms)
-    found = await rows(
+    found = execute(
         f"SELECT i.seq, bm25(engine_fts, {_WEIGHTS}) AS r FROM engine_fts "
         "JOIN engine_items i ON i.seq = engine_fts.rowid "
         f"WHERE engine_fts MATCH ? AND {where} ORDER BY r, i.seq DESC LIMIT ?",
@@ -91,13 +91,16 @@ async def exact(
         return []
     matched: dict[int, int] = {}
     if len(terms) > 1:
-        seqs = [seq for seq, _ in found]
-        marks = ",".join("?" * len(seqs))
+        # Which ranked items each word matches, from each word's own doclist in one
+        # statement. (A `rowid IN (...)` list would re-run the MATCH once per listed row.)
+        ranked_seqs = {seq for seq, _ in found}
+        low, high = min(ranked_seqs), max(ranked_seqs)
+        one = "SELECT rowid FROM engine_fts WHERE engine_fts MATCH ? AND rowid BETWEEN ? AND ?"
+        params_all: list[Any] = []
         for term in terms:
-            for (seq,) in await rows(
-                f"SELECT rowid FROM engine_fts WHERE engine_fts MATCH ? AND rowid IN ({marks})",
-                [f'"{term}"', *seqs],
-            ):
+            params_all += [f'"{term}"', low, high]
+        for (seq,) in execute(" UNION ALL ".join([one] * len(terms)), params_all):
+            if seq in ranked_seqs:
                 matched[seq] = matched.get(seq, 0) + 1
     ranked = []
     for seq, r in found:
@@ -124,8 +127,8 @@ def fuse(
     return fused[:cap]
 
 
-async def refers_first(
-    rows: Rows, ranked: Sequence[tuple[int, float]], days: DateRange, zone: tzinfo
+def refers_first(
+    execute: Execute, ranked: Sequence[tuple[int, float]], days: DateRange, zone: tzinfo
 ) -> list[tuple[int, float]]:
     """``ranked`` with the items about ``days`` first, each part in its own order; none dropped."""
     if not ranked:
@@ -136,13 +139,11 @@ async def refers_first(
     for start in range(0, len(seqs), 500):
         part = seqs[start : start + 500]
         marks = ",".join("?" * len(part))
-        for seq, at in await rows(
+        for seq, at in execute(
             f"SELECT seq, observed_at FROM engine_items WHERE seq IN ({marks})", part
         ):
             observed[seq] = at
-        for seq, ref in await rows(
-            f"SELECT seq, ref FROM engine_dates WHERE seq IN ({marks})", part
-        ):
+        for seq, ref in execute(f"SELECT seq, ref FROM engine_dates WHERE seq IN ({marks})", part):
             refs.setdefault(seq, []).append(ref)
     first: list[tuple[int, float]] = []
     rest: list[tuple[int, float]] = []

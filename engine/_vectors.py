@@ -12,15 +12,22 @@ float32-exact values, so nothing is lost). Rows are written only while an
 item with that content is live (``INSERT ... WHERE EXISTS``): a vector
 computed for an item that a concurrent forget has just removed is dropped
 rather than left behind.
+
+Ranking reads only ``(seq, content)`` of the candidates from SQLite; the
+vectors themselves are held in memory (:class:`Resident`), loaded from the
+table the first time a content is ranked and evicted when this process
+forgets it. (Reading 1 KiB blobs row by row through the table's primary
+key cost ten times the arithmetic.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from memseal.ledger.errors import StorageError
@@ -28,6 +35,7 @@ from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import WriteTxn
 
 from ._projection import embed_text
+from ._reader import Execute, Reader
 from .embedders import Embedder
 
 _np: Any
@@ -38,10 +46,11 @@ try:  # numpy is optional: the default embedder brings it, the hashing one does 
 except ImportError:  # pragma: no cover - exercised only where numpy is absent
     _np = None
 
-__all__ = ["VectorCache", "pack", "unpack"]
+__all__ = ["Resident", "VectorCache", "insert_vectors", "pack", "unpack"]
 
 _BATCH: Final = 64
 _QUERY_CACHE: Final = 256
+_CHUNK: Final = 500
 
 
 def pack(vector: Sequence[float]) -> bytes:
@@ -70,14 +79,123 @@ def insert_vectors(txn: WriteTxn, embedder_id: str, rows: Sequence[tuple[str, by
         txn.execute(_INSERT, (embedder_id, content, blob, content))
 
 
+class Resident:
+    """This process's copy of one embedder's vectors (thread-safe).
+
+    Vectors are held once per content hash; items (by seq) point at them, so
+    a ranking asks SQLite for candidate seqs only. With numpy the vectors are
+    rows of one float32 matrix (freed rows are reused); without it, one
+    ``array('f')`` each.
+    """
+
+    def __init__(self, dim: int) -> None:
+        self._dim = dim
+        self._lock = threading.Lock()
+        self._by_seq: dict[int, int] = {}
+        self._by_content: dict[str, int] = {}
+        self._free: list[int] = []
+        self._rows: list[array[float]] = []
+        self._matrix: Any = None if _np is None else _np.zeros((64, dim), dtype="<f4")
+        self._used = 0
+
+    def unknown(self, seqs: Iterable[int]) -> list[int]:
+        """The seqs this copy has no vector for."""
+        with self._lock:
+            return [seq for seq in seqs if seq not in self._by_seq]
+
+    def put(self, items: Iterable[tuple[int, str, bytes]]) -> None:
+        """Hold the vector ``blob`` of content hash ``content`` for item ``seq``."""
+        width = self._dim * 4
+        with self._lock:
+            for seq, content, blob in items:
+                if len(blob) != width:
+                    continue
+                row = self._by_content.get(content)
+                if row is None:
+                    row = self._row_for(blob)
+                    self._by_content[content] = row
+                self._by_seq[seq] = row
+
+    def _row_for(self, blob: bytes) -> int:
+        if self._free:
+            row = self._free.pop()
+        else:
+            row = self._used
+            self._used += 1
+        if _np is None:
+            if row == len(self._rows):
+                self._rows.append(unpack(blob))
+            else:
+                self._rows[row] = unpack(blob)
+        else:
+            if row >= len(self._matrix):
+                grown = _np.zeros((len(self._matrix) * 2, self._dim), dtype="<f4")
+                grown[: len(self._matrix)] = self._matrix
+                self._matrix = grown
+            self._matrix[row] = _np.frombuffer(blob, dtype="<f4")
+        return row
+
+    def drop(self, seqs: Iterable[int], contents: Iterable[str]) -> None:
+        """Forget items ``seqs`` and the vectors of ``contents`` (no live item holds them)."""
+        with self._lock:
+            for seq in seqs:
+                self._by_seq.pop(seq, None)
+            for content in contents:
+                row = self._by_content.pop(content, None)
+                if row is not None:
+                    self._free.append(row)
+                    if _np is not None:
+                        self._matrix[row] = 0  # no copy of a forgotten text's vector lingers
+
+    def rank(self, seqs: Sequence[int], target: bytes, cap: int) -> list[tuple[int, float]]:
+        """(seq, cosine with ``target``) best first, ties to the newer seq, at most ``cap``;
+        items with no vector here are left out. Scores are rounded to four places, so
+        that last-bit differences between machines never reorder."""
+        with self._lock:
+            rows = [self._by_seq.get(seq, -1) for seq in seqs]
+            if _np is not None:
+                return self._rank_numpy(seqs, rows, target, cap)
+            q = unpack(target)
+            scored = [
+                (seq, round(sum(a * b for a, b in zip(self._rows[r], q, strict=True)), 4))
+                for seq, r in zip(seqs, rows, strict=True)
+                if r >= 0
+            ]
+        scored.sort(key=lambda p: (-p[1], -p[0]))
+        return scored[:cap]
+
+    def _rank_numpy(
+        self, seqs: Sequence[int], rows: Sequence[int], target: bytes, cap: int
+    ) -> list[tuple[int, float]]:
+        np = _np
+        where = np.asarray(rows, dtype=np.int64)
+        keep = where >= 0
+        where, ids = where[keep], np.asarray(seqs, dtype=np.int64)[keep]
+        if not len(where):
+            return []
+        query = np.frombuffer(target, dtype="<f4")
+        # einsum, not BLAS: one fixed summation order whatever the thread count, so the
+        # same inputs give the same bits run after run.
+        if len(where) * 4 > self._used:
+            # Most rows are wanted: one pass over the whole matrix, then pick.
+            values = np.einsum("ij,j->i", self._matrix[: self._used], query)[where]
+        else:
+            values = np.einsum("ij,j->i", self._matrix[where], query)
+        values = np.round(values.astype(np.float64), 4)
+        order = np.lexsort((-ids, -values))[:cap]  # by score, then newest first
+        return list(zip(ids[order].tolist(), values[order].tolist(), strict=True))
+
+
 class VectorCache:
     """One embedder's vectors: making them, caching them, ranking by them."""
 
-    def __init__(self, store: SqliteLogStore, embedder: Embedder) -> None:
+    def __init__(self, store: SqliteLogStore, reader: Reader, embedder: Embedder) -> None:
         self._store = store
+        self._reader = reader
         self.embedder = embedder
         self.id = embedder.id
         self.dim = embedder.dim
+        self.resident = Resident(embedder.dim)
         self._queries: OrderedDict[str, bytes] = OrderedDict()
 
     async def embed(self, texts: Sequence[str]) -> list[bytes]:
@@ -89,11 +207,26 @@ class VectorCache:
             raise StorageError(f"embedder {self.id} returned vectors of the wrong count or length")
         return [pack(v) for v in vectors]
 
-    async def cached(self, content: str) -> bool:
-        rows = await self._store.rows(
-            "SELECT 1 FROM engine_vectors WHERE embedder = ? AND content = ?", (self.id, content)
-        )
-        return bool(rows)
+    async def uncached(self, contents: Sequence[str]) -> set[str]:
+        """Which of ``contents`` have no vector from this embedder yet (one query)."""
+        wanted = sorted(set(contents))
+        embedder_id = self.id
+
+        def work(execute: Execute) -> set[str]:
+            have: set[str] = set()
+            for start in range(0, len(wanted), _CHUNK):
+                part = wanted[start : start + _CHUNK]
+                have.update(
+                    row[0]
+                    for row in execute(
+                        "SELECT content FROM engine_vectors WHERE embedder = ? "
+                        f"AND content IN ({','.join('?' * len(part))})",
+                        [embedder_id, *part],
+                    )
+                )
+            return set(wanted) - have
+
+        return await self._reader.run(work)
 
     async def query_vector(self, text: str) -> bytes:
         blob = self._queries.get(text)
@@ -108,7 +241,7 @@ class VectorCache:
 
     async def adopt(self) -> None:
         """Make this embedder the cache's: drop other embedders' vectors, record its id."""
-        found = await self._store.rows("SELECT value FROM engine_meta WHERE key = 'embedder'")
+        found = await self._reader.rows("SELECT value FROM engine_meta WHERE key = 'embedder'")
         if found and found[0][0] == self.id:
             return
         embedder_id, dim = self.id, str(self.dim)
@@ -127,7 +260,7 @@ class VectorCache:
         """Embed every live content that has no vector yet; returns how many were made."""
         made = 0
         while True:
-            rows = await self._store.rows(
+            rows = await self._reader.rows(
                 "SELECT i.content, i.title, i.text FROM engine_items i WHERE NOT EXISTS "
                 "(SELECT 1 FROM engine_vectors v WHERE v.embedder = ? AND v.content = i.content) "
                 f"GROUP BY i.content LIMIT {_BATCH}",
@@ -135,68 +268,70 @@ class VectorCache:
             )
             if not rows:
                 return made
-            await self._embed_and_store([(r[0], embed_text(r[1], r[2])) for r in rows])
+            await self.embed_and_store([(r[0], embed_text(r[1], r[2])) for r in rows])
             made += len(rows)
 
-    async def _embed_and_store(self, todo: Sequence[tuple[str, str]]) -> dict[str, bytes]:
+    async def embed_and_store(self, todo: Sequence[tuple[str, str]]) -> None:
         blobs = await self.embed([text for _, text in todo])
         pairs = [(content, blob) for (content, _), blob in zip(todo, blobs, strict=True)]
         embedder_id = self.id
         await self._store.run(lambda txn: insert_vectors(txn, embedder_id, pairs))
-        return dict(pairs)
 
     async def rank(
         self, where: str, params: Sequence[Any], query: str, cap: int
     ) -> list[tuple[int, float]]:
-        """(seq, cosine) for every item under ``where``, best first, at most ``cap``."""
+        """(seq, cosine) for every item under ``where``, best first, at most ``cap``.
+
+        Candidates and any vectors not yet in memory are read in one read
+        transaction and scored on the reader thread. Items written by a
+        process without this embedder have no vector: they are embedded now,
+        once, and the ranking runs again.
+        """
         target = await self.query_vector(query)
-        found = await self._store.rows(
-            "SELECT i.seq, i.content, v.vec FROM engine_items i LEFT JOIN engine_vectors v "
-            f"ON v.embedder = ? AND v.content = i.content WHERE {where}",
-            [self.id, *params],
-        )
-        width = self.dim * 4
-        missing = sorted(
-            {content for _, content, blob in found if blob is None or len(blob) != width}
-        )
-        made: dict[str, bytes] = {}
-        if missing:
-            # Items written by a process without this embedder: embed them now, once.
-            texts = await self._texts(missing)
-            made = await self._embed_and_store([(c, texts[c]) for c in missing if c in texts])
-        seqs: list[int] = []
-        blobs: list[bytes] = []
-        for seq, content, blob in found:
-            vector = made.get(content) if blob is None or len(blob) != width else blob
-            if vector is not None:
-                seqs.append(seq)
-                blobs.append(vector)
-        scores = _dot(blobs, target, self.dim)
-        ranked = sorted(zip(seqs, scores, strict=True), key=lambda p: (-p[1], -p[0]))
-        return ranked[:cap]
+        embedder_id, resident, width = self.id, self.resident, self.dim * 4
 
-    async def _texts(self, contents: Sequence[str]) -> dict[str, str]:
-        texts: dict[str, str] = {}
-        for start in range(0, len(contents), 500):
-            part = list(contents[start : start + 500])
-            for content, title, text in await self._store.rows(
-                "SELECT content, title, text FROM engine_items "
-                f"WHERE content IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                texts.setdefault(content, embed_text(title, text))
-        return texts
+        def work(
+            execute: Execute, embed_missing: bool
+        ) -> tuple[list[tuple[int, float]], list[str]]:
+            """(ranking, []) or, when vectors are missing and may be made, ([], contents)."""
+            seqs = [
+                row[0] for row in execute(f"SELECT i.seq FROM engine_items i WHERE {where}", params)
+            ]
+            unknown = resident.unknown(seqs)
+            absent: set[str] = set()
+            for start in range(0, len(unknown), _CHUNK):
+                part = unknown[start : start + _CHUNK]
+                found = execute(
+                    "SELECT i.seq, i.content, v.vec FROM engine_items i LEFT JOIN engine_vectors v "
+                    f"ON v.embedder = ? AND v.content = i.content "
+                    f"WHERE i.seq IN ({','.join('?' * len(part))})",
+                    [embedder_id, *part],
+                )
+                usable = [(seq, c, blob) for seq, c, blob in found if blob and len(blob) == width]
+                resident.put(usable)
+                absent.update(c for _, c, blob in found if not blob or len(blob) != width)
+            if embed_missing and absent:
+                return [], sorted(absent)
+            return resident.rank(seqs, target, cap), []
+
+        ranked, absent = await self._reader.run(lambda execute: work(execute, True))
+        if absent:
+            texts = await self._reader.run(lambda execute: _texts(execute, absent))
+            await self.embed_and_store(list(texts.items()))
+            # Anything still without a vector now (stored this instant by a process with no
+            # embedder) is left out of this one ranking rather than embedded in a loop.
+            ranked, _ = await self._reader.run(lambda execute: work(execute, False))
+        return ranked
 
 
-def _dot(blobs: Sequence[bytes], target: bytes, dim: int) -> list[float]:
-    """Cosine of unit vectors, rounded to four places (so the last bits never reorder)."""
-    if not blobs:
-        return []
-    if _np is not None:
-        matrix = _np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim)
-        query = _np.frombuffer(target, dtype="<f4").astype(_np.float64)
-        # einsum, not BLAS: a fixed summation order whatever the thread count.
-        values = _np.einsum("ij,j->i", matrix.astype(_np.float64), query)
-        return [round(float(v), 4) for v in values]
-    q = unpack(target)
-    return [round(sum(a * b for a, b in zip(unpack(blob), q, strict=True)), 4) for blob in blobs]
+def _texts(execute: Execute, contents: Sequence[str]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for start in range(0, len(contents), _CHUNK):
+        part = list(contents[start : start + _CHUNK])
+        for content, title, text in execute(
+            "SELECT content, title, text FROM engine_items "
+            f"WHERE content IN ({','.join('?' * len(part))})",
+            part,
+        ):
+            texts.setdefault(content, embed_text(title, text))
+    return texts

@@ -33,7 +33,7 @@ from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import WriteTxn
 
 from . import _scrub
-from ._projection import Projection, embed_text, recompute_total, state_hash
+from ._projection import Derived, Projection, derive, embed_text, recompute_total, state_hash
 from ._query import (
     DEFAULT_LIMIT,
     Cursor,
@@ -45,6 +45,7 @@ from ._query import (
     scope_sql,
 )
 from ._read import ITEM_SELECT, load_items, rows_to_items
+from ._reader import Execute, Reader
 from ._schema import DDL, PROJECTION_TABLES, PROJECTION_VERSION
 from ._search import exact, fuse, refers_first
 from ._vectors import VectorCache, insert_vectors
@@ -71,7 +72,6 @@ from .items import (
     check_tags,
     clean_text,
     content_kind,
-    content_text,
     parse_content,
 )
 from .messages import (
@@ -129,8 +129,12 @@ class _Prepared(msgspec.Struct, frozen=True, kw_only=True):
     event: MemoryStored
     payload: StoredPayload
     draft: Any
-    content: str
+    derived: Derived
     vector: bytes | None
+
+    @property
+    def content(self) -> str:
+        return self.derived.content
 
 
 class Engine:
@@ -160,7 +164,8 @@ class Engine:
         self._keyring = Keyring(secret)
         self._clock = clock
         self._zone = _check_zone(zone, UTC)
-        self._vectors = None if embedder is None else VectorCache(store, embedder)
+        self._reader = Reader(store.path)
+        self._vectors = None if embedder is None else VectorCache(store, self._reader, embedder)
         self._answerer: Answerer = answerer if answerer is not None else ExtractiveAnswerer()
         self._scrub_lock = asyncio.Lock()
         self._retry: asyncio.Task[None] | None = None
@@ -192,11 +197,11 @@ class Engine:
         return engine
 
     async def start(self) -> None:
-        version = await self._store.rows("SELECT value FROM engine_meta WHERE key = 'projection'")
+        version = await self._reader.rows("SELECT value FROM engine_meta WHERE key = 'projection'")
         if not version or version[0][0] != PROJECTION_VERSION:
             # New here (or an older layout): the projections are derived, so build them.
             await self.rebuild()
-        if await self._store.rows("SELECT 1 FROM engine_scrub LIMIT 1"):
+        if await self._reader.rows("SELECT 1 FROM engine_scrub LIMIT 1"):
             await self.scrub()  # a forget's scrub was interrupted: finish it now
         if self._vectors is not None:
             await self._vectors.adopt()
@@ -209,6 +214,7 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retry
             self._retry = None
+        await self._reader.close()
 
     @property
     def modes(self) -> tuple[Mode, ...]:
@@ -355,8 +361,6 @@ class Engine:
             sources=tuple(source_ids),
         )
         payload = StoredPayload.of(content, clean_tags, meta)
-        title = getattr(content, "title", None)
-        text = embed_text(title, content_text(content))
         draft = make_draft(
             "memory_stored", event_body(event), payload_value(payload), mentions=[item_id]
         )
@@ -364,7 +368,7 @@ class Engine:
             event=event,
             payload=payload,
             draft=draft,
-            content=self._keyring.content_hash(text),
+            derived=derive(event, payload, self._keyring),
             vector=None,
         )
 
@@ -373,9 +377,10 @@ class Engine:
         vectors = self._vectors
         if vectors is None:
             return prepared
+        uncached = await vectors.uncached([p.content for p in prepared])
         todo: dict[str, str] = {}
         for p in prepared:
-            if p.content not in todo and not await vectors.cached(p.content):
+            if p.content in uncached and p.content not in todo:
                 todo[p.content] = embed_text(p.payload.title, p.payload.searchable_text())
         if not todo:
             return prepared
@@ -392,7 +397,9 @@ class Engine:
                 return Stored(id=prepared.event.item, replayed=True, seq=found[0][0])
             appended = txn.append(prepared.draft)
             projection = Projection(txn.execute, keyring)
-            projection.stored(appended.seq, appended.at, prepared.event, prepared.payload)
+            projection.stored(
+                appended.seq, appended.at, prepared.event, prepared.payload, prepared.derived
+            )
             projection.save()
             if prepared.vector is not None and embedder_id is not None:
                 insert_vectors(txn, embedder_id, [(prepared.content, prepared.vector)])
@@ -496,6 +503,7 @@ class Engine:
             raise InvalidRequest("`filter` must set at least one field to forget by")
         scope = _check_reach(reach)
         keyring = self._keyring
+        resident = None if self._vectors is None else self._vectors.resident
 
         def command(txn: WriteTxn) -> Forgotten:
             where, params = scope_sql(scope, None, picked or Filter())
@@ -543,6 +551,10 @@ class Engine:
                 redacted.extend(redacts)
             if seqs:
                 projection.save()
+            if resident is not None:
+                # This process's in-memory copies go too. (Were the transaction rolled
+                # back, they would simply be read from the table again when needed.)
+                resident.drop(projection.removed_seqs, projection.dropped_vectors)
             return Forgotten(
                 forgotten=tuple(targets),
                 skipped=skipped,
@@ -560,7 +572,7 @@ class Engine:
         retried briefly here, then in the background until it succeeds.
         """
         async with self._scrub_lock:
-            found = await self._store.rows("SELECT max(seq) FROM engine_scrub")
+            found = await self._reader.rows("SELECT max(seq) FROM engine_scrub")
             upto = found[0][0] if found else None
             if upto is None:
                 return True
@@ -581,7 +593,7 @@ class Engine:
             await asyncio.sleep(delay)
             try:
                 async with self._scrub_lock:
-                    found = await self._store.rows("SELECT max(seq) FROM engine_scrub")
+                    found = await self._reader.rows("SELECT max(seq) FROM engine_scrub")
                     upto = found[0][0] if found else None
                     if upto is None or await self._store.exclusive(
                         functools.partial(_scrub.checkpoint_and_clear, upto=upto)
@@ -605,7 +617,7 @@ class Engine:
         floor = trust_rank(check_min_trust(min_trust))
         scope = _check_reach(reach)
         marks = ",".join("?" * len(wanted))
-        found = await self._store.rows(
+        found = await self._reader.rows(
             f"SELECT {ITEM_SELECT}, i.trust_rank FROM engine_items i WHERE i.id IN ({marks})",
             wanted,
         )
@@ -618,7 +630,7 @@ class Engine:
                 filtered.add(row[1])
             else:
                 visible.append(row[:-1])
-        by_id = {item.id: item for item in await rows_to_items(self._store.rows, visible)}
+        by_id = {item.id: item for item in rows_to_items(visible)}
         return Got(
             items=tuple(by_id[i] for i in wanted if i in by_id),
             missing=tuple(i for i in wanted if i not in by_id and i not in filtered),
@@ -644,12 +656,12 @@ class Engine:
         if cursor is not None:
             before = decode_cursor(cursor, "list", query).seq
         where, params = scope_sql(scope, floor, picked)
-        found = await self._store.rows(
+        found = await self._reader.rows(
             f"SELECT {ITEM_SELECT} FROM engine_items i WHERE {where} AND i.seq < ? "
             "ORDER BY i.seq DESC LIMIT ?",
             [*params, before, count + 1],
         )
-        items = await rows_to_items(self._store.rows, found[:count])
+        items = rows_to_items(found[:count])
         next_cursor = None
         if len(found) > count:
             next_cursor = encode_cursor(Cursor(v=1, op="list", query=query, seq=items[-1].seq))
@@ -684,39 +696,49 @@ class Engine:
         scope = _check_reach(reach)
         where_zone = _check_zone(zone, self._zone)
         key = fingerprint("fetch", text, chosen, picked, scope, floor, days, str(where_zone))
+        snapshot: int | None = None
+        offset = 0
         if cursor is not None:
             position = decode_cursor(cursor, "fetch", key)
             snapshot, offset = position.seq, position.offset
-        else:
-            snapshot, offset = (await self._store.head()).size, 0
         where, params = scope_sql(scope, floor, picked)
-        where = f"{where} AND i.seq < ?"
-        params.append(snapshot)
-        ranked = await self._rank(chosen, text, where, params)
-        if days is not None:
-            ranked = await refers_first(self._store.rows, ranked, days, where_zone)
-        page = ranked[offset : offset + count]
-        items = await load_items(self._store.rows, [seq for seq, _ in page])
-        hits = tuple(Hit(item=items[seq], score=score) for seq, score in page if seq in items)
-        next_cursor = None
-        if len(ranked) > offset + count:
-            next_cursor = encode_cursor(
-                Cursor(v=1, op="fetch", query=key, seq=snapshot, offset=offset + count)
-            )
-        return Fetched(hits=hits, mode=chosen, min_trust=floor, next_cursor=next_cursor)
+        if snapshot is not None:
+            where = f"{where} AND i.seq < ?"
+            params.append(snapshot)
+        semantic: builtins.list[tuple[int, float]] = []
+        if chosen != "exact":
+            assert self._vectors is not None  # _mode refused semantic modes without one
+            semantic = await self._vectors.rank(where, params, text, RANK_CAP)
 
-    async def _rank(
-        self, mode: Mode, text: str, where: str, params: Sequence[Any]
-    ) -> builtins.list[tuple[int, float]]:
-        if mode == "exact":
-            found = await exact(self._store.rows, where, params, text, RANK_CAP)
-            return [(seq, score) for seq, score, _ in found]
-        assert self._vectors is not None  # _mode refused semantic modes without an embedder
-        semantic = await self._vectors.rank(where, params, text, RANK_CAP)
-        if mode == "semantic":
-            return semantic
-        lexical = await exact(self._store.rows, where, params, text, RANK_CAP)
-        return fuse(lexical, semantic, RANK_CAP)
+        def work(execute: Execute) -> tuple[int, int, builtins.list[Hit]]:
+            # The first page's snapshot is the log's size as this transaction sees it:
+            # everything ranked here is older, everything stored later is not.
+            seen: int = execute("SELECT coalesce(max(seq), -1) + 1 FROM entries", ())[0][0]
+            if snapshot is not None:
+                seen = snapshot
+            ranked: builtins.list[tuple[int, float]]
+            if chosen == "semantic":
+                ranked = semantic
+            else:
+                lexical = exact(execute, where, params, text, RANK_CAP)
+                if chosen == "exact":
+                    ranked = [(seq, score) for seq, score, _ in lexical]
+                else:
+                    ranked = fuse(lexical, semantic, RANK_CAP)
+            if days is not None:
+                ranked = refers_first(execute, ranked, days, where_zone)
+            page = ranked[offset : offset + count]
+            items = load_items(execute, [seq for seq, _ in page])
+            hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
+            return seen, len(ranked), hits
+
+        seen, total, hits = await self._reader.run(work)
+        next_cursor = None
+        if total > offset + count:
+            next_cursor = encode_cursor(
+                Cursor(v=1, op="fetch", query=key, seq=seen, offset=offset + count)
+            )
+        return Fetched(hits=tuple(hits), mode=chosen, min_trust=floor, next_cursor=next_cursor)
 
     async def explore(
         self,
@@ -733,7 +755,7 @@ class Engine:
         floor = check_min_trust(min_trust)
         count = check_limit(limit)
         where, params = scope_sql(_check_reach(reach), floor, picked)
-        return await explore(self._store.rows, name, where, params, count)
+        return await self._reader.run(lambda execute: explore(execute, name, where, params, count))
 
     async def recall(
         self,
@@ -778,7 +800,7 @@ class Engine:
     async def state_hash(self) -> str:
         """The projection state hash as kept incrementally (position and running sum)."""
         found = dict(
-            await self._store.rows(
+            await self._reader.rows(
                 "SELECT key, value FROM engine_meta WHERE key IN ('position', 'state_sum')"
             )
         )

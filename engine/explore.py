@@ -23,7 +23,7 @@ import msgspec
 from memseal.ledger.errors import InvalidRequest
 
 from ._projection import FACETS
-from ._read import Rows
+from ._reader import Execute
 
 __all__ = ["EXPLORE_CAP", "FACETS", "Bucket", "Exploration", "check_facet", "explore"]
 
@@ -51,11 +51,16 @@ def check_facet(value: object, field: str = "facet") -> str:
     return value
 
 
-async def explore(
-    rows: Rows, facet: str, where: str, params: Sequence[Any], limit: int, cap: int = EXPLORE_CAP
+def explore(
+    execute: Execute,
+    facet: str,
+    where: str,
+    params: Sequence[Any],
+    limit: int,
+    cap: int = EXPLORE_CAP,
 ) -> Exploration:
     scope = f"SELECT i.seq FROM engine_items i WHERE {where} ORDER BY i.seq DESC LIMIT {cap + 1}"
-    counted = await rows(
+    counted = execute(
         f"WITH scope AS ({scope}) SELECT count(*), "
         "(SELECT count(DISTINCT f.seq) FROM engine_facets f "
         " WHERE f.facet = ? AND f.seq IN (SELECT seq FROM scope)) FROM scope",
@@ -66,14 +71,14 @@ async def explore(
     if truncated:
         # Count exactly the newest `cap` items: drop the one extra the scope fetched.
         scope = f"SELECT i.seq FROM engine_items i WHERE {where} ORDER BY i.seq DESC LIMIT {cap}"
-        counted = await rows(
+        counted = execute(
             f"WITH scope AS ({scope}) SELECT count(*), "
             "(SELECT count(DISTINCT f.seq) FROM engine_facets f "
             " WHERE f.facet = ? AND f.seq IN (SELECT seq FROM scope)) FROM scope",
             [*params, facet],
         )
         total, with_value = counted[0]
-    found = await rows(
+    found = execute(
         f"WITH scope AS ({scope}) SELECT f.value, count(*) AS c FROM engine_facets f "
         "WHERE f.facet = ? AND f.seq IN (SELECT seq FROM scope) "
         "GROUP BY f.value ORDER BY c DESC, f.value LIMIT ?",

@@ -109,28 +109,29 @@ async def test_vectors_are_not_part_of_the_state_hash(engine: Engine) -> None:
 
 
 @pytest.mark.parametrize("numpy", [True, False])
-def test_resident_vectors_score_put_and_drop(numpy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resident_vectors_rank_put_and_drop(numpy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if not numpy:
         monkeypatch.setattr(_vectors, "_np", None)
     embedder = HashingEmbedder(16)
     resident = _vectors.Resident(16)
     texts = [f"text number {i}" for i in range(200)]
     blobs = [_vectors.pack(v) for v in embedder.embed(texts)]
-    resident.put(zip(texts, blobs, strict=True))
-    assert resident.missing(["text number 3", "nope"]) == ["nope"]
-    target = blobs[3]
     seqs = list(range(200))
-    ranked = resident.rank(seqs, texts, target, cap=5)
-    assert ranked[0] == (3, 1.0) and len(ranked) == 5
+    resident.put(zip(seqs, texts, blobs, strict=True))
+    resident.put([(500, "text number 3", blobs[3])])  # another item, same content: shared
+    assert resident.unknown([3, 500, 999]) == [999]
+    target = blobs[3]
+    ranked = resident.rank([*seqs, 500], target, cap=5)
+    assert ranked[:2] == [(500, 1.0), (3, 1.0)] and len(ranked) == 5  # ties: newer first
     assert all(a[1] >= b[1] for a, b in itertools.pairwise(ranked))
-    assert resident.rank([1, 2], ["nope", "text number 3"], target, cap=5) == [(2, 1.0)]
+    assert resident.rank([999, 3], target, cap=5) == [(3, 1.0)]
     # A small candidate set and the whole matrix give the same scores.
-    assert resident.rank(seqs[:3], texts[:3], target, 9) == [
-        p for p in resident.rank(seqs, texts, target, 200) if p[0] < 3
+    assert resident.rank(seqs[:3], target, 9) == [
+        p for p in resident.rank(seqs, target, 200) if p[0] < 3
     ]
-    resident.drop(["text number 3"])
-    assert resident.rank([3], ["text number 3"], target, 5) == []
-    resident.put([("again", blobs[3])])  # reuses the freed row
-    assert resident.rank([7], ["again"], target, 5) == [(7, 1.0)]
-    resident.clear()
-    assert resident.missing(["again"]) == ["again"]
+    resident.drop([3], [])  # item 3 goes; item 500 still holds the content
+    assert resident.rank([3, 500], target, 5) == [(500, 1.0)]
+    resident.drop([500], ["text number 3"])
+    assert resident.rank([500], target, 5) == []
+    resident.put([(7, "again", blobs[3])])  # reuses the freed row
+    assert resident.rank([7], target, 5) == [(7, 1.0)]

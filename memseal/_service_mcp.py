@@ -1,0 +1,149 @@
+"""The memory tools over MCP: streamable HTTP under the service, and stdio for one scope.
+
+Under the service (``/mcp``), the bearer token (an agent token) fixes the
+scope, exactly as on the HTTP routes; a session may only be used with the
+token that opened it. Each MCP session is a durable run: named by the
+``X-Memseal-Run`` header when the client sends one (so a client that
+reconnects with the same header resumes, and replays, its run), else
+``mcp-<session id>``. Tool errors a model can act on come back as
+``isError`` results, and so do the run's own refusals (a divergence, a
+lease held elsewhere), worded for the model.
+
+``memseal mcp`` serves the same tools over stdio for a scope fixed on its
+command line, one run per process (``--run`` to name it and resume it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import mcp.types as types
+from mcp.server import Server
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from memseal.ledger.errors import MemsealError
+from memseal.tools import MODEL_ERRORS, to_text
+
+__all__ = ["mcp_route"]
+
+PRINCIPAL_KEY = "memseal.principal"
+
+
+def _tools_of(service: Any, principal: Any) -> list[types.Tool]:
+    toolset = service.memory.tools(principal.scope).async_toolset()
+    return [types.Tool.model_validate(d) for d in toolset.mcp_tools()]
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
+    def who(ctx: Any) -> tuple[Any, Any, Any]:
+        service = get_service()
+        request = getattr(ctx, "request", None)
+        principal = None if request is None else request.scope.get(PRINCIPAL_KEY)
+        if service is None or principal is None:
+            raise RuntimeError("no authenticated memseal principal on this MCP request")
+        return service, principal, request
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        service, principal, _ = who(ctx)
+        return types.ListToolsResult(tools=_tools_of(service, principal))
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        service, principal, request = who(ctx)
+        arguments: Any = {} if params.arguments is None else params.arguments
+        run_id = request.headers.get("x-memseal-run")
+        if not run_id:
+            session = request.headers.get("mcp-session-id")
+            run_id = f"mcp-{session}" if session else None
+        try:
+            if run_id is None:
+                _, _, result = await service.call_tool(
+                    principal, params.name, arguments, run_id=None, step=None, revalidate=False
+                )
+            else:
+                _, result = await service.runs.call(run_id, principal.scope, params.name, arguments)
+        except MODEL_ERRORS as exc:
+            return _error(f"error: {exc}")
+        except MemsealError as exc:
+            return _error(f"error: {exc}")
+        except Exception as exc:  # the HTTP layer's own refusals (ApiError) carry a message
+            message = getattr(exc, "message", None)
+            if message is None:
+                raise
+            return _error(f"error: {message}")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=to_text(result))], is_error=False
+        )
+
+    return Server(
+        "memseal",
+        version="0.1.0",
+        instructions="Memory tools; every call is a signed ledger entry.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def mcp_route(get_service: Callable[[], Any]) -> tuple[Route, StreamableHTTPSessionManager]:
+    """The ``/mcp`` route (bearer-authenticated) and its session manager (run it in lifespan)."""
+    manager = StreamableHTTPSessionManager(
+        app=_http_server(get_service),
+        session_idle_timeout=1800,
+        max_sessions=1000,
+    )
+
+    return Route("/mcp", endpoint=_Endpoint(get_service, manager), include_in_schema=False), manager
+
+
+class _Endpoint:
+    """An ASGI app (not a function, so Starlette hands it the raw scope): auth, then MCP."""
+
+    def __init__(self, get_service: Callable[[], Any], manager: StreamableHTTPSessionManager):
+        self._get_service = get_service
+        self._manager = manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from ._service_app import ApiError, error_body
+
+        get_service, manager = self._get_service, self._manager
+
+        service = get_service()
+        status, code, message = 503, "starting", "the service is starting"
+        if service is not None:
+            authorization = None
+            for key, value in scope["headers"]:
+                if key == b"authorization":
+                    authorization = value.decode("latin-1")
+            try:
+                principal = service.authenticate(authorization)
+            except ApiError as exc:
+                status, code, message = exc.status, exc.code, exc.message
+            else:
+                if principal.role == "agent":
+                    scope[PRINCIPAL_KEY] = principal
+                    scope["user"] = AuthenticatedUser(
+                        AccessToken(
+                            token=principal.token_id, client_id=principal.token_id, scopes=[]
+                        )
+                    )
+                    await manager.handle_request(scope, receive, send)
+                    return
+                status, code = 403, "forbidden"
+                message = f"a {principal.role} token cannot use MCP (agent tokens only)"
+        body = error_body(code, message)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,225 @@
+"""The runs the service holds: one :class:`~memseal.replay.Run` per run id, for its scope.
+
+A request naming a run gets the run this process holds for that id (opened
+in ``resume`` mode on first use, so a run recorded before a restart replays
+its memo); steps follow arrival order unless the caller passes one. A run
+id belongs to the scope that started it: a caller of another scope is told
+there is no such run, so no request can replay (or learn the arguments of)
+another tenant's run. Idle runs beyond :data:`MAX_OPEN_RUNS` are closed,
+oldest first; a closed run is opened again on its next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+
+from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound
+from memseal.memory import Memory
+from memseal.replay import Run
+from memseal.tools import ToolScope
+
+__all__ = ["MAX_OPEN_RUNS", "MAX_STEP", "RunRegistry", "identity_of"]
+
+MAX_OPEN_RUNS: Final = 1000
+MAX_STEP: Final = 1_000_000
+
+
+def identity_of(scope: ToolScope) -> dict[str, Any]:
+    """What a ``run_started`` entry records of a scope (and what must match to use the run)."""
+    reach = scope.reach
+    return {
+        "place": scope.place,
+        "reach": None if reach is None else f"{reach.mode}:{reach.node}",
+        "writes": scope.writes,
+        "floor": scope.floor,
+    }
+
+
+@dataclass
+class _Held:
+    run: Run
+    scope: ToolScope
+    identity: dict[str, Any]
+    busy: int = 0
+    steps: set[int] = field(default_factory=set)
+    used: float = field(default_factory=time.monotonic)
+
+
+class RunRegistry:
+    """The runs held by one service process (see the module docstring)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._lock = asyncio.Lock()
+
+    @property
+    def open_runs(self) -> int:
+        return len(self._held)
+
+    async def _owner(self, run_id: str) -> dict[str, Any] | None:
+        """The scope identity that started ``run_id`` (None: never started)."""
+        store = self._memory.ledger.store
+        rows = await store.rows("SELECT started_seq FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            return None
+        record = await store.read(int(rows[0][0]))
+        body = msgspec.json.decode(bytes(record.entry().body))
+        if not isinstance(body, dict):
+            return None
+        return {k: body.get(k) for k in ("place", "reach", "writes", "floor")}
+
+    async def check_owner(self, run_id: str, scope: ToolScope) -> bool:
+        """Whether ``run_id`` exists and was started by this scope."""
+        _check_run_id(run_id)
+        owner = await self._owner(run_id)
+        return owner is not None and owner == identity_of(scope)
+
+    async def _get(self, run_id: str, scope: ToolScope) -> _Held:
+        _check_run_id(run_id)
+        wanted = identity_of(scope)
+        async with self._lock:
+            held = self._held.get(run_id)
+            if held is None:
+                owner = await self._owner(run_id)
+                if owner is not None and owner != wanted:
+                    raise NotFound(f"no run {run_id!r} in this scope")
+                held = _Held(
+                    run=self._memory.run(run_id, scope, mode="resume"),
+                    scope=scope,
+                    identity=wanted,
+                )
+                self._held[run_id] = held
+                await self._evict()
+            elif held.identity != wanted:
+                raise NotFound(f"no run {run_id!r} in this scope")
+            self._held.move_to_end(run_id)
+            held.used = time.monotonic()
+            return held
+
+    async def _evict(self) -> None:
+        while len(self._held) > MAX_OPEN_RUNS:
+            victim = next((k for k, h in self._held.items() if h.busy == 0), None)
+            if victim is None:
+                return
+            held = self._held.pop(victim)
+            with contextlib.suppress(MemsealError):
+                await held.run.close(check=False)
+
+    async def call(
+        self,
+        run_id: str,
+        scope: ToolScope,
+        name: str,
+        arguments: Mapping[str, Any] | str | bytes | None,
+        *,
+        step: int | None = None,
+        revalidate: bool = False,
+    ) -> tuple[int, Any]:
+        """Call a tool as the next step of ``run_id`` (or as ``step``); returns (step, result)."""
+        held = await self._get(run_id, scope)
+        run = held.run
+        if step is None:
+            step = run.steps_issued
+            awaitable = run.call(name, arguments, revalidate=revalidate)
+        else:
+            if not 0 <= step <= MAX_STEP:
+                raise InvalidRequest(f"`step` must be 0 to {MAX_STEP}")
+            if step in held.steps:
+                raise Conflict(f"run {run_id!r} step {step} is already being called")
+            if step < run.steps_issued:
+                # A step this process already issued is called again (a client retrying):
+                # a fresh Run object re-reads the memo, so the step replays as recorded.
+                run = await self._reopen(run_id, held)
+            awaitable = _call_at(run, step, name, arguments, revalidate)
+        held.busy += 1
+        held.steps.add(step)
+        try:
+            return step, await awaitable
+        finally:
+            held.busy -= 1
+            held.steps.discard(step)
+
+    async def _reopen(self, run_id: str, held: _Held) -> Run:
+        async with self._lock:
+            if held.busy:
+                raise Conflict(f"run {run_id!r} has calls in flight; retry the step after them")
+            old = held.run
+            await old.close(check=False)
+            fresh = self._memory.run(run_id, held.scope, mode="resume")
+            fresh._next = old.steps_issued
+            held.run = fresh
+            return fresh
+
+    async def status(self, run_id: str, scope: ToolScope) -> dict[str, Any]:
+        _check_run_id(run_id)
+        if not await self.check_owner(run_id, scope):
+            raise NotFound(f"no run {run_id!r} in this scope")
+        store = self._memory.ledger.store
+        memos = await store.rows(
+            "SELECT count(*), max(step) FROM memos WHERE run_id = ?", (run_id,)
+        )
+        lease = await store.rows(
+            "SELECT started_seq, lease_until FROM runs WHERE run_id = ?", (run_id,)
+        )
+        held = self._held.get(run_id)
+        count, last = memos[0]
+        return {
+            "run_id": run_id,
+            "started_seq": int(lease[0][0]),
+            "recorded_steps": int(count),
+            "last_step": None if last is None else int(last),
+            "held_here": held is not None,
+            "steps_issued": None if held is None else held.run.steps_issued,
+            "mode": None if held is None else held.run.mode,
+            "leased": float(lease[0][1]) > time.time(),
+        }
+
+    async def close_run(self, run_id: str, scope: ToolScope) -> bool:
+        """Close (release) a held run; returns whether this process held it."""
+        _check_run_id(run_id)
+        async with self._lock:
+            held = self._held.get(run_id)
+            if held is None or held.identity != identity_of(scope):
+                if not await self.check_owner(run_id, scope):
+                    raise NotFound(f"no run {run_id!r} in this scope")
+                return False
+            if held.busy:
+                raise Conflict(f"run {run_id!r} has calls in flight")
+            del self._held[run_id]
+        await held.run.close(check=False)
+        return True
+
+    async def close(self) -> None:
+        async with self._lock:
+            held = list(self._held.values())
+            self._held.clear()
+        for h in held:
+            with contextlib.suppress(MemsealError):
+                await h.run.close(check=False)
+
+
+def _check_run_id(run_id: object) -> None:
+    if not isinstance(run_id, str) or not 1 <= len(run_id) <= 200 or not run_id.isprintable():
+        raise InvalidRequest("`run_id` must be 1 to 200 printable characters")
+
+
+def _call_at(run: Run, step: int, name: str, arguments: Any, revalidate: bool) -> Awaitable[Any]:
+    """Call ``step`` of ``run`` explicitly (a caller that numbers its own steps).
+
+    ``Run.call`` numbers steps in issue order; a caller passing its step (a
+    client retrying a step, or resuming after a restart) is served at that
+    position, and the run's next free step moves past it.
+    """
+    if run._closed:
+        raise InvalidRequest(f"run {run.run_id!r} is closed")
+    run._next = max(run._next, step + 1)
+    return run._call(step, name, {} if arguments is None else arguments, revalidate)

@@ -1,0 +1,259 @@
+"""Service tokens: random bearer tokens bound to a role and a scope, stored hashed.
+
+A token is ``ms_`` and 43 URL-safe characters (32 random bytes); it is shown
+once, when made. What is stored, in ``tokens.db`` beside the ledger in the
+data folder, is its SHA-256, the role (agent, auditor, admin) and the scope
+fields of a :class:`~memseal.tools.ToolScope`. A request presents the token;
+the service hashes it, finds the row by that hash and compares the hashes
+again with :func:`hmac.compare_digest`. Nothing in a request can change a
+token's role or scope; a revoked token is refused from the next request on
+(the table is read on every request, so ``memseal tokens revoke`` works while
+the service runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from memseal.engine import Reach
+from memseal.ledger.errors import InvalidRequest, NotFound
+from memseal.tools import ToolScope
+
+__all__ = [
+    "ROLES",
+    "TOKENS_FILE",
+    "Principal",
+    "Role",
+    "TokenInfo",
+    "TokenStore",
+    "parse_reach",
+    "reach_text",
+]
+
+TOKENS_FILE: Final = "tokens.db"
+Role = Literal["agent", "auditor", "admin"]
+ROLES: Final[tuple[Role, ...]] = ("agent", "auditor", "admin")
+MAX_TOKEN_CHARS: Final = 200
+MAX_LABEL_CHARS: Final = 200
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id            TEXT PRIMARY KEY,
+    hash          BLOB NOT NULL UNIQUE,
+    role          TEXT NOT NULL,
+    place         TEXT NOT NULL,
+    reach         TEXT,
+    writes        INTEGER NOT NULL,
+    floor         TEXT NOT NULL,
+    default_trust TEXT NOT NULL,
+    frozen        INTEGER NOT NULL,
+    allowlist     TEXT,
+    label         TEXT NOT NULL DEFAULT '',
+    created_at    TEXT NOT NULL,
+    revoked_at    TEXT
+);
+"""
+
+
+def parse_reach(text: str | None, place: str, role: str) -> Reach | None:
+    """``of:NS``, ``subtree:NS``, ``exact:NS`` or ``all``; None gives the role's default.
+
+    Agents default to ``of:PLACE`` (the place and its ancestors), auditors and
+    admins to ``subtree:PLACE`` (everything below the place).
+    """
+    if text is None:
+        return Reach.of(place) if role == "agent" else Reach.subtree(place)
+    if text == "all":
+        return None
+    mode, sep, node = text.partition(":")
+    if not sep or mode not in ("of", "subtree", "exact"):
+        raise InvalidRequest("`reach` must be of:NS, subtree:NS, exact:NS or all")
+    node = "" if node == "/" else node
+    if mode == "of":
+        return Reach.of(node)
+    if mode == "subtree":
+        return Reach.subtree(node)
+    return Reach.exact(node)
+
+
+def reach_text(reach: Reach | None) -> str:
+    return "all" if reach is None else f"{reach.mode}:{reach.node}"
+
+
+def _hash(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request is: the token's id, role and scope (fixed when the token was made)."""
+
+    token_id: str
+    role: Role
+    scope: ToolScope
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A token as listed (never the token itself)."""
+
+    id: str
+    role: str
+    place: str
+    reach: str
+    writes: bool
+    floor: str
+    default_trust: str
+    frozen: bool
+    allowlist: list[str] | None
+    label: str
+    created_at: str
+    revoked_at: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class TokenStore:
+    """The token table of one data folder (``tokens.db``); safe across threads and processes."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.path = folder / TOKENS_FILE
+        fresh = not self.path.exists()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if fresh:
+            self.path.chmod(0o600)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._conn.executescript(_DDL)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def add(
+        self,
+        role: str,
+        scope: ToolScope,
+        *,
+        label: str = "",
+    ) -> tuple[str, TokenInfo]:
+        """Make a token; returns (the token, shown this once; its listing)."""
+        if role not in ROLES:
+            raise InvalidRequest(f"`role` {role!r} is not one of {', '.join(ROLES)}")
+        if not isinstance(label, str) or len(label) > MAX_LABEL_CHARS or not label.isprintable():
+            raise InvalidRequest(f"`label` must be up to {MAX_LABEL_CHARS} printable characters")
+        token = "ms_" + secrets.token_urlsafe(32)
+        token_id = "tok-" + secrets.token_hex(6)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        allow = None if scope.allowlist is None else ",".join(scope.allowlist)
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO tokens (id, hash, role, place, reach, writes, floor, default_trust,"
+                " frozen, allowlist, label, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    token_id,
+                    _hash(token),
+                    role,
+                    scope.place,
+                    reach_text(scope.reach),
+                    int(scope.writes),
+                    scope.floor,
+                    scope.default_trust,
+                    int(scope.frozen),
+                    allow,
+                    label,
+                    now,
+                ),
+            )
+        info = self.get(token_id)
+        return token, info
+
+    def has_admin(self) -> bool:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT 1 FROM tokens WHERE role = 'admin' AND revoked_at IS NULL LIMIT 1"
+            ).fetchone()
+        return row is not None
+
+    def get(self, token_id: str) -> TokenInfo:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT id, role, place, reach, writes, floor, default_trust, frozen, allowlist,"
+                " label, created_at, revoked_at FROM tokens WHERE id = ?",
+                (token_id,),
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no token {token_id!r}")
+        return _info(row)
+
+    def listed(self) -> list[TokenInfo]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, role, place, reach, writes, floor, default_trust, frozen, allowlist,"
+                " label, created_at, revoked_at FROM tokens ORDER BY created_at, id"
+            ).fetchall()
+        return [_info(r) for r in rows]
+
+    def revoke(self, token_id: str) -> TokenInfo:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self._lock:
+            self._conn.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (now, token_id),
+            )
+        return self.get(token_id)
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of a live token, or None (unknown, revoked or malformed)."""
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            return None
+        digest = _hash(token)
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT hash, id, role, place, reach, writes, floor, default_trust, frozen,"
+                " allowlist, label FROM tokens WHERE hash = ? AND revoked_at IS NULL",
+                (digest,),
+            ).fetchone()
+        if row is None or not hmac.compare_digest(bytes(row[0]), digest):
+            return None
+        _, token_id, role, place, reach, writes, floor, default_trust, frozen, allow, label = row
+        scope = ToolScope(
+            place=place,
+            reach=parse_reach(reach, place, role),
+            writes=bool(writes),
+            floor=floor,
+            default_trust=default_trust,
+            frozen=bool(frozen),
+            allowlist=None if allow is None else tuple(a for a in allow.split(",") if a),
+        )
+        return Principal(token_id=token_id, role=role, scope=scope, label=label)
+
+
+def _info(row: tuple[Any, ...]) -> TokenInfo:
+    return TokenInfo(
+        id=row[0],
+        role=row[1],
+        place=row[2],
+        reach=row[3],
+        writes=bool(row[4]),
+        floor=row[5],
+        default_trust=row[6],
+        frozen=bool(row[7]),
+        allowlist=None if row[8] is None else [a for a in row[8].split(",") if a],
+        label=row[9],
+        created_at=row[10],
+        revoked_at=row[11],
+    )

@@ -1,11 +1,138 @@
-"""Command-line verbs of session bundles (export, replay); filled by their issue."""
+"""Command-line verbs of session bundles: ``export`` and ``replay`` (and ``verify FILE``).
+
+Exit codes (DESIGN.md's CLI table): export 0 / 2; replay 0 all results
+match, 3 some result changed (a per-step diff is printed), 1 the bundle
+fails verification, 2 usage or I/O.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
+from pathlib import Path
 
-__all__ = ["add_verbs"]
+from memseal.ledger.errors import VerificationError
+from memseal.ledger.keys import key_history
+from memseal.memory import open
+from memseal.replay.bundle import (
+    decode_bundle,
+    encode_bundle,
+    export_bundle,
+    verify_bundle,
+)
+from memseal.replay.regress import DEFAULT_TOLERANCE, embedder_for, regress
+
+__all__ = ["add_verbs", "verify_bundle_file"]
+
+OK, FAILED, USAGE, CHANGED = 0, 1, 2, 3
 
 
 def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add this module's verbs to the ``memseal`` parser (none yet)."""
+    """Add ``export`` and ``replay`` to the ``memseal`` parser."""
+    export = verbs.add_parser("export", help="write one run as a session bundle")
+    export.add_argument("--data", default="memseal-data", help="the data folder")
+    export.add_argument("--run", required=True, dest="run_id", help="the run id")
+    export.add_argument("-o", "--output", required=True, help="the bundle file to write")
+    export.set_defaults(run=_export)
+
+    replay = verbs.add_parser("replay", help="re-execute a bundle's calls and compare results")
+    replay.add_argument("file", help="the session bundle")
+    replay.add_argument("--against", help="the data folder it came from (exact comparison)")
+    replay.add_argument(
+        "--trust",
+        help="the trusted vkey or a file holding it (default: the --against folder's first "
+        "key, else the bundle's own first key, which checks integrity, not identity)",
+    )
+    replay.add_argument(
+        "--embedder",
+        choices=["auto", "hashing", "default", "none"],
+        default="auto",
+        help="the embedder to search with (auto: the one the recording used, if known)",
+    )
+    replay.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"bundle-only mode: how far a score may move (default {DEFAULT_TOLERANCE})",
+    )
+    replay.set_defaults(run=_replay)
+
+
+async def _export(args: argparse.Namespace) -> int:
+    folder = Path(args.data)
+    if not (folder / "ledger.db").is_file():
+        print(f"memseal export: no ledger in {folder}", file=sys.stderr)
+        return USAGE
+    async with open(folder, create=False, checkpoint_interval=None, embedder=None) as memory:
+        rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
+        bundle = await export_bundle(
+            memory.ledger,
+            key_history(folder),
+            args.run_id,
+            embedders=sorted(str(r[0]) for r in rows),
+        )
+    data = encode_bundle(bundle)
+    Path(args.output).write_bytes(data)
+    print(
+        f"exported run {args.run_id!r}: {len(bundle.entries)} entries, {len(data)} bytes, "
+        f"to {args.output}"
+    )
+    print(f"verify it with: memseal verify {args.output} --trust '{bundle.keys[0]}'")
+    return OK
+
+
+def _trust_text(value: str) -> str:
+    path = Path(value)
+    if path.is_file():
+        return path.read_text(encoding="utf-8").strip()
+    return value.strip()
+
+
+def verify_bundle_file(path: Path, trust: str) -> int:
+    """``memseal verify FILE --trust VKEY`` for a bundle: 0 ok, 1 failed."""
+    try:
+        verified = verify_bundle(path.read_bytes(), _trust_text(trust))
+    except VerificationError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return FAILED
+    print(verified.line())
+    return OK
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"memseal replay: no bundle at {path}", file=sys.stderr)
+        return USAGE
+    against = None if args.against is None else Path(args.against)
+    if against is not None and not (against / "ledger.db").is_file():
+        print(f"memseal replay: --against {against} holds no ledger", file=sys.stderr)
+        return USAGE
+    data = path.read_bytes()
+    try:
+        bundle = decode_bundle(data)
+        if args.trust is not None:
+            trust = _trust_text(args.trust)
+            whose = "the given key"
+        elif against is not None:
+            trust = key_history(against)[0].text
+            whose = f"the first key of {against}"
+        else:
+            trust = bundle.keys[0] if bundle.keys else ""
+            whose = "the bundle's own first key (integrity only: pass --trust for identity)"
+        verified = verify_bundle(bundle, trust)
+    except VerificationError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return FAILED
+    print(f"{verified.line()}; trusted: {whose}")
+    embedder = await asyncio.to_thread(embedder_for, bundle, args.embedder)
+    try:
+        report = await regress(
+            verified, against=against, embedder=embedder, tolerance=args.tolerance
+        )
+    except VerificationError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return FAILED
+    print(report.text())
+    return CHANGED if report.changed else OK

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memseal._bundle_cli import add_verbs as add_bundle_verbs
+from memseal._bundle_cli import verify_bundle_file
 from memseal._engine_cli import add_engine_verbs
 from memseal._progress import ProgressLine
 from memseal._service_cli import add_verbs as add_service_verbs
@@ -38,6 +39,8 @@ def _read_trust(value: str) -> str:
 
 async def _verify(args: argparse.Namespace) -> int:
     target = Path(args.path)
+    if target.is_file():  # a session bundle
+        return verify_bundle_file(target, args.trust)
     if not target.is_dir():
         print(f"memseal verify: {target} is not a memseal data folder", file=sys.stderr)
         return USAGE

@@ -1,0 +1,610 @@
+"""Regression replay: re-execute a bundle's recorded calls with the current code and compare.
+
+The engine has no time travel, so each call runs against a *temporary log*
+rebuilt to the state the call observed. Entries are copied into it in seq
+order (each with its original body, payload and time, so the projection
+the engine derives from them is the one the run saw) until the log holds
+exactly the call's ``observed_size`` entries; then the call runs live
+through the tools layer with the run's scope, and its result is compared
+with the recorded one. A call that wrote is re-executed too: its writes
+land at the seqs the recorded writes took, and stand in for them.
+
+Two sources of entries:
+
+``exact`` (``--against DIR``)  every entry of the data folder the bundle
+    came from (checked: the bundle's entries must be the folder's), and the
+    folder's instance secret, so re-executed writes make the same item ids.
+    The comparison is exact, field by field.
+``bundle`` (the bundle alone)  only the bundle's entries; the gaps between
+    them are filled with inert ``replay_gap`` entries so seqs (and
+    ``ledger_ref``) stay put. Only the run's own reachable memory exists, so
+    corpus-wide statistics (BM25) differ: ids, order, texts and fields are
+    compared exactly, scores within a tolerance. Without the folder's
+    instance secret a re-executed write would make other item ids, so the
+    run's writes are not re-executed: their recorded entries are applied.
+
+The temporary log is signed by a throwaway key and deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import msgspec
+
+from memseal.engine import Engine, Reach
+from memseal.engine.embedders import Embedder, HashingEmbedder, default_embedder
+from memseal.ledger.entry import Draft, payload_hash
+from memseal.ledger.errors import (
+    InvalidRequest,
+    MemsealError,
+    NotFound,
+    Unsupported,
+    VerificationError,
+)
+from memseal.ledger.ledger import Ledger
+from memseal.ledger.note import NoteSigner
+from memseal.ledger.sqlite import SqliteLogStore
+from memseal.ledger.store import WriteTxn
+from memseal.tools import MemoryTools, ToolScope
+from memseal.tools.catalog import WRITE_TOOLS
+
+from .bundle import Bundle, BundleCall, VerifiedBundle
+from .divergence import field_diff
+
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "RegressReport",
+    "StepOutcome",
+    "describe",
+    "embedder_for",
+    "regress",
+]
+
+DEFAULT_TOLERANCE: Final = 0.05
+GAP_KIND: Final = "replay_gap"
+_RECORDED_ERRORS = (InvalidRequest, Unsupported, NotFound)
+_encoder = msgspec.json.Encoder(order="deterministic")
+
+Mode = Literal["exact", "bundle"]
+
+
+class StepOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    step: int
+    tool: str
+    status: Literal["same", "changed", "skipped"]
+    diff: tuple[str, ...] = ()
+    note: str = ""
+
+
+class RegressReport(msgspec.Struct, kw_only=True):
+    run_id: str
+    mode: Mode
+    tolerance: float
+    steps: list[StepOutcome]
+    notes: list[str]
+    results: dict[int, Any]  # the new result of each re-executed step
+
+    @property
+    def changed(self) -> list[StepOutcome]:
+        return [s for s in self.steps if s.status == "changed"]
+
+    def text(self) -> str:
+        how = (
+            "exact: each call ran at the tree size it observed, against the data folder's log"
+            if self.mode == "exact"
+            else "bundle only: the run's own reachable memory; ids, order, texts and fields "
+            f"compared exactly, scores within {self.tolerance:g}"
+        )
+        lines = [f"replay of run {self.run_id!r} ({how})"]
+        lines += [f"note: {n}" for n in self.notes]
+        for s in self.steps:
+            head = f"step {s.step} {s.tool}: {s.status}"
+            lines.append(head + (f" ({s.note})" if s.note else ""))
+            lines += [f"    {d}" for d in s.diff]
+        changed = len(self.changed)
+        skipped = sum(s.status == "skipped" for s in self.steps)
+        ran = len(self.steps) - skipped
+        tail = f" ({skipped} skipped)" if skipped else ""
+        lines.append(
+            f"{changed} of {ran} re-executed step(s) changed{tail}"
+            if changed
+            else f"all {ran} re-executed step(s) match{tail}"
+        )
+        return "\n".join(lines)
+
+
+# -- entry sources --------------------------------------------------------------------------
+
+
+class _Source(msgspec.Struct, frozen=True, kw_only=True):
+    seq: int
+    kind: str
+    at: str
+    body: bytes
+    payload: bytes | None
+    redacts: tuple[int, ...]
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.json.decode(_encoder.encode(value))
+
+
+def _mentions(kind: str, body: bytes) -> tuple[str, ...]:
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return ()
+    if not isinstance(value, dict):
+        return ()
+    if kind in ("memory_stored", "trust_changed") and isinstance(value.get("item"), str):
+        return (value["item"],)
+    if kind == "memory_tool_call" and isinstance(value.get("cites"), list):
+        return tuple(c for c in value["cites"] if isinstance(c, str))
+    return ()
+
+
+def _parse_time(at: str) -> datetime:
+    return datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+class _TempLog:
+    """A throwaway ledger and engine that entries are copied into, seq by seq."""
+
+    def __init__(self, folder: Path, secret: bytes, embedder: Embedder | None) -> None:
+        self.folder = folder
+        self.secret = secret
+        self.embedder = embedder
+        self.now = datetime(2000, 1, 1, tzinfo=UTC)
+        self.size = 0
+        self.store: SqliteLogStore | None = None
+        self.ledger: Ledger | None = None
+        self.engine: Engine | None = None
+
+    def clock(self) -> datetime:
+        return self.now
+
+    async def open(self) -> None:
+        signer = NoteSigner.generate("memseal-replay")
+        store = SqliteLogStore(self.folder / "ledger.db", signer, clock=self.clock)
+        Engine.register_schema(store)
+        await store.open()
+        self.store = store
+        self.ledger = Ledger(store, signer.verifier, None)
+        self.engine = await Engine.open(
+            self.ledger, store, self.secret, clock=self.clock, embedder=self.embedder
+        )
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.close()
+        if self.ledger is not None:
+            await self.ledger.close()
+
+    async def append(self, sources: Sequence[_Source | int]) -> None:
+        """Append entries (a bare int: an inert gap entry at that seq) in one command."""
+        assert self.store is not None
+
+        def command(txn: WriteTxn) -> int:
+            for source in sources:
+                if isinstance(source, int):
+                    self.now = datetime(2000, 1, 1, tzinfo=UTC)
+                    txn.append(Draft(kind=GAP_KIND, body=b"{}"))
+                    continue
+                self.now = _parse_time(source.at)
+                salt = payload = digest = None
+                if source.payload is not None:
+                    payload, salt = source.payload, os.urandom(16)
+                    digest = payload_hash(salt, payload)
+                aligned = txn.size == source.seq
+                txn.append(
+                    Draft(
+                        kind=source.kind,
+                        body=source.body,
+                        payload=payload,
+                        salt=salt,
+                        payload_hash=digest,
+                        mentions=_mentions(source.kind, source.body) if payload else (),
+                        redacts=source.redacts if aligned else (),
+                    )
+                )
+            return txn.size
+
+        self.size = await self.store.run(command)
+        # The engine applies projections only for its own writes; copied entries need a rebuild
+        # of what they add (cheap for the entries appended since the last one).
+        assert self.engine is not None
+        await self.engine.rebuild()
+
+
+class _FolderSource:
+    """Every entry of a data folder (read-only), checked against the bundle's."""
+
+    def __init__(self, folder: Path) -> None:
+        self.store = SqliteLogStore(folder / "ledger.db", None)
+
+    async def read(self, start: int, stop: int) -> list[_Source | int]:
+        out: list[_Source | int] = []
+        async for record in self.store.scan(start, stop):
+            entry = record.entry()
+            out.append(
+                _Source(
+                    seq=record.seq,
+                    kind=entry.kind,
+                    at=entry.at,
+                    body=bytes(entry.body),
+                    payload=record.payload,
+                    redacts=entry.redacts,
+                )
+            )
+        return out
+
+
+class _BundleSource:
+    def __init__(self, verified: VerifiedBundle) -> None:
+        self.by_seq: dict[int, _Source] = {}
+        for item in verified.bundle.entries:
+            entry = verified.entries[item.seq]
+            self.by_seq[item.seq] = _Source(
+                seq=item.seq,
+                kind=entry.kind,
+                at=entry.at,
+                body=bytes(entry.body),
+                payload=item.payload,
+                redacts=entry.redacts,
+            )
+
+    async def read(self, start: int, stop: int) -> list[_Source | int]:
+        return [self.by_seq.get(seq, seq) for seq in range(start, stop)]
+
+
+# -- comparison -----------------------------------------------------------------------------
+
+
+def _blank_forgotten(recorded: Any, new: Any) -> Any:
+    """Where the recorded text was erased, the new one is not compared."""
+    if recorded == {"forgotten": True}:
+        return recorded
+    if isinstance(recorded, dict) and isinstance(new, dict):
+        return {
+            k: _blank_forgotten(recorded.get(k), v) if k in recorded else v for k, v in new.items()
+        }
+    if isinstance(recorded, list) and isinstance(new, list):
+        return [
+            _blank_forgotten(recorded[i], v) if i < len(recorded) else v for i, v in enumerate(new)
+        ]
+    return new
+
+
+def _close_scores(recorded: Any, new: Any, tolerance: float) -> Any:
+    """Take the recorded score wherever the new one is within the tolerance."""
+    if isinstance(recorded, dict) and isinstance(new, dict):
+        out = {}
+        for k, v in new.items():
+            r = recorded.get(k)
+            if (
+                k == "score"
+                and isinstance(r, int | float)
+                and isinstance(v, int | float)
+                and math.isclose(r, v, abs_tol=tolerance)
+            ):
+                out[k] = r
+            else:
+                out[k] = _close_scores(r, v, tolerance) if k in recorded else v
+        return out
+    if isinstance(recorded, list) and isinstance(new, list):
+        return [
+            _close_scores(recorded[i], v, tolerance) if i < len(recorded) else v
+            for i, v in enumerate(new)
+        ]
+    return new
+
+
+def _hit_lists(value: Any) -> dict[str, list[Any]]:
+    if not isinstance(value, dict):
+        return {}
+    return {
+        k: v
+        for k, v in value.items()
+        if isinstance(v, list) and all(isinstance(h, dict) and "id" in h for h in v)
+    }
+
+
+def _short(text: Any) -> str:
+    shown = str(text)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def describe(recorded: Any, new: Any) -> list[str]:
+    """A readable diff: the hit lists first (dropped, new, moved), then every changed field."""
+    lines: list[str] = []
+    old_lists, new_lists = _hit_lists(recorded), _hit_lists(new)
+    for key in sorted(set(old_lists) | set(new_lists)):
+        before = [h["id"] for h in old_lists.get(key, [])]
+        after = [h["id"] for h in new_lists.get(key, [])]
+        if before == after:
+            continue
+        texts = {h["id"]: h.get("text") for h in [*old_lists.get(key, []), *new_lists.get(key, [])]}
+        lines.append(f"{key}: recorded order {before}")
+        lines.append(f"{key}: new order      {after}")
+        for item in before:
+            if item not in after:
+                lines.append(f"{key}: dropped hit {item} {_short(texts.get(item))!r}")
+        for item in after:
+            if item not in before:
+                lines.append(f"{key}: new hit {item} {_short(texts.get(item))!r}")
+        for i, item in enumerate(after):
+            if item in before and before.index(item) != i:
+                lines.append(f"{key}: {item} moved from rank {before.index(item) + 1} to {i + 1}")
+    return lines + field_diff(recorded, new)
+
+
+# -- the replay -----------------------------------------------------------------------------
+
+
+def _scope(verified: VerifiedBundle) -> ToolScope:
+    started = verified.started
+    if started is None:
+        raise VerificationError(
+            "the bundle has no run_started entry: its scope is unknown", step="run"
+        )
+    reach = None
+    if started.reach is not None:
+        mode, _, node = started.reach.partition(":")
+        makers: dict[str, Callable[[str], Reach]] = {
+            "of": Reach.of,
+            "subtree": Reach.subtree,
+            "exact": Reach.exact,
+        }
+        if mode not in makers:
+            raise VerificationError(
+                f"run_started names an unknown reach {started.reach!r}", step="run"
+            )
+        reach = makers[mode](node)
+    # The run records place, reach, writes and floor; the default trust is taken as the floor.
+    return ToolScope(
+        place=started.place,
+        reach=reach,
+        writes=started.writes,
+        floor=started.floor,  # type: ignore[arg-type]
+        default_trust=started.floor,  # type: ignore[arg-type]
+    )
+
+
+def _error_result(error: MemsealError) -> dict[str, Any]:
+    return {"error": {"type": type(error).__name__, "message": str(error)}}
+
+
+def _clock_for(call: BundleCall, written: Sequence[_Source | int]) -> str:
+    # A write's items carry the engine's clock as observed_at: use the recorded one.
+    for source in written:
+        if isinstance(source, _Source) and source.kind == "memory_stored":
+            try:
+                observed = msgspec.json.decode(source.body).get("observed_at")
+            except (msgspec.DecodeError, AttributeError):
+                observed = None
+            if isinstance(observed, str):
+                return observed
+    return call.at
+
+
+@contextlib.asynccontextmanager
+async def _temp_log(secret: bytes, embedder: Embedder | None) -> AsyncIterator[_TempLog]:
+    with tempfile.TemporaryDirectory(prefix="memseal-replay-") as tmp:
+        log = _TempLog(Path(tmp), secret, embedder)
+        try:
+            await log.open()
+            yield log
+        finally:
+            await log.close()
+
+
+async def regress(
+    verified: VerifiedBundle,
+    *,
+    against: Path | None = None,
+    embedder: Embedder | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> RegressReport:
+    """Re-execute every recorded call of a verified bundle and compare (module docstring)."""
+    mode: Mode = "exact" if against is not None else "bundle"
+    report = RegressReport(
+        run_id=verified.run_id, mode=mode, tolerance=tolerance, steps=[], notes=[], results={}
+    )
+    scope = _scope(verified)
+    folder_source: _FolderSource | None = None
+    if against is not None:
+        secret_path = against / "keys" / "instance.secret"
+        try:
+            secret = secret_path.read_bytes()
+        except OSError as exc:
+            raise InvalidRequest(f"--against {against}: cannot read {secret_path}: {exc}") from exc
+        folder_source = _FolderSource(against)
+        await folder_source.store.open()
+    else:
+        # Without the instance secret the ids of new items cannot be the recorded ones.
+        secret = os.urandom(32)
+    try:
+        if folder_source is not None:
+            await _check_folder(folder_source, verified)
+        source: _FolderSource | _BundleSource = folder_source or _BundleSource(verified)
+        async with _temp_log(secret, embedder) as log:
+            await _replay_calls(verified, source, log, scope, report, tolerance)
+    finally:
+        if folder_source is not None:
+            await folder_source.store.close()
+    return report
+
+
+async def _check_folder(source: _FolderSource, verified: VerifiedBundle) -> None:
+    size = (await source.store.head()).size
+    if size < verified.size:
+        raise VerificationError(
+            f"the data folder holds {size} entries; the bundle's checkpoint has {verified.size}: "
+            "it is not the folder the bundle came from (or it was truncated)",
+            step="against",
+        )
+    for item in verified.bundle.entries:
+        record = await source.store.read(item.seq)
+        if record.leaf != item.leaf:
+            raise VerificationError(
+                "the data folder's entry differs from the bundle's: not the folder it came from",
+                seq=item.seq,
+                step="against",
+            )
+
+
+async def _replay_calls(
+    verified: VerifiedBundle,
+    source: _FolderSource | _BundleSource,
+    log: _TempLog,
+    scope: ToolScope,
+    report: RegressReport,
+    tolerance: float,
+) -> None:
+    assert log.engine is not None
+    tools = MemoryTools(log.engine, scope)
+    replaced: set[int] = set()  # source seqs a re-executed write stands in for
+    fed = 0  # source entries consumed
+
+    async def feed(stop: int) -> None:
+        nonlocal fed
+        if stop <= fed:
+            return
+        batch = [s for s in await source.read(fed, stop) if _seq(s) not in replaced]
+        fed = stop
+        # Fill to keep seqs aligned where re-executed writes made fewer entries than recorded.
+        if batch:
+            await log.append(batch)
+
+    erased = {
+        item
+        for item_entry in verified.bundle.entries
+        if item_entry.payload is None
+        and verified.entries[item_entry.seq].kind == "memory_stored"
+        and verified.entries[item_entry.seq].payload_hash is not None
+        for item in _items(verified.entries[item_entry.seq].body)
+    }
+    for call in verified.calls:
+        body = call.call
+        step, tool = body.step, body.tool
+        if (
+            call.arguments is None
+            or tool == "(invalid)"
+            or (isinstance(call.arguments, dict) and "$invalid" in call.arguments)
+        ):
+            report.steps.append(
+                StepOutcome(
+                    step=step,
+                    tool=tool,
+                    status="skipped",
+                    note="its arguments were erased by a forget or were not JSON",
+                )
+            )
+            continue
+        target = body.observed_size
+        if set(body.cites) & erased:
+            # Its memory's text was forgotten since: no log holds it any more, so the call
+            # cannot run on what it saw; its recorded entries stand.
+            report.steps.append(
+                StepOutcome(
+                    step=step,
+                    tool=tool,
+                    status="skipped",
+                    note="it cites memory forgotten since; that text is erased everywhere",
+                )
+            )
+            continue
+        if report.mode == "bundle" and tool in WRITE_TOOLS:
+            # Without the instance secret a re-executed write makes other item ids (and misses
+            # the dedupe of a memory stored before): its recorded entries are applied instead.
+            report.steps.append(
+                StepOutcome(
+                    step=step,
+                    tool=tool,
+                    status="skipped",
+                    note="a write: its recorded entries are applied; --against re-executes it",
+                )
+            )
+            continue
+        await feed(target)
+        if log.size != target:
+            report.notes.append(
+                f"step {step} observed {target} entries but ran at {log.size} "
+                "(earlier re-executed writes differ in size)"
+            )
+        written = await source.read(target, target + len(body.wrote)) if body.wrote else []
+        log.now = _parse_time(_clock_for(call, written))
+        try:
+            new: Any = _plain(await tools.call(tool, call.arguments))
+            error = False
+        except _RECORDED_ERRORS as exc:
+            new, error = _error_result(exc), True
+        log.size = (await log.store.head()).size if log.store is not None else log.size
+        report.results[step] = new
+        if body.wrote:
+            replaced.update(body.wrote)
+            fed = max(fed, target)
+        recorded = call.result
+        if report.mode == "bundle":
+            new = _close_scores(recorded, new, tolerance)
+        new = _blank_forgotten(recorded, new)
+        if error != body.error or new != recorded:
+            report.steps.append(
+                StepOutcome(
+                    step=step, tool=tool, status="changed", diff=tuple(describe(recorded, new))
+                )
+            )
+        else:
+            report.steps.append(StepOutcome(step=step, tool=tool, status="same"))
+
+
+_HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")
+
+
+def embedder_for(bundle: Bundle, choice: str = "auto") -> Embedder | None:
+    """The embedder to replay with: ``none``, ``hashing``, ``default`` (MiniLM when
+    installed), or ``auto``: the one the recording's data folder used, when known and
+    available here (else exact search only, with a warning on stderr)."""
+    if choice == "none":
+        return None
+    if choice == "hashing":
+        return HashingEmbedder()
+    if choice == "default":
+        return default_embedder()
+    for known in bundle.embedders:
+        found = _HASHING.fullmatch(known)
+        if found:
+            return HashingEmbedder(int(found.group(1)))
+    if bundle.embedders:
+        chosen = default_embedder()
+        if chosen is not None and chosen.id in bundle.embedders:
+            return chosen
+        print(
+            f"memseal replay: the recording used {', '.join(bundle.embedders)}; not available "
+            "here, replaying with exact search only",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _items(body: Any) -> list[str]:
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return []
+    item = value.get("item") if isinstance(value, dict) else None
+    return [item] if isinstance(item, str) else []
+
+
+def _seq(source: _Source | int) -> int:
+    return source if isinstance(source, int) else source.seq

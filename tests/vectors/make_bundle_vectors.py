@@ -1,0 +1,134 @@
+"""Generate the session-bundle vectors in ``tests/vectors/bundles/``.
+
+Run by hand from the repository root when the bundle format changes on
+purpose (never from CI; the files are committed)::
+
+    .venv/bin/python tests/vectors/make_bundle_vectors.py
+
+Keys and salts are random, so a rerun rewrites every file; the clock is
+fixed so times are stable. What is made (``expected.json`` maps each file
+to the error it must fail with; ``trust.vkey`` is the trusted key):
+
+``good.bundle``         the scripted agent's session (examples/durable_agent.py),
+                        recorded with the hashing embedder: verifies, replays same
+``divergent.bundle``    the same agent with step 3 asking another question (another
+                        run, same data folder and key): it verifies, but the scripted
+                        agent diverges from it at step 3
+``tampered.bundle``     good.bundle with one memory text changed in a payload
+``unknown-key.bundle``  the session recorded in another data folder, whose key
+                        the trusted key never handed over to
+``truncated.bundle``    good.bundle cut in half
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import memseal
+from memseal.engine import HashingEmbedder
+from memseal.ledger.errors import VerificationError
+from memseal.ledger.keys import key_history
+from memseal.replay.bundle import (
+    Bundle,
+    encode_bundle,
+    export_bundle,
+    verify_bundle,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = Path(__file__).resolve().parent / "bundles"
+
+
+def _example() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "durable_agent", ROOT / "examples/durable_agent.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+async def record(
+    folder: Path, script: list[tuple[str, dict[str, Any]]], run_id: str = "nightly-report"
+) -> Bundle:
+    example = _example()
+    example.SCRIPT[:] = script
+    example.RUN_ID = run_id
+    async with memseal.open(
+        folder, embedder=HashingEmbedder(), clock=_Clock(), checkpoint_interval=None
+    ) as memory:
+        await example.agent(memory)
+        rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
+        return await export_bundle(
+            memory.ledger,
+            key_history(folder),
+            example.RUN_ID,
+            embedders=[str(r[0]) for r in rows],
+        )
+
+
+def _tamper(bundle: Bundle) -> Bundle:
+    entries = list(bundle.entries)
+    for i, entry in enumerate(entries):
+        if entry.payload is not None and b"nightly report" in entry.payload:
+            payload = entry.payload.replace(b"nightly report", b"weekly report")
+            entries[i] = type(entry)(**{**_fields(entry), "payload": payload})
+            break
+    return type(bundle)(**{**_fields(bundle), "entries": tuple(entries)})
+
+
+def _fields(struct: Any) -> dict[str, Any]:
+    return {f: getattr(struct, f) for f in struct.__struct_fields__}
+
+
+async def main() -> None:
+    example = _example()
+    script = list(example.SCRIPT)
+    divergent = list(script)
+    divergent[3] = ("memory_fetch", {"query": "deploys"})
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        good = await record(Path(tmp) / "a", script)
+        other = await record(Path(tmp) / "b", script)
+        trust = key_history(Path(tmp) / "a")[0].text
+        # Same data folder (so the same trusted key), another run.
+        diverged = await record(Path(tmp) / "a", divergent, "nightly-report-v2")
+    files = {
+        "good.bundle": encode_bundle(good),
+        "divergent.bundle": encode_bundle(diverged),
+        "tampered.bundle": encode_bundle(_tamper(good)),
+        "unknown-key.bundle": encode_bundle(other),
+    }
+    files["truncated.bundle"] = files["good.bundle"][: len(files["good.bundle"]) // 2]
+    expected: dict[str, Any] = {}
+    for name, data in files.items():
+        try:
+            verify_bundle(data, trust)
+            expected[name] = None
+        except VerificationError as exc:
+            expected[name] = {"step": exc.step, "seq": exc.seq}
+        (OUT / name).write_bytes(data)
+    (OUT / "trust.vkey").write_text(trust + "\n")
+    (OUT / "expected.json").write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(expected, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -118,15 +118,16 @@ async def _mcp(args: argparse.Namespace) -> int:
 
     from memseal.memory import open as open_memory
     from memseal.replay.run import new_run_id
-    from memseal.tools import mcp_server
+
+    from ._service_mcp import stdio_server_for
 
     scope = _scope(args, "agent")
-    run_id = args.run or new_run_id()
+    run_id = args.run_id or new_run_id()
     print(f"memseal mcp: run {run_id}", file=sys.stderr, flush=True)
     async with open_memory(Path(args.data), embedder=_embedder(args.embedder)) as memory:
         run = memory.run(run_id, scope, mode="resume", fork=args.fork)
         try:
-            server = mcp_server(run.toolset(), version="0.1.0")
+            server = stdio_server_for(run)
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         finally:
@@ -193,7 +194,7 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     mcp = verbs.add_parser("mcp", help="the tools over MCP stdio, for one scope")
     mcp.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
     _scope_options(mcp)
-    mcp.add_argument("--run", help="the run id (resume it by passing it again)")
+    mcp.add_argument("--run", dest="run_id", help="the run id (resume it by passing it again)")
     mcp.add_argument("--fork", action="store_true", help="a resumed run that diverges goes live")
     mcp.add_argument("--embedder", default="default", choices=["default", "hashing", "none"])
     mcp.set_defaults(run=_mcp)

@@ -27,9 +27,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from memseal.ledger.errors import MemsealError
-from memseal.tools import MODEL_ERRORS, to_text
+from memseal.tools import to_text
 
-__all__ = ["mcp_route"]
+__all__ = ["mcp_route", "stdio_server_for"]
 
 PRINCIPAL_KEY = "memseal.principal"
 
@@ -70,8 +70,6 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
                 )
             else:
                 _, result = await service.runs.call(run_id, principal.scope, params.name, arguments)
-        except MODEL_ERRORS as exc:
-            return _error(f"error: {exc}")
         except MemsealError as exc:
             return _error(f"error: {exc}")
         except Exception as exc:  # the HTTP layer's own refusals (ApiError) carry a message
@@ -79,6 +77,38 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
             if message is None:
                 raise
             return _error(f"error: {message}")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=to_text(result))], is_error=False
+        )
+
+    return Server(
+        "memseal",
+        version="0.1.0",
+        instructions="Memory tools; every call is a signed ledger entry.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def stdio_server_for(run: Any) -> Server[Any]:
+    """The MCP server ``memseal mcp`` runs over stdio: one run's tools, every call recorded.
+
+    Like :func:`memseal.tools.mcp_server` over ``run.toolset()``, except that a
+    run's own refusals (a divergence from the recorded run, a lease held by
+    another process) also come back as ``isError`` results rather than
+    protocol errors, as on the HTTP transport.
+    """
+    definitions = [types.Tool.model_validate(d) for d in run.toolset().mcp_tools()]
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(definitions))
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments: Any = {} if params.arguments is None else params.arguments
+        try:
+            result = await run.call(params.name, arguments)
+        except MemsealError as exc:
+            return _error(f"error: {exc}")
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=to_text(result))], is_error=False
         )

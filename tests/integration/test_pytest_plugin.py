@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import shutil
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+
+from memseal.replay.bundle import encode_bundle
 
 pytest_plugins = ["pytester"]
 
@@ -28,45 +32,67 @@ def _ini(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
 
 
-def _sessions(pytester: pytest.Pytester, *names: str) -> Path:
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The scripted agent's session recorded now, with the current code (the checked-in
+    vectors pass or fail verification whatever the engine does; replaying them is exactly
+    what should fail once ranking code changes, until they are re-recorded)."""
+    spec = importlib.util.spec_from_file_location(
+        "make_bundle_vectors", ROOT / "tests/vectors/make_bundle_vectors.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    folder = tmp_path_factory.mktemp("fresh")
+    example = module._example()
+    bundle = asyncio.run(module.record(folder / "data", list(example.SCRIPT)))
+    (folder / "fresh.bundle").write_bytes(encode_bundle(bundle))
+    (folder / "trust.vkey").write_text(bundle.keys[0])
+    return folder
+
+
+def _sessions(pytester: pytest.Pytester, *names: str, fresh: Path | None = None) -> Path:
     folder = pytester.path / "sessions"
     folder.mkdir()
     for name in names:
         shutil.copy(VECTORS / name, folder / name)
+    if fresh is not None:
+        shutil.copy(fresh / "fresh.bundle", folder / "fresh.bundle")
     return folder
 
 
-def test_every_bundle_in_the_folder_becomes_a_passing_test(pytester: pytest.Pytester) -> None:
-    folder = _sessions(pytester, "good.bundle", "divergent.bundle")
+def test_every_bundle_in_the_folder_becomes_a_passing_test(
+    pytester: pytest.Pytester, fresh: Path
+) -> None:
+    folder = _sessions(pytester, fresh=fresh)
+    shutil.copy(fresh / "fresh.bundle", folder / "again.bundle")
     result = pytester.runpytest(
         *PLUGIN,
         "--memseal-sessions",
         str(folder),
         "--memseal-trust",
-        TRUST,
+        (fresh / "trust.vkey").read_text(),
         "-v",
     )
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*memseal-session?good.bundle?*PASSED*"])
+    result.stdout.fnmatch_lines(["*memseal-session?fresh.bundle?*PASSED*"])
 
 
-def test_a_bad_bundle_fails_with_its_error(pytester: pytest.Pytester) -> None:
-    folder = _sessions(pytester, "good.bundle", "tampered.bundle", "truncated.bundle")
+def test_a_bad_bundle_fails_with_its_error(pytester: pytest.Pytester, fresh: Path) -> None:
+    folder = _sessions(pytester, "tampered.bundle", "truncated.bundle", fresh=fresh)
     result = pytester.runpytest(
         *PLUGIN,
         "--memseal-sessions",
         str(folder),
-        "--memseal-trust",
-        TRUST,
     )
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*tampered.bundle: verification failed*payload hash*"])
     result.stdout.fnmatch_lines(["*truncated.bundle: verification failed*truncated*"])
 
 
-def test_a_changed_ranking_fails_with_the_diff(pytester: pytest.Pytester) -> None:
+def test_a_changed_ranking_fails_with_the_diff(pytester: pytest.Pytester, fresh: Path) -> None:
     # In a subprocess: the conftest patches the engine's ranking for that process only.
-    folder = _sessions(pytester, "good.bundle")
+    folder = _sessions(pytester, fresh=fresh)
     pytester.makepyfile(
         conftest="""
 import memseal.engine.engine as _engine

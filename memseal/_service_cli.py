@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -109,7 +110,15 @@ async def _serve(args: argparse.Namespace) -> int:
         access_log=False,
     )
     server = uvicorn.Server(config)
-    await server.serve()
+    # uvicorn catches SIGTERM and SIGINT, finishes the requests in flight, runs the app's
+    # shutdown (held runs released, the writer queue drained, the store closed), then raises
+    # the signal again. A SIGTERM handled that way is a clean stop: exit 0, not -15.
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        await server.serve()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print("memseal serve: stopped; every acknowledged write is in the ledger", file=sys.stderr)
     return OK
 
 

@@ -26,12 +26,11 @@ been opened against known keys and the inclusion proof checked against it.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 
 import msgspec
 
+from memseal.ledger._base64 import b64decode, b64encode
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.note import split_note
 
@@ -58,21 +57,6 @@ MAX_PROOF_HASHES = 63
 
 _HASH_SIZE = 32
 _DECIMAL = re.compile(r"0|[1-9][0-9]*")
-
-
-def _b64decode(text: str) -> bytes | None:
-    """Standard padded base64, canonical spelling only, or None."""
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    if base64.b64encode(raw).decode("ascii") != text:
-        return None
-    return raw
-
-
-def _b64encode(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii")
 
 
 def _parse_decimal(text: str, what: str) -> int:
@@ -118,7 +102,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
 
 def format_checkpoint(cp: Checkpoint) -> str:
     """The checkpoint note text, ending in a newline."""
-    lines = [cp.origin, str(cp.size), _b64encode(cp.root), *cp.extensions]
+    lines = [cp.origin, str(cp.size), b64encode(cp.root), *cp.extensions]
     return "".join(f"{line}\n" for line in lines)
 
 
@@ -132,7 +116,7 @@ def parse_checkpoint(text: str) -> Checkpoint:
     origin, size_text, root_text, *extensions = lines
     _check_line(origin, "checkpoint origin")
     size = _parse_decimal(size_text, "checkpoint size")
-    root = _b64decode(root_text)
+    root = b64decode(root_text)
     if root is None or len(root) != _HASH_SIZE:
         raise InvalidRequest("checkpoint root hash must be base64 of 32 bytes")
     return Checkpoint(origin=origin, size=size, root=root, extensions=tuple(extensions))
@@ -171,9 +155,9 @@ def format_tlog_proof(p: TlogProof) -> str:
     """The c2sp.org/tlog-proof@v1 text."""
     lines = [TLOG_PROOF_HEADER]
     if p.extra is not None:
-        lines.append(f"extra {_b64encode(p.extra)}")
+        lines.append(f"extra {b64encode(p.extra)}")
     lines.append(f"index {p.index}")
-    lines.extend(_b64encode(digest) for digest in p.hashes)
+    lines.extend(b64encode(digest) for digest in p.hashes)
     return "\n".join(lines) + "\n\n" + p.checkpoint
 
 
@@ -190,7 +174,7 @@ def parse_tlog_proof(text: str) -> TlogProof:
     position = 1
     extra: bytes | None = None
     if position < len(lines) and lines[position].startswith("extra "):
-        extra = _b64decode(lines[position][len("extra ") :])
+        extra = b64decode(lines[position][len("extra ") :])
         if extra is None:
             raise InvalidRequest("tlog proof extra is not valid base64")
         position += 1
@@ -201,7 +185,7 @@ def parse_tlog_proof(text: str) -> TlogProof:
         raise InvalidRequest(f"tlog proof has more than {MAX_PROOF_HASHES} hashes")
     hashes: list[bytes] = []
     for number, line in enumerate(lines[position + 1 :], start=1):
-        digest = _b64decode(line)
+        digest = b64decode(line)
         if digest is None or len(digest) != _HASH_SIZE:
             raise InvalidRequest(f"tlog proof hash {number} must be base64 of 32 bytes")
         hashes.append(digest)

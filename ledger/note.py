@@ -26,8 +26,6 @@ rejects the whole note, and a note that no known key signs is rejected.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 from collections.abc import Sequence
@@ -37,6 +35,7 @@ import msgspec
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
+from memseal.ledger._base64 import b64decode, b64encode
 from memseal.ledger.errors import InvalidRequest, VerificationError
 
 __all__ = [
@@ -74,25 +73,6 @@ def key_id(name: str, public_key: bytes) -> bytes:
     """The 4-byte id of an Ed25519 key: SHA-256(name || 0x0A || 0x01 || key)[:4]."""
     digest = hashlib.sha256(name.encode("utf-8") + b"\n" + bytes([ALG_ED25519]) + public_key)
     return digest.digest()[:4]
-
-
-def _b64decode(text: str) -> bytes | None:
-    """Standard padded base64, canonical only, or None.
-
-    Re-encoding and comparing rejects what a lenient decoder lets through
-    (stray newlines, non-zero padding bits), so each value has one spelling.
-    """
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    if base64.b64encode(raw).decode("ascii") != text:
-        return None
-    return raw
-
-
-def _b64encode(raw: bytes) -> str:
-    return base64.b64encode(raw).decode("ascii")
 
 
 def _spec_name_defect(name: str) -> str | None:
@@ -174,7 +154,7 @@ def format_vkey(name: str, public_key: bytes) -> str:
     _check_key_name(name, "vkey")
     if len(public_key) != _PUBLIC_KEY_SIZE:
         raise InvalidRequest(f"vkey ed25519 public key must be 32 bytes, got {len(public_key)}")
-    key_data = _b64encode(bytes([ALG_ED25519]) + public_key)
+    key_data = b64encode(bytes([ALG_ED25519]) + public_key)
     return f"{name}+{key_id(name, public_key).hex()}+{key_data}"
 
 
@@ -190,7 +170,7 @@ def _parse_key_text(text: str, what: str) -> tuple[str, bytes, bytes]:
     _check_key_name(name, what)
     if not _HEX_KEY_ID.fullmatch(hex_id):
         raise InvalidRequest(f"{what} key id must be 8 lowercase hex digits")
-    key_data = _b64decode(key64)
+    key_data = b64decode(key64)
     if key_data is None:
         raise InvalidRequest(f"{what} key data is not valid base64")
     if not key_data:
@@ -272,7 +252,7 @@ class NoteSigner:
 
 def format_skey(signer: NoteSigner) -> str:
     """Go's private key text: ``PRIVATE+KEY+name+<8 hex key id>+base64(0x01 || seed)``."""
-    key_data = _b64encode(bytes([ALG_ED25519]) + signer.seed)
+    key_data = b64encode(bytes([ALG_ED25519]) + signer.seed)
     return f"{_SKEY_PREFIX}{signer.name}+{signer.key_id.hex()}+{key_data}"
 
 
@@ -322,7 +302,7 @@ def sign_note(text: str, signers: Sequence[NoteSigner]) -> str:
         raise InvalidRequest("a note cannot be signed twice by the same key")
     message = text.encode("utf-8")
     lines = [
-        f"{_EM_DASH_PREFIX}{s.name} {_b64encode(s.key_id + s.sign(message))}\n" for s in signers
+        f"{_EM_DASH_PREFIX}{s.name} {b64encode(s.key_id + s.sign(message))}\n" for s in signers
     ]
     return text + "\n" + "".join(lines)
 
@@ -359,7 +339,7 @@ def split_note(note: str | bytes) -> tuple[str, tuple[NoteSignature, ...]]:
         name_defect = _spec_name_defect(name)
         if name_defect is not None:
             raise InvalidRequest(f"note signature line {number}: key name {name_defect}")
-        raw = _b64decode(sig64)
+        raw = b64decode(sig64)
         # Go's minimum: a 4-byte key id and at least one signature byte.
         if raw is None or len(raw) < 5:
             raise InvalidRequest(f"note signature line {number}: bad base64 signature")

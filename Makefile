@@ -13,8 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+HOST ?= 127.0.0.1
+PORT ?= 8420
+
 run: $(STAMP)
-	$(BIN)/memseal demo --data $(DATA)
+	@echo "memseal: point HTTP clients at http://$(HOST):$(PORT)/v1 (OpenAPI: /docs) and MCP clients at http://$(HOST):$(PORT)/mcp; Ctrl-C stops it"
+	$(BIN)/memseal serve --data $(DATA) --host $(HOST) --port $(PORT)
 
 test: $(STAMP) lint typecheck unit
 

@@ -46,9 +46,14 @@ def diverged(
     recorded: dict[str, Any] | None,
     attempted: dict[str, Any],
     reason: str = "a different call",
+    *,
+    past_end: bool = False,
 ) -> ReplayDivergence:
     """The error for a call that does not match its recorded step."""
-    if recorded is None:
+    if past_end:
+        diff = ["(nothing was recorded at this step)"]
+        shown = "nothing"
+    elif recorded is None:
         diff = ["(the recorded arguments were erased by a forget; the fingerprints differ)"]
         shown = "(erased)"
     else:

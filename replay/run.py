@@ -34,7 +34,7 @@ import msgspec
 from nacl.signing import VerifyKey
 
 from memseal.ledger.canonical import MAX_PAYLOAD_BYTES, canonical_json
-from memseal.ledger.entry import make_draft
+from memseal.ledger.entry import Draft, make_draft
 from memseal.ledger.errors import (
     InvalidRequest,
     MemsealError,
@@ -282,22 +282,28 @@ class Run:
     async def _call(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
         # Junk is recorded too (as a description of itself), so the step is not left as a
         # gap that would turn every later step of a resumed run live.
+        # The description keeps what was sent (as text), so a different piece of junk at a
+        # recorded step is a divergence, not a replay of the old error.
         invalid: InvalidRequest | None = None
         if not isinstance(name, str) or not name.isidentifier() or len(name) > 64:
             invalid = InvalidRequest(f"the tool name must be a tool's name, not {name!r:.40}")
+            sent_name = name if isinstance(name, str) else repr(name)
+            arguments = {"$invalid": str(invalid), "$name": sent_name[:4096]}
             name = "(invalid)"
-        try:
-            arguments = _plain_arguments(name, arguments)
-        except InvalidRequest as exc:
-            invalid = invalid or exc
-            arguments = {"$invalid": str(exc)}
+        else:
+            try:
+                arguments = _plain_arguments(name, arguments)
+            except InvalidRequest as exc:
+                invalid = exc
+                arguments = {"$invalid": str(exc), "$sent": _sent_text(arguments)}
         if revalidate and self.mode == "strict":
             raise InvalidRequest("a strict run makes no live calls; revalidate is refused")
         await self._start()
         assert self._live_from is not None
         attempt = {"tool": name, "arguments": arguments}
         fp = fingerprint(self._secret, name, arguments, self._scope)
-        row = await self._memo(step)
+        # Only steps known to be recorded can have a memo (no lookup for fresh steps).
+        row = await self._memo(step) if step in self._recorded else None
         live = self.mode in ("record", "revalidate") or revalidate or step >= self._live_from
         if not live:
             if row is None:  # unreachable below the first gap; kept for safety
@@ -314,7 +320,9 @@ class Run:
             self._consumed.add(step)
             return _outcome(verified)
         if self.mode == "strict":
-            raise diverged(self.run_id, step, None, attempt, "a call past the recorded end")
+            raise diverged(
+                self.run_id, step, None, attempt, "a call past the recorded end", past_end=True
+            )
         old: Verified | None = None
         if row is not None and (revalidate or self.mode == "revalidate"):
             with contextlib.suppress(MemsealError):
@@ -384,18 +392,12 @@ class Run:
         key = memo_key(self.run_id, step)
         in_hash = input_hash(self._secret, arguments)
 
-        def command(txn: WriteTxn) -> tuple[Any, MemsealError | None]:
-            check_holder(txn, self.run_id, self._holder)
-            before = txn.size
-            result, failure = read_result, error
-            if prepared is not None and prepared.command is not None:
-                try:
-                    with txn.savepoint():
-                        result = _normal(prepared.command(txn))
-                except RECORDED_ERRORS as exc:
-                    failure = exc
-            recorded = _error_result(failure) if failure is not None else result
-            cites = () if failure is not None or prepared is None else tuple(prepared.cites(result))
+        def draft_for(
+            recorded: Any, failure: MemsealError | None, size: int, wrote: tuple[int, ...]
+        ) -> Draft:
+            cites = (
+                () if failure is not None or prepared is None else tuple(prepared.cites(recorded))
+            )
             parts = split(recorded)
             body = ToolCall(
                 run_id=self.run_id,
@@ -406,19 +408,40 @@ class Run:
                 input_hash=in_hash,
                 result_hash=result_hash(parts.skeleton),
                 error=failure is not None,
-                observed_size=before if prepared is not None and prepared.command else observed,
-                wrote=tuple(range(before, txn.size)),
+                observed_size=size,
+                wrote=wrote,
                 cites=cites,
                 supersedes=supersedes,
                 result=parts.skeleton,
             )
             payload = ToolCallPayload(arguments=arguments, texts=parts.texts)
-            draft = make_draft(
-                TOOL_CALL,
-                msgspec.to_builtins(body),
-                msgspec.to_builtins(payload),
-                mentions=cites,
+            return make_draft(
+                TOOL_CALL, msgspec.to_builtins(body), msgspec.to_builtins(payload), mentions=cites
             )
+
+        # Reads and refused calls are known before the writer: encode, split and hash them
+        # here, so the writer only appends (its time is the group commit's).
+        ready: tuple[Draft, Any] | None = None
+        if prepared is None or prepared.command is None:
+            recorded = _error_result(error) if error is not None else read_result
+            ready = (draft_for(recorded, error, observed, ()), recorded)
+
+        def command(txn: WriteTxn) -> tuple[Any, MemsealError | None]:
+            check_holder(txn, self.run_id, self._holder)
+            if ready is not None:
+                draft, recorded = ready
+                failure = error
+            else:
+                assert prepared is not None and prepared.command is not None
+                before = txn.size
+                result, failure = None, None
+                try:
+                    with txn.savepoint():
+                        result = _normal(prepared.command(txn))
+                except RECORDED_ERRORS as exc:
+                    failure = exc
+                recorded = _error_result(failure) if failure is not None else result
+                draft = draft_for(recorded, failure, before, tuple(range(before, txn.size)))
             appended = txn.append(draft)
             put_memo(txn, MemoRow(run_id=self.run_id, step=step, memo_key=key, seq=appended.seq))
             return recorded, failure
@@ -431,6 +454,14 @@ class Run:
         if prepared is not None and prepared.after is not None:
             await prepared.after()
         return recorded
+
+
+def _sent_text(arguments: Any) -> str:
+    if isinstance(arguments, bytes):
+        return arguments.decode("utf-8", errors="replace")[:4096]
+    if isinstance(arguments, str):
+        return arguments[:4096]
+    return repr(arguments)[:4096]
 
 
 def _plain_arguments(name: str, arguments: Any) -> Any:

@@ -85,9 +85,14 @@ def _check_text(text: str, field: str) -> None:
         raise InvalidRequest(f"`{field}` is not valid UTF-8 text ({exc.reason})") from exc
 
 
-def canonical_json(value: Any, *, field: str, limit: int) -> bytes:
-    """Check ``value`` and encode it canonically; refuse encodings over ``limit`` bytes."""
-    check_json_value(value, field)
+def canonical_json(value: Any, *, field: str, limit: int, checked: bool = False) -> bytes:
+    """Check ``value`` and encode it canonically; refuse encodings over ``limit`` bytes.
+
+    ``checked=True`` skips the walk for values that are already plain JSON by
+    construction (the output of a msgspec JSON decode): the walk is most of the cost.
+    """
+    if not checked:
+        check_json_value(value, field)
     try:
         data = _encoder.encode(value)
     except (TypeError, ValueError, OverflowError) as exc:  # pragma: no cover - the walk

@@ -106,18 +106,23 @@ def make_draft(
     *,
     mentions: Sequence[str] = (),
     redacts: Sequence[int] = (),
+    checked: bool = False,
 ) -> Draft:
-    """Validate and encode one entry's content; raise :class:`InvalidRequest` on bad input."""
+    """Validate and encode one entry's content; raise :class:`InvalidRequest` on bad input.
+
+    ``checked=True``: ``body`` and ``payload`` are plain JSON by construction
+    (decoded by msgspec), so only their size is checked.
+    """
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         raise InvalidRequest(f"`kind` {kind!r} must be lowercase snake_case, at most 64 characters")
     if not isinstance(body, Mapping):
         raise InvalidRequest(f"`body` must be a JSON object, not {type(body).__name__}")
-    body_bytes = canonical_json(body, field="body", limit=MAX_BODY_BYTES)
+    body_bytes = canonical_json(body, field="body", limit=MAX_BODY_BYTES, checked=checked)
     salt: bytes | None = None
     data: bytes | None = None
     digest: str | None = None
     if payload is not None:
-        data = canonical_json(payload, field="payload", limit=MAX_PAYLOAD_BYTES)
+        data = canonical_json(payload, field="payload", limit=MAX_PAYLOAD_BYTES, checked=checked)
         salt = secrets.token_bytes(SALT_SIZE)
         digest = payload_hash(salt, data)
     if isinstance(mentions, str | bytes) or not isinstance(mentions, Sequence):

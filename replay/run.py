@@ -128,7 +128,9 @@ def _normal(value: Any) -> Any:
 
 
 def _error_result(error: MemsealError) -> dict[str, Any]:
-    return {"error": {"type": type(error).__name__, "message": str(error)}}
+    # A message may quote what the model sent; keep it encodable whatever that was.
+    message = str(error).encode("utf-8", "replace").decode("utf-8")
+    return {"error": {"type": type(error).__name__, "message": message}}
 
 
 class Run:
@@ -415,8 +417,13 @@ class Run:
                 result=parts.skeleton,
             )
             payload = ToolCallPayload(arguments=arguments, texts=parts.texts)
+            # Arguments and results here were decoded by msgspec: plain JSON by construction.
             return make_draft(
-                TOOL_CALL, msgspec.to_builtins(body), msgspec.to_builtins(payload), mentions=cites
+                TOOL_CALL,
+                msgspec.to_builtins(body),
+                msgspec.to_builtins(payload),
+                mentions=cites,
+                checked=True,
             )
 
         # Reads and refused calls are known before the writer: encode, split and hash them

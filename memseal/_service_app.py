@@ -8,6 +8,7 @@ a 4xx with ``{"error": {"code": ..., "message": ...}}``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -706,6 +707,36 @@ def _routes(app: FastAPI) -> None:
         run_id: Annotated[str, PathParam(min_length=1, max_length=200)],
     ) -> Response:
         return _json(await _service(request).runs.status(run_id, who.scope))
+
+    @app.get(
+        "/v1/runs/{run_id}/export",
+        tags=["runs"],
+        summary="The run as a session bundle (offline-verifiable; `memseal verify FILE`)",
+        response_class=Response,
+        responses={200: {"content": {"application/json": {}}}},
+    )
+    async def export_run(
+        request: Request,
+        who: Agent,
+        run_id: Annotated[str, PathParam(min_length=1, max_length=200)],
+    ) -> Response:
+        from memseal.ledger.keys import key_history
+        from memseal.replay.bundle import encode_bundle, export_bundle
+
+        service = _service(request)
+        if not await service.runs.check_owner(run_id, who.scope):
+            raise NotFound(f"no run {run_id!r} in this scope")
+        memory = service.memory
+        rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
+        keys = await asyncio.to_thread(key_history, memory.folder)
+        bundle = await export_bundle(
+            memory.ledger, keys, run_id, embedders=sorted(str(r[0]) for r in rows)
+        )
+        return Response(
+            encode_bundle(bundle),
+            media_type="application/json",
+            headers={"Content-Disposition": f'attachment; filename="{run_id}.bundle"'},
+        )
 
     @app.delete(
         "/v1/runs/{run_id}",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,8 @@ import pytest
 from test_service_support import ServerThread, assert_error
 
 from memseal._service_tokens import TokenStore
+
+BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +105,7 @@ def test_a_run_belongs_to_the_scope_that_started_it(server: ServerThread) -> Non
         )
         assert_error(r, 404)
         assert_error(a.delete("/v1/runs/b-run"), 404)
+        assert_error(a.get("/v1/runs/b-run/export"), 404)
 
 
 def test_runs_number_steps_replay_and_report_status(server: ServerThread) -> None:
@@ -130,6 +135,19 @@ def test_runs_number_steps_replay_and_report_status(server: ServerThread) -> Non
         assert_error(r, 409, "replay_divergence")
         status = c.get("/v1/runs/r-steps").json()
         assert status["recorded_steps"] == 2 and status["held_here"] is True
+        exported = c.get("/v1/runs/r-steps/export")
+        assert exported.status_code == 200, exported.text
+        bundle = server.folder.parent / "r-steps.bundle"
+        bundle.write_bytes(exported.content)
+        with server.client(server.admin) as admin:
+            root = admin.get("/v1/ledger").json()["trust_root"]
+        done = subprocess.run(
+            [str(BIN / "memseal"), "verify", str(bundle), "--trust", root],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
         assert c.delete("/v1/runs/r-steps").json() == {"run_id": "r-steps", "closed": True}
         # Reopened after closing: resumes, replays step 0.
         replayed = c.post(
@@ -287,7 +305,7 @@ def test_checkpoint_and_proofs(server: ServerThread) -> None:
         assert proof.status_code == 200 and proof.text.startswith("c2sp.org/tlog-proof@v1")
         cons = admin.get("/v1/ledger/proofs/consistency", params={"old": 1, "new": size})
         assert cons.status_code == 200 and cons.text.startswith("memseal/consistency-proof@v1")
-        assert_error(admin.get("/v1/ledger/proofs/consistency", params={"old": size + 5}), 400)
+        assert_error(admin.get("/v1/ledger/proofs/consistency", params={"old": 10**9}), 400)
         assert_error(admin.get("/v1/ledger/proofs/inclusion", params={"seq": 10**9}), 404)
         assert_error(admin.get("/v1/ledger/proofs/inclusion", params={"seq": "x"}), 400)
 
@@ -326,6 +344,7 @@ def test_the_openapi_document_lists_every_route(server: ServerThread) -> None:
         "/v1/tools",
         "/v1/tools/{name}",
         "/v1/runs/{run_id}",
+        "/v1/runs/{run_id}/export",
         "/v1/runs/{run_id}/tools/{name}",
         "/v1/ledger",
         "/v1/ledger/entries",

@@ -135,3 +135,17 @@ async def test_an_mcp_session_is_a_run_and_a_resumed_session_replays_it(
         page = admin.get("/v1/ledger/entries", params={"start": size}).json()["entries"]
     # Replayed from the memo: no new tool call and no new memory (a run_started at most).
     assert {e["kind"] for e in page} <= {"run_started"}
+
+
+async def test_the_modern_protocol_maps_the_run_header_to_a_run(server: ServerThread) -> None:
+    token = server.token("agent", "team:m/agent:x")
+    headers = {"Authorization": f"Bearer {token}", "X-Memseal-Run": "modern-run"}
+    async with create_mcp_http_client(headers=headers) as http:
+        transport = streamable_http_client(f"{server.url}/mcp", http_client=http)
+        async with Client(transport) as client:  # mode="auto": the newest protocol it can
+            stored = await client.call_tool("memory_store", {"learning": {"text": "modern"}})
+            assert not stored.is_error
+            bad = await client.call_tool("memory_get", {"ids": "x"})
+            assert bad.is_error
+    with server.client(token) as c:
+        assert c.get("/v1/runs/modern-run").json()["recorded_steps"] == 2

@@ -7,7 +7,8 @@ items that share the most, and the rarest, words first. The index stems
 with Porter over unicode61, case- and accent-insensitively.
 
 Hybrid mode fuses the exact and semantic rankings by reciprocal rank
-(score = sum of 1 / (60 + rank) over the rankings an item appears in),
+(score = sum of 61 / (60 + rank) over the rankings an item appears in, a
+lexical hit weighted by the share of the question's words it contains),
 which needs no calibration between BM25 and cosine scores.
 
 Known limit: BM25 statistics span the whole index, so an exact score
@@ -115,16 +116,18 @@ def fuse(
 ) -> list[tuple[int, float]]:
     """Reciprocal rank fusion; a lexical hit counts in proportion to its coverage.
 
-    Ties go to the newer item.
+    Each ranking adds ``(k + 1) / (k + rank)``: the classic ``1 / (k + rank)``
+    scaled so that a first place is worth 1.0, which keeps the score readable
+    when rounded to four places. Order is by the unrounded sum; ties go to
+    the newer item.
     """
     scores: dict[int, float] = {}
     for rank, (seq, _, coverage) in enumerate(lexical, start=1):
-        scores[seq] = scores.get(seq, 0.0) + coverage / (RRF_K + rank)
+        scores[seq] = scores.get(seq, 0.0) + coverage * (RRF_K + 1) / (RRF_K + rank)
     for rank, (seq, _) in enumerate(semantic, start=1):
-        scores[seq] = scores.get(seq, 0.0) + 1.0 / (RRF_K + rank)
-    fused = [(seq, round(score, 6)) for seq, score in scores.items()]
-    fused.sort(key=lambda p: (-p[1], -p[0]))
-    return fused[:cap]
+        scores[seq] = scores.get(seq, 0.0) + (RRF_K + 1) / (RRF_K + rank)
+    fused = sorted(scores.items(), key=lambda p: (-p[1], -p[0]))[:cap]
+    return [(seq, round(score, 4)) for seq, score in fused]
 
 
 def refers_first(

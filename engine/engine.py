@@ -22,18 +22,19 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, tzinfo
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
-from memseal.ledger.entry import decode_entry, format_time, make_draft
-from memseal.ledger.errors import InvalidRequest, NotFound, StorageError, Unsupported
+from memseal.ledger.entry import format_time, make_draft
+from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import WriteTxn
 
 from . import _scrub
-from ._projection import Derived, Projection, derive, embed_text, recompute_total, state_hash
+from ._forget import forget_command
+from ._projection import Projection, derive, embed_text, recompute_total, state_hash
 from ._query import (
     DEFAULT_LIMIT,
     Cursor,
@@ -46,21 +47,17 @@ from ._query import (
 )
 from ._read import ITEM_SELECT, load_items, rows_to_items
 from ._reader import Execute, Reader
-from ._schema import DDL, PROJECTION_TABLES, PROJECTION_VERSION
+from ._rebuild import rebuild_command
+from ._schema import DDL, PROJECTION_VERSION
 from ._search import exact, fuse, refers_first
-from ._vectors import VectorCache, insert_vectors
+from ._vectors import VectorCache
+from ._writes import Prepared, store_command, trust_command
 from .embedders import Embedder
 from .events import (
-    ENGINE_KINDS,
     Keyring,
-    MemoryForgotten,
     MemoryStored,
     StoredPayload,
-    TrustChanged,
     TrustPayload,
-    decode_event,
-    decode_stored_payload,
-    decode_trust_payload,
     event_body,
     payload_value,
 )
@@ -101,9 +98,6 @@ MAX_QUERY_CHARS: Final = 2_000
 MAX_ACTOR_CHARS: Final = 200
 MAX_REASON_CHARS: Final = 2_000
 MAX_INSTRUCTIONS_CHARS: Final = 4_000
-#: Items one memory_forgotten entry lists (its body stays far below the ledger's 64 KiB).
-FORGET_CHUNK: Final = 500
-_REBUILD_CHUNK: Final = 2_048
 _SCRUB_ATTEMPTS: Final = 6
 
 
@@ -123,18 +117,6 @@ def _check_zone(value: object, default: tzinfo) -> tzinfo:
     if not isinstance(value, tzinfo):
         raise InvalidRequest("`zone` must be a tzinfo, such as zoneinfo.ZoneInfo('Europe/Lisbon')")
     return value
-
-
-class _Prepared(msgspec.Struct, frozen=True, kw_only=True):
-    event: MemoryStored
-    payload: StoredPayload
-    draft: Any
-    derived: Derived
-    vector: bytes | None
-
-    @property
-    def content(self) -> str:
-        return self.derived.content
 
 
 class Engine:
@@ -328,7 +310,7 @@ class Engine:
         observed_at: object,
         trust: object,
         sources: object,
-    ) -> _Prepared:
+    ) -> Prepared:
         content = parse_content(raw_content)
         if not isinstance(namespace, Namespace | str):
             raise InvalidRequest("`namespace` must be text like `team:acme/agent:writer`")
@@ -364,7 +346,7 @@ class Engine:
         draft = make_draft(
             "memory_stored", event_body(event), payload_value(payload), mentions=[item_id]
         )
-        return _Prepared(
+        return Prepared(
             event=event,
             payload=payload,
             draft=draft,
@@ -372,7 +354,7 @@ class Engine:
             vector=None,
         )
 
-    async def _embed(self, prepared: builtins.list[_Prepared]) -> builtins.list[_Prepared]:
+    async def _embed(self, prepared: builtins.list[Prepared]) -> builtins.list[Prepared]:
         """Vectors for the contents not cached yet, made before the writer."""
         vectors = self._vectors
         if vectors is None:
@@ -387,25 +369,8 @@ class Engine:
         blobs = dict(zip(todo, await vectors.embed(list(todo.values())), strict=True))
         return [msgspec.structs.replace(p, vector=blobs.get(p.content)) for p in prepared]
 
-    def _store_command(self, prepared: _Prepared) -> Callable[[WriteTxn], Stored]:
-        keyring = self._keyring
-        embedder_id = self.embedder_id
-
-        def command(txn: WriteTxn) -> Stored:
-            found = txn.execute("SELECT seq FROM engine_items WHERE id = ?", (prepared.event.item,))
-            if found:
-                return Stored(id=prepared.event.item, replayed=True, seq=found[0][0])
-            appended = txn.append(prepared.draft)
-            projection = Projection(txn.execute, keyring)
-            projection.stored(
-                appended.seq, appended.at, prepared.event, prepared.payload, prepared.derived
-            )
-            projection.save()
-            if prepared.vector is not None and embedder_id is not None:
-                insert_vectors(txn, embedder_id, [(prepared.content, prepared.vector)])
-            return Stored(id=prepared.event.item, replayed=False, seq=appended.seq)
-
-        return command
+    def _store_command(self, prepared: Prepared) -> Callable[[WriteTxn], Stored]:
+        return store_command(prepared, self._keyring, self.embedder_id)
 
     async def promote(
         self, item_id: str, *, actor: str, reason: str, reach: Reach | None = None
@@ -434,26 +399,7 @@ class Engine:
             actor=clean_text(actor, "actor", MAX_ACTOR_CHARS),
             reason=clean_text(reason, "reason", MAX_REASON_CHARS),
         )
-        scope = _check_reach(reach)
-        keyring = self._keyring
-
-        def command(txn: WriteTxn) -> TrustChange:
-            found = txn.execute("SELECT trust, namespace FROM engine_items WHERE id = ?", (target,))
-            if not found or (scope is not None and not scope.admits(found[0][1])):
-                raise NotFound(f"no item {target} in reach")
-            previous: Trust = found[0][0]
-            if previous == level:
-                return TrustChange(id=target, trust=level, previous=previous, seq=None)
-            event = TrustChanged(item=target, trust=level, previous=previous)
-            draft = make_draft(
-                "trust_changed", event_body(event), payload_value(payload), mentions=[target]
-            )
-            appended = txn.append(draft)
-            projection = Projection(txn.execute, keyring)
-            projection.trust(appended.seq, appended.at, event, payload)
-            projection.save()
-            return TrustChange(id=target, trust=level, previous=previous, seq=appended.seq)
-
+        command = trust_command(target, level, payload, _check_reach(reach), self._keyring)
         return await self._store.run(command)
 
     async def forget(
@@ -502,67 +448,8 @@ class Engine:
         if picked is not None and picked.is_empty():
             raise InvalidRequest("`filter` must set at least one field to forget by")
         scope = _check_reach(reach)
-        keyring = self._keyring
         resident = None if self._vectors is None else self._vectors.resident
-
-        def command(txn: WriteTxn) -> Forgotten:
-            where, params = scope_sql(scope, None, picked or Filter())
-            if wanted is not None:
-                marks = ",".join("?" * len(wanted))
-                found = {
-                    row[0]
-                    for row in txn.execute(
-                        f"SELECT i.id FROM engine_items i WHERE i.id IN ({marks}) AND {where}",
-                        [*wanted, *params],
-                    )
-                }
-                targets = [i for i in wanted if i in found]
-                skipped = tuple(i for i in wanted if i not in found)
-            else:
-                targets = [
-                    row[0]
-                    for row in txn.execute(
-                        f"SELECT i.id FROM engine_items i WHERE {where} ORDER BY i.seq", params
-                    )
-                ]
-                skipped = ()
-            seqs: builtins.list[int] = []
-            redacted: builtins.list[int] = []
-            projection = Projection(txn.execute, keyring)
-            for start in range(0, len(targets), FORGET_CHUNK):
-                chunk = tuple(targets[start : start + FORGET_CHUNK])
-                marks = ",".join("?" * len(chunk))
-                # The ledger's own index of which payloads mention these ids, read in this
-                # transaction so a payload written a moment ago is not missed.
-                redacts = [
-                    row[0]
-                    for row in txn.execute(
-                        f"SELECT DISTINCT seq FROM mentions WHERE ref IN ({marks}) ORDER BY seq",
-                        chunk,
-                    )
-                ]
-                event = MemoryForgotten(items=chunk)
-                appended = txn.append(
-                    make_draft("memory_forgotten", event_body(event), None, redacts=redacts)
-                )
-                projection.forgotten(appended.seq, event)
-                txn.execute("INSERT INTO engine_scrub (seq) VALUES (?)", (appended.seq,))
-                seqs.append(appended.seq)
-                redacted.extend(redacts)
-            if seqs:
-                projection.save()
-            if resident is not None:
-                # This process's in-memory copies go too. (Were the transaction rolled
-                # back, they would simply be read from the table again when needed.)
-                resident.drop(projection.removed_seqs, projection.dropped_vectors)
-            return Forgotten(
-                forgotten=tuple(targets),
-                skipped=skipped,
-                seqs=tuple(seqs),
-                redacted=tuple(sorted(set(redacted))),
-                scrubbed=not seqs,
-            )
-
+        command = forget_command(self._keyring, scope, wanted, picked, resident)
         return command, self.scrub
 
     async def scrub(self) -> bool:
@@ -829,76 +716,9 @@ class Engine:
             if progress is not None:
                 loop.call_soon_threadsafe(progress, done, total)
 
-        def command(txn: WriteTxn) -> RebuildReport:
-            previous = Projection(txn.execute, keyring).hash
-            for table in PROJECTION_TABLES:
-                txn.execute(f"DELETE FROM {table}")
-            txn.execute("INSERT INTO engine_fts (engine_fts) VALUES ('delete-all')")
-            txn.execute("DELETE FROM engine_meta WHERE key IN ('position', 'state_sum')")
-            projection = Projection(txn.execute, keyring)
-            total = txn.size
-            events = skipped = 0
-            last = -1
-            while True:
-                rows = txn.execute(
-                    "SELECT e.seq, e.leaf, p.data FROM entries e LEFT JOIN payloads p "
-                    "ON p.seq = e.seq WHERE e.seq > ? ORDER BY e.seq LIMIT ?",
-                    (last, _REBUILD_CHUNK),
-                )
-                if not rows:
-                    break
-                for seq, leaf, data in rows:
-                    applied = _replay(projection, seq, leaf, data)
-                    events += applied is True
-                    skipped += applied is None
-                last = rows[-1][0]
-                report(last + 1, total)
-            projection.save()
-            txn.execute(
-                "INSERT OR REPLACE INTO engine_meta (key, value) VALUES ('projection', ?)",
-                (PROJECTION_VERSION,),
-            )
-            items = txn.execute("SELECT count(*) FROM engine_items")[0][0]
-            report(total, total)
-            return RebuildReport(
-                state_hash=projection.hash,
-                previous_hash=previous,
-                entries=total,
-                events=events,
-                skipped=skipped,
-                items=items,
-                seconds=round(time.perf_counter() - started, 3),
-            )
+        command = rebuild_command(keyring, report, started)
 
         result = await self._store.run(command)
         if self._vectors is not None:
             await self._vectors.fill()
         return result
-
-
-def _replay(projection: Projection, seq: int, leaf: bytes, data: bytes | None) -> bool | None:
-    """Apply one logged entry: True if an engine event, False if another kind, None if bad.
-
-    An engine entry whose body or payload does not decode cannot have come
-    from this engine (it validates before appending); it is counted and
-    left out rather than stopping the rebuild.
-    """
-    try:
-        entry = decode_entry(leaf)
-    except msgspec.DecodeError:
-        return None
-    if entry.kind not in ENGINE_KINDS:
-        return False
-    try:
-        event = decode_event(entry.kind, bytes(entry.body))
-        if isinstance(event, MemoryStored):
-            stored = None if data is None else decode_stored_payload(data)
-            projection.stored(seq, entry.at, event, stored)
-        elif isinstance(event, TrustChanged):
-            verdict = None if data is None else decode_trust_payload(data)
-            projection.trust(seq, entry.at, event, verdict)
-        else:
-            projection.forgotten(seq, event)
-    except msgspec.DecodeError:
-        return None
-    return True

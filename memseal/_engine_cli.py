@@ -1,8 +1,7 @@
 """The engine's command-line verbs (``memseal rebuild``) and a data-folder opener.
 
 :func:`add_engine_verbs` adds the verbs to the ``memseal`` parser;
-:func:`open_engine` opens a data folder's ledger and engine together (the
-CLI uses it, and so do tests, until ``memseal.open`` carries the engine).
+:func:`open_engine` is ``memseal.open`` reduced to the engine (for the CLI and tests).
 """
 
 from __future__ import annotations
@@ -18,11 +17,7 @@ from pathlib import Path
 from memseal._progress import ProgressLine
 from memseal.engine import Embedder, Engine
 from memseal.ledger.errors import MemsealError
-from memseal.ledger.keys import key_history
-from memseal.ledger.ledger import Ledger
-from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.transparency import CheckpointPolicy
-from memseal.memory import DATABASE, _finish_rotation, _fix_origin, _prepare
+from memseal.memory import DATABASE, open
 
 __all__ = ["add_engine_verbs", "open_engine"]
 
@@ -43,32 +38,12 @@ async def open_engine(
     embedder: Embedder | None = None,
     zone: tzinfo = UTC,
 ) -> AsyncIterator[Engine]:
-    """The engine of the data folder at ``folder`` (its store closed on exit)."""
-    path = Path(folder)
-    keys = await asyncio.to_thread(_prepare, path, None, create)
-    store = SqliteLogStore(path / DATABASE, keys.signer, clock=clock)
-    Engine.register_schema(store)
-    await store.open()
-    try:
-        # What memseal.open does for the ledger (key rotation, checkpoint origin), with the
-        # engine's tables registered before the store opened.
-        keys = await _finish_rotation(path, store, keys)
-        origin = await _fix_origin(store, keys.signer.name)
-        history = await asyncio.to_thread(key_history, path)
-    except BaseException:
-        await store.close()
-        raise
-    ledger = Ledger(store, history[0], CheckpointPolicy(origin=origin, every=None, interval=None))
-    try:
-        engine = await Engine.open(
-            ledger, store, keys.secret, clock=clock, embedder=embedder, zone=zone
-        )
-        try:
-            yield engine
-        finally:
-            await engine.close()
-    finally:
-        await ledger.close()
+    """The engine of the data folder at ``folder`` (no embedder unless one is given;
+    no timed checkpoints); the folder's ledger and store close on exit."""
+    async with open(
+        folder, create=create, clock=clock, embedder=embedder, zone=zone, checkpoint_interval=None
+    ) as memory:
+        yield memory.engine
 
 
 async def _rebuild(args: argparse.Namespace) -> int:

@@ -137,6 +137,9 @@ async def test_semantic_and_hybrid_rank_by_meaning_and_fusion(engine: Engine) ->
     hybrid = await engine.fetch("revenue")
     assert hybrid.mode == "hybrid"
     assert hybrid.hits[0].item.text == "quarterly revenue report"
+    # 61 / (60 + rank) per ranking: first in both is 2.0; rounded to four places.
+    assert hybrid.hits[0].score == 2.0
+    assert all(h.score == round(h.score, 4) and 0 < h.score <= 2.0 for h in hybrid.hits)
 
 
 async def test_fetch_pages_see_only_what_the_first_page_saw(engine: Engine) -> None:

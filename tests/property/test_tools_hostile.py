@@ -164,7 +164,12 @@ def near_misses(draw: st.DrawFn) -> tuple[str, Any, str]:
         replacement = draw(json_values.filter(lambda v: _wrong_for(node, v)))
         parent = _at(arguments, path[:-1])
         parent[path[-1]] = replacement
-        return name, arguments, f"`{_dotted(path)}"
+        # A bad list element may be named by its list (the seed's "`filter.kinds` `x` is
+        # not an item kind") or by its index (`filter.kinds[0]`): both start the same.
+        named = path
+        while named and isinstance(named[-1], int):
+            named = named[:-1]
+        return name, arguments, f"`{_dotted(named)}"
     if how == "limit" and "limit" in arguments:
         arguments["limit"] = draw(st.integers().filter(lambda n: not 1 <= n <= 50))
         return name, arguments, "`limit`"

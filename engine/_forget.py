@@ -69,13 +69,30 @@ def forget_command(
             marks = ",".join("?" * len(chunk))
             # The ledger's own index of which payloads mention these ids, read in this
             # transaction so a payload written a moment ago is not missed.
-            redacts = [
-                row[0]
-                for row in txn.execute(
-                    f"SELECT DISTINCT seq FROM mentions WHERE ref IN ({marks}) ORDER BY seq",
-                    chunk,
-                )
-            ]
+            # Payloads that show one of these items' facet values (explore buckets) go
+            # too: a value can be as personal as the text (a tag, a path, a url).
+            facet_refs = sorted(
+                {
+                    keyring.facet_ref(facet, value)
+                    for facet, value in txn.execute(
+                        "SELECT f.facet, f.value FROM engine_facets f JOIN engine_items i "
+                        f"ON i.seq = f.seq WHERE i.id IN ({marks})",
+                        chunk,
+                    )
+                }
+            )
+            refs = [*chunk, *facet_refs]
+            redacts = sorted(
+                {
+                    row[0]
+                    for start_ref in range(0, len(refs), 500)
+                    for row in txn.execute(
+                        "SELECT DISTINCT seq FROM mentions WHERE ref IN "
+                        f"({','.join('?' * len(refs[start_ref : start_ref + 500]))})",
+                        refs[start_ref : start_ref + 500],
+                    )
+                }
+            )
             event = MemoryForgotten(items=chunk)
             appended = txn.append(
                 make_draft("memory_forgotten", event_body(event), None, redacts=redacts)

@@ -209,6 +209,10 @@ class Engine:
     def embedder_id(self) -> str | None:
         return None if self._vectors is None else self._vectors.id
 
+    def facet_ref(self, facet: str, value: str) -> str:
+        """The ref a payload showing ``value`` of ``facet`` mentions (see ``Keyring``)."""
+        return self._keyring.facet_ref(facet, value)
+
     def _mode(self, mode: object) -> Mode:
         if mode is None:
             return "hybrid" if "hybrid" in self.modes else "exact"

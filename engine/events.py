@@ -163,6 +163,7 @@ def decode_trust_payload(data: bytes) -> TrustPayload:
 
 _ID_CONTEXT: Final = "memseal 2026-11 engine item id v1"
 _CONTENT_CONTEXT: Final = "memseal 2026-11 engine content hash v1"
+_FACET_CONTEXT: Final = "memseal 2026-11 engine facet ref v1"
 _encoder = msgspec.json.Encoder(order="deterministic")
 ID_HEX: Final = 32
 
@@ -170,13 +171,14 @@ ID_HEX: Final = 32
 class Keyring:
     """Keyed hashes derived from the instance secret; never shows the secret."""
 
-    __slots__ = ("_content_key", "_id_key")
+    __slots__ = ("_content_key", "_facet_key", "_id_key")
 
     def __init__(self, secret: bytes) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise InvalidRequest("`secret` must be the instance secret (at least 16 bytes)")
         self._id_key = blake3.blake3(secret, derive_key_context=_ID_CONTEXT).digest()
         self._content_key = blake3.blake3(secret, derive_key_context=_CONTENT_CONTEXT).digest()
+        self._facet_key = blake3.blake3(secret, derive_key_context=_FACET_CONTEXT).digest()
 
     def item_id(self, namespace: str, kind: str, content: Content) -> str:
         identity: object
@@ -188,6 +190,12 @@ class Keyring:
             identity = content.text
         data = _encoder.encode(["memseal/item/v1", namespace, kind, identity])
         return blake3.blake3(data, key=self._id_key).hexdigest(length=ID_HEX // 2)
+
+    def facet_ref(self, facet: str, value: str) -> str:
+        """What a payload that shows a facet value (an explore bucket) mentions, so
+        that forgetting an item with that value erases it. Keyed: reveals no value."""
+        data = _encoder.encode(["memseal/facet/v1", facet, value])
+        return "facet:" + blake3.blake3(data, key=self._facet_key).hexdigest(length=16)
 
     def content_hash(self, text: str) -> str:
         """Keys the vector cache: the same embedded text has one hash across items."""

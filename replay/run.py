@@ -103,6 +103,10 @@ class Prepared(Protocol):
         """The item ids a result cites."""
         ...
 
+    def mentions(self, result: Any) -> Sequence[str]:
+        """What the result mentions for the ledger's index (cited ids, facet refs)."""
+        ...
+
 
 class Preparer(Protocol):
     def specs(self) -> Sequence[Any]: ...
@@ -400,6 +404,11 @@ class Run:
             cites = (
                 () if failure is not None or prepared is None else tuple(prepared.cites(recorded))
             )
+            mentions = (
+                ()
+                if failure is not None or prepared is None
+                else tuple(dict.fromkeys(prepared.mentions(recorded)))
+            )
             parts = split(recorded)
             body = ToolCall(
                 run_id=self.run_id,
@@ -422,7 +431,7 @@ class Run:
                 TOOL_CALL,
                 msgspec.to_builtins(body),
                 msgspec.to_builtins(payload),
-                mentions=cites,
+                mentions=mentions,
                 checked=True,
             )
 

@@ -114,9 +114,25 @@ class PreparedCall:
     after: _After | None = None
     wrote: list[int] = field(default_factory=list)
 
+    facet_ref: Callable[[str, str], str] | None = None
+
     def cites(self, result: Mapping[str, Any]) -> list[str]:
         """The memory ids ``result`` (this call's rendered result) cites."""
         return cited_ids(self.name, result)
+
+    def mentions(self, result: Mapping[str, Any]) -> list[str]:
+        """What a recorded ``result`` mentions for the ledger's index: the ids it cites and,
+        for an explore, a keyed ref of each bucket value, so a forget can find it."""
+        refs = self.cites(result)
+        if self.facet_ref is not None and self.name == "memory_explore":
+            facet, buckets = result.get("facet"), result.get("buckets")
+            if isinstance(facet, str) and isinstance(buckets, list):
+                refs += [
+                    self.facet_ref(facet, b["value"])
+                    for b in buckets
+                    if isinstance(b, dict) and isinstance(b.get("value"), str)
+                ]
+        return refs
 
 
 def _text(value: object, limit: int = 64) -> str:
@@ -270,7 +286,13 @@ class MemoryTools:
             if str(exc).startswith(f"{tool}: "):
                 raise
             raise type(exc)(f"{tool}: {exc}") from None
-        return PreparedCall(name=tool, arguments=plain, side_effects=side_effects, result=result)
+        return PreparedCall(
+            name=tool,
+            arguments=plain,
+            side_effects=side_effects,
+            result=result,
+            facet_ref=self._engine.facet_ref if tool == "memory_explore" else None,
+        )
 
     # -- reads --------------------------------------------------------------------------------
 

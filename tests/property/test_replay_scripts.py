@@ -23,7 +23,7 @@ the folder and checks, with new Run objects on the same run id:
   with a non-empty field diff, in ``strict`` and in ``resume`` (which fails
   closed without a fork: nothing is written).
 
-One known gap is pinned as a strict xfail at the end (see its reason).
+Forgetting a memory also erases the explore results that showed its facet values.
 """
 
 from __future__ import annotations
@@ -351,13 +351,6 @@ async def test_a_call_past_the_end_does_not_blame_a_forget(tmp_path: Path) -> No
     assert "erased" not in str(past.value) and not any("forget" in d for d in past.value.diff)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an explore result cites no memory (tools/memory_tools.py cited_ids has no case for "
-    "memory_explore), so its memory_tool_call entry mentions no id and a forget does not redact "
-    "it: a forgotten memory's tag stays in ledger.db and replays as a bucket value",
-    raises=AssertionError,
-)
 async def test_a_forgotten_memorys_tag_is_gone_from_replayed_explores(tmp_path: Path) -> None:
     tag = "diagnosis-zeta-private"
     stored: Call = ("memory_store", {"learning": {"text": "plain words"}, "tags": [tag]})

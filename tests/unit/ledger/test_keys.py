@@ -34,7 +34,7 @@ def test_the_private_half_never_shows_in_repr(tmp_path: Path) -> None:
     skey = (tmp_path / "keys" / "ledger.skey").read_text().strip()
     secret_hex = keys.secret.hex()
     for text in (repr(keys), str(keys), repr(keys.signer), str(keys.signer)):
-        assert skey.split("+")[-1] not in text
+        assert skey.split("+", 4)[-1] not in text  # base64 may itself hold a "+"
         assert secret_hex not in text
 
 

@@ -45,15 +45,49 @@ def check_json_value(value: object, field: str, depth: int = 0) -> None:
     """Raise :class:`InvalidRequest` naming the first part of ``value`` JSON cannot carry."""
     if depth > MAX_DEPTH:
         raise InvalidRequest(f"`{field}` is nested deeper than {MAX_DEPTH} levels")
-    # bool before int: bool is an int subclass and is fine as it is.
-    if value is None or isinstance(value, bool):
+    # Exact types first: the abstract-class checks below cost far more, and almost
+    # every value is one of these.
+    kind = type(value)
+    if kind is str:
+        _check_text(value, field)  # type: ignore[arg-type]
+        return
+    if value is None or kind is bool:
+        return
+    if kind is int:
+        _check_int(value, field)  # type: ignore[arg-type]
+        return
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise InvalidRequest(f"`{field}` is {value}, which JSON cannot carry")
+        return
+    if kind is dict:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise InvalidRequest(f"`{field}` has a key of type {type(key).__name__}, not text")
+            _check_text(key, f"{field} key")
+            check_json_value(item, f"{field}.{key}", depth + 1)
+        return
+    if kind is list or kind is tuple:
+        for index, item in enumerate(value):  # type: ignore[arg-type]
+            check_json_value(item, f"{field}[{index}]", depth + 1)
+        return
+    _check_other(value, field, depth)
+
+
+def _check_int(value: int, field: str) -> None:
+    if not _INT_MIN <= value <= _INT_MAX:
+        # No value in the message: Python refuses to print integers of 4,300+ digits.
+        raise InvalidRequest(
+            f"`{field}` integer of {value.bit_length()} bits does not fit in 64 bits"
+        )
+
+
+def _check_other(value: object, field: str, depth: int) -> None:
+    # Subclasses and other containers: the slow, general checks.
+    if isinstance(value, bool):
         return
     if isinstance(value, int):
-        if not _INT_MIN <= value <= _INT_MAX:
-            # No value in the message: Python refuses to print integers of 4,300+ digits.
-            raise InvalidRequest(
-                f"`{field}` integer of {value.bit_length()} bits does not fit in 64 bits"
-            )
+        _check_int(value, field)
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -79,6 +113,8 @@ def check_json_value(value: object, field: str, depth: int = 0) -> None:
 
 
 def _check_text(text: str, field: str) -> None:
+    if text.isascii():  # no surrogates possible; the common case costs no copy
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -115,7 +115,7 @@ def make_draft(
     """
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         raise InvalidRequest(f"`kind` {kind!r} must be lowercase snake_case, at most 64 characters")
-    if not isinstance(body, Mapping):
+    if type(body) is not dict and not isinstance(body, Mapping):
         raise InvalidRequest(f"`body` must be a JSON object, not {type(body).__name__}")
     body_bytes = canonical_json(body, field="body", limit=MAX_BODY_BYTES, checked=checked)
     salt: bytes | None = None
@@ -125,7 +125,9 @@ def make_draft(
         data = canonical_json(payload, field="payload", limit=MAX_PAYLOAD_BYTES, checked=checked)
         salt = secrets.token_bytes(SALT_SIZE)
         digest = payload_hash(salt, data)
-    if isinstance(mentions, str | bytes) or not isinstance(mentions, Sequence):
+    if type(mentions) not in (tuple, list) and (
+        isinstance(mentions, str | bytes) or not isinstance(mentions, Sequence)
+    ):
         raise InvalidRequest("`mentions` must be a list of ids")
     if len(mentions) > MAX_MENTIONS:
         raise InvalidRequest(f"`mentions` lists {len(mentions)} ids; the limit is {MAX_MENTIONS}")
@@ -134,7 +136,9 @@ def make_draft(
             raise InvalidRequest(f"`mentions[{i}]` must be 1 to 256 printable ASCII characters")
     if data is None and mentions:
         raise InvalidRequest("`mentions` needs a payload: it indexes what a payload mentions")
-    if isinstance(redacts, str | bytes) or not isinstance(redacts, Sequence):
+    if type(redacts) not in (tuple, list) and (
+        isinstance(redacts, str | bytes) or not isinstance(redacts, Sequence)
+    ):
         raise InvalidRequest("`redacts` must be a list of seqs")
     for i, seq in enumerate(redacts):
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:

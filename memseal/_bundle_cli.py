@@ -2,7 +2,10 @@
 
 Exit codes (DESIGN.md's CLI table): export 0 / 2; replay 0 all results
 match, 3 some result changed (a per-step diff is printed), 1 the bundle
-fails verification, 2 usage or I/O.
+fails verification, 2 usage or I/O. ``replay --update`` prints the same
+diff, then writes a new bundle re-recorded under a local replay key
+(:mod:`memseal.replay.update`): 0 written, 1 the input fails verification,
+2 usage, or a bundle that cannot be re-recorded.
 """
 
 from __future__ import annotations
@@ -12,16 +15,19 @@ import asyncio
 import sys
 from pathlib import Path
 
-from memseal.ledger.errors import VerificationError
+from memseal.engine.embedders import Embedder
+from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
 from memseal.ledger.keys import key_history
 from memseal.memory import open
 from memseal.replay.bundle import (
+    VerifiedBundle,
     decode_bundle,
     encode_bundle,
     export_bundle,
     verify_bundle,
 )
 from memseal.replay.regress import DEFAULT_TOLERANCE, embedder_for, regress
+from memseal.replay.update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
 
 __all__ = ["add_verbs", "verify_bundle_file"]
 
@@ -55,6 +61,24 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=float,
         default=DEFAULT_TOLERANCE,
         help=f"bundle-only mode: how far a score may move (default {DEFAULT_TOLERANCE})",
+    )
+    replay.add_argument(
+        "--update",
+        action="store_true",
+        help="write a new bundle whose results are the new ones, re-signed with the local "
+        "replay key (exit 0 when written)",
+    )
+    replay.add_argument(
+        "-o",
+        "--output",
+        help="with --update: the new bundle (default: FILE with .updated.bundle; never FILE "
+        "itself unless named here)",
+    )
+    replay.add_argument(
+        "--key",
+        default=DEFAULT_KEY_FOLDER,
+        help=f"with --update: the local replay key's folder, made on first use "
+        f"(default ./{DEFAULT_KEY_FOLDER})",
     )
     replay.set_defaults(run=_replay)
 
@@ -100,8 +124,17 @@ def verify_bundle_file(path: Path, trust: str) -> int:
     return OK
 
 
+def _updated_path(path: Path) -> Path:
+    if path.suffix == ".bundle":
+        return path.with_suffix(".updated.bundle")
+    return path.with_name(path.name + ".updated.bundle")
+
+
 async def _replay(args: argparse.Namespace) -> int:
     path = Path(args.file)
+    if not args.update and (args.output is not None or args.key != DEFAULT_KEY_FOLDER):
+        print("memseal replay: -o and --key go with --update", file=sys.stderr)
+        return USAGE
     if not path.is_file():
         print(f"memseal replay: no bundle at {path}", file=sys.stderr)
         return USAGE
@@ -135,4 +168,50 @@ async def _replay(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}", file=sys.stderr)
         return FAILED
     print(report.text())
+    if args.update:
+        return await _update(args, path, verified, against, embedder, len(report.changed))
     return CHANGED if report.changed else OK
+
+
+async def _update(
+    args: argparse.Namespace,
+    path: Path,
+    verified: VerifiedBundle,
+    against: Path | None,
+    embedder: Embedder | None,
+    changed: int,
+) -> int:
+    output = _updated_path(path) if args.output is None else Path(args.output)
+    key_folder = Path(args.key)
+    try:
+        vkey, created = await asyncio.to_thread(local_key, key_folder)
+        updated = await update(verified, key_folder=key_folder, against=against, embedder=embedder)
+    except UpdateRefused as exc:
+        print(f"memseal replay --update: {exc}", file=sys.stderr)
+        return USAGE
+    except VerificationError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return FAILED
+    except (InvalidRequest, KeyFileError) as exc:
+        print(f"memseal replay --update: {exc}", file=sys.stderr)
+        return USAGE
+    data = encode_bundle(updated.bundle)
+    try:
+        output.write_bytes(data)
+    except OSError as exc:
+        print(f"memseal replay --update: cannot write {output}: {exc.strerror}", file=sys.stderr)
+        return USAGE
+    for note in updated.notes:
+        print(f"note: {note}")
+    made = "made on first use" if created else "kept"
+    print(
+        f"updated: wrote run {verified.run_id!r} re-recorded with the current code "
+        f"({changed} changed step(s)) to {output}: {len(updated.bundle.entries)} entries, "
+        f"{len(data)} bytes"
+    )
+    print(
+        f"signed with the LOCAL replay key in {key_folder} ({made}), not the recording's key: "
+        f"{vkey}"
+    )
+    print(f"verify it with: memseal verify {output} --trust '{vkey}'")
+    return OK

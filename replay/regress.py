@@ -133,6 +133,7 @@ class _Source(msgspec.Struct, frozen=True, kw_only=True):
     body: bytes
     payload: bytes | None
     redacts: tuple[int, ...]
+    committed: bool = False  # the entry commits to a payload (None above: a forget erased it)
 
 
 def _plain(value: Any) -> Any:
@@ -244,6 +245,7 @@ class _FolderSource:
                     body=bytes(entry.body),
                     payload=record.payload,
                     redacts=entry.redacts,
+                    committed=entry.payload_hash is not None,
                 )
             )
         return out
@@ -261,6 +263,7 @@ class _BundleSource:
                 body=bytes(entry.body),
                 payload=item.payload,
                 redacts=entry.redacts,
+                committed=entry.payload_hash is not None,
             )
 
     async def read(self, start: int, stop: int) -> list[_Source | int]:

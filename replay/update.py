@@ -1,0 +1,225 @@
+"""``memseal replay --update``: re-record a bundle's run with the current code, under a local key.
+
+The recorded bundle is signed by the key of the data folder it came from,
+which CI does not hold. An update therefore makes a *new* log, signed by a
+dedicated local replay key (a folder of memseal's own key files, made on
+first use), and records the run in it again:
+
+1. A temporary data folder is made with a copy of the local key (and, with
+   ``--against DIR``, that folder's instance secret, so re-executed writes
+   make the recorded item ids; from the bundle alone the local key's secret
+   is used, so the run's own writes make new ids).
+2. The memory the run saw is re-applied into it entry by entry, with the
+   regression replay's pieces (:mod:`.regress`: the same entry sources and
+   the same temporary-log copying), so every call sees the state it observed.
+   The old run's own entries are not copied: the new run's stand in for them
+   (and gap entries keep later seqs, hence ``ledger_ref``, where they were).
+3. Every recorded call is made again, in order, through a real :class:`Run`
+   in ``record`` mode with the recorded tool names, arguments and scope; its
+   writes are re-executed and replace the recorded ones.
+4. The run is exported with :func:`export_bundle` (a fresh checkpoint signed
+   by the local key), and the temporary folder is deleted.
+
+The new bundle verifies with ``--trust`` the local key's vkey and replays to
+its own results. A bundle holding memory forgotten since (its text is erased
+everywhere) or a call whose arguments were erased cannot be re-recorded:
+:class:`UpdateRefused`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memseal.engine.embedders import Embedder
+from memseal.ledger.errors import InvalidRequest
+from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
+from memseal.tools.catalog import WRITE_TOOLS
+
+from .bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
+from .calls import RUN_STARTED
+from .regress import (
+    _BundleSource,
+    _check_folder,
+    _clock_for,
+    _FolderSource,
+    _parse_time,
+    _scope,
+    _Source,
+    _TempLog,
+)
+from .run import RECORDED_ERRORS
+
+__all__ = ["DEFAULT_KEY_FOLDER", "UpdateRefused", "Updated", "local_key", "update"]
+
+#: Where the local replay key lives unless the host names a folder.
+DEFAULT_KEY_FOLDER = "memseal-replay-key"
+
+
+class UpdateRefused(InvalidRequest):
+    """The bundle cannot be re-recorded (its text or arguments were erased by a forget)."""
+
+
+class Updated(msgspec.Struct, kw_only=True):
+    bundle: Bundle
+    vkey: str  # the local replay key's public half: what CI trusts for the new bundle
+    notes: list[str]
+
+
+def local_key(folder: Path) -> tuple[str, bool]:
+    """Load the local replay key in ``folder``, making it on first use: (vkey, created)."""
+    if key_files_exist(folder):
+        return load_keys(folder).vkey, False
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return create_keys(folder, f"memseal-replay-{secrets.token_hex(4)}").vkey, True
+
+
+def _call_of(tool: str, arguments: Any) -> tuple[Any, Any]:
+    """The name and arguments to send again (a refused call is sent as it was sent)."""
+    if tool == "(invalid)" and isinstance(arguments, dict):
+        return arguments.get("$name", tool), {}
+    if isinstance(arguments, dict) and "$invalid" in arguments:
+        return tool, arguments.get("$sent", "")
+    return tool, arguments
+
+
+async def update(
+    verified: VerifiedBundle,
+    *,
+    key_folder: Path,
+    against: Path | None = None,
+    embedder: Embedder | None = None,
+) -> Updated:
+    """Re-record the bundle's run under the local key in ``key_folder`` (module docstring)."""
+    from memseal.memory import open as open_memory  # memseal.memory imports this package
+
+    for call in verified.calls:
+        if call.arguments is None:
+            raise UpdateRefused(
+                f"step {call.call.step}'s arguments were erased by a forget: it cannot be re-run"
+            )
+    scope = _scope(verified)
+    notes: list[str] = []
+    folder_source: _FolderSource | None = None
+    secret: bytes | None = None
+    if against is not None:
+        secret_path = against / "keys" / "instance.secret"
+        try:
+            secret = secret_path.read_bytes()
+        except OSError as exc:
+            raise InvalidRequest(f"--against {against}: cannot read {secret_path}: {exc}") from exc
+        folder_source = _FolderSource(against)
+        await folder_source.store.open()
+    elif any(c.call.tool in WRITE_TOOLS for c in verified.calls):
+        notes.append(
+            "the run's writes were re-executed with the local key's instance secret: the items "
+            "they made have new ids (--against DIR keeps the recorded ones)"
+        )
+    try:
+        if folder_source is not None:
+            await _check_folder(folder_source, verified)
+        source: _FolderSource | _BundleSource = folder_source or _BundleSource(verified)
+        with tempfile.TemporaryDirectory(prefix="memseal-update-") as tmp:
+            data = Path(tmp) / "data"
+            data.mkdir(mode=0o700)
+            shutil.copytree(key_folder / "keys", data / "keys")
+            if secret is not None:
+                (data / "keys" / "instance.secret").write_bytes(secret)
+            log = _TempLog(data, b"", embedder)
+            memory = await open_memory(
+                data,
+                create=False,
+                clock=log.clock,
+                checkpoint_every=None,
+                checkpoint_interval=None,
+                embedder=embedder,
+            )
+            try:
+                log.store, log.ledger, log.engine = (
+                    memory.ledger.store,
+                    memory.ledger,
+                    memory.engine,
+                )
+                await _record(verified, source, log, memory.run, scope, notes)
+                rows = await memory.ledger.store.rows(
+                    "SELECT DISTINCT embedder FROM engine_vectors"
+                )
+                bundle = await export_bundle(
+                    memory.ledger,
+                    key_history(data),
+                    verified.run_id,
+                    embedders=sorted(str(r[0]) for r in rows),
+                )
+                vkey = memory.vkey
+            finally:
+                await memory.close()
+    finally:
+        if folder_source is not None:
+            await folder_source.store.close()
+    return Updated(bundle=bundle, vkey=vkey, notes=notes)
+
+
+async def _record(
+    verified: VerifiedBundle,
+    source: _FolderSource | _BundleSource,
+    log: _TempLog,
+    make_run: Any,
+    scope: Any,
+    notes: list[str],
+) -> None:
+    assert log.store is not None
+    replaced: set[int] = set()  # recorded writes the re-executed ones stand in for
+    fed = 0
+
+    async def feed(stop: int) -> None:
+        """Copy source entries up to ``stop``, then pad with gaps so the log holds ``stop``."""
+        nonlocal fed
+        size = (await log.store.head()).size if log.store is not None else 0
+        batch: list[_Source | int] = []
+        for item in await source.read(fed, stop) if stop > fed else []:
+            seq = item if isinstance(item, int) else item.seq
+            if isinstance(item, int) or seq in replaced or item.kind not in MEMORY_KINDS:
+                # Only memory entries are re-applied (the engine reads nothing else; the old
+                # run's entries are the new run's to make, another run's or a key rotation are
+                # no business of the new log's). A gap keeps later seqs where they were,
+                # unless the new run's own entry already holds this seq.
+                if size + len(batch) <= seq:
+                    batch.append(seq)
+                continue
+            if item.payload is None and item.committed:
+                raise UpdateRefused(
+                    f"entry {seq}'s text was forgotten since: the memory the run saw cannot "
+                    "be rebuilt, so the run cannot be re-recorded"
+                )
+            batch.append(item)
+        fed = max(fed, stop)
+        batch += list(range(size + len(batch), stop))
+        if batch:
+            await log.append(batch)
+
+    # The new run starts where the old one did (its run_started entry: _scope checked there is one).
+    started = min(s for s, e in verified.entries.items() if e.kind == RUN_STARTED)
+    await feed(started)
+    log.now = _parse_time(verified.entries[started].at)
+    run = make_run(verified.run_id, scope, mode="record")
+    async with run:
+        for call in verified.calls:
+            body = call.call
+            target = body.observed_size
+            await feed(target)
+            size = (await log.store.head()).size
+            if size != target:
+                notes.append(f"step {body.step} observed {target} entries but ran at {size}")
+            written = await source.read(target, target + len(body.wrote)) if body.wrote else []
+            log.now = _parse_time(_clock_for(call, written))
+            name, arguments = _call_of(body.tool, call.arguments)
+            if body.wrote:
+                replaced.update(body.wrote)
+            with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
+                await run.call(name, arguments)

@@ -7,8 +7,11 @@ adapter name; the PostgreSQL adapter joins the list when it exists.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,14 +23,53 @@ from memseal.ledger.store import Appended, LogStore, WriteTxn
 
 SIGNER = NoteSigner.from_seed("contract-test", bytes(range(32)))
 ADAPTERS = ["sqlite"]
+# A DSN (e.g. from .ci/postgres.sh) adds the PostgreSQL adapter: one fresh schema per test.
+POSTGRES = os.environ.get("MEMSEAL_TEST_POSTGRES")
+if POSTGRES:
+    ADAPTERS.append("postgres")
+_schemas: set[str] = set()  # made by this test; dropped after it
 
 
 async def _open(adapter: str, where: Path) -> SqliteLogStore:
-    assert adapter == "sqlite"
-    store = SqliteLogStore(where / "ledger.db", SIGNER)
+    if adapter == "postgres":
+        from memseal.ledger.postgres import PostgresLogStore
+
+        assert POSTGRES
+        # The same folder reopens the same schema (the reopen tests); a new test gets a new one.
+        schema = "contract_" + hashlib.blake2b(str(where).encode(), digest_size=8).hexdigest()
+        if schema not in _schemas:
+            await _drop_schemas([schema])
+            _schemas.add(schema)
+        # Typed as the SQLite store, as the tests are: both offer rows() and exclusive().
+        store: Any = PostgresLogStore(POSTGRES, SIGNER, schema=schema)
+    else:
+        assert adapter == "sqlite"
+        store = SqliteLogStore(where / "ledger.db", SIGNER)
     store.add_schema("CREATE TABLE IF NOT EXISTS side (seq INTEGER PRIMARY KEY, note TEXT)")
     await store.open()
     return store
+
+
+async def _drop_schemas(schemas: list[str]) -> None:
+    import psycopg
+    from psycopg import sql
+
+    assert POSTGRES
+    async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
+        await conn.execute("SET client_min_messages TO warning")
+        for schema in schemas:
+            await conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
+
+
+@pytest.fixture(autouse=True)
+async def _postgres_cleanup() -> AsyncIterator[None]:
+    yield
+    if _schemas:
+        made = sorted(_schemas)
+        _schemas.clear()
+        await _drop_schemas(made)
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -181,16 +223,24 @@ async def test_exclusive_work_runs_between_groups_outside_a_transaction(
 ) -> None:
     await append(store, 2)
 
-    def checkpoint_wal(conn: object) -> bool:
+    def maintain(conn: object) -> bool:
+        # Each adapter hands over its own driver's connection, idle: run that engine's
+        # own maintenance, which refuses to run inside a transaction.
         import sqlite3
 
-        assert isinstance(conn, sqlite3.Connection)
-        assert not conn.in_transaction
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if isinstance(conn, sqlite3.Connection):
+            assert not conn.in_transaction
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            import psycopg
+
+            assert isinstance(conn, psycopg.Connection)
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            conn.execute("VACUUM payloads")
         return True
 
     first = asyncio.ensure_future(append(store, 1))
-    assert await store.exclusive(checkpoint_wal) is True
+    assert await store.exclusive(maintain) is True
     await first
     assert (await store.head()).size == 3
 

@@ -1,0 +1,842 @@
+"""The PostgreSQL log store: the same tables and the same unit of work as SQLite.
+
+Driver: psycopg 3. A command (:data:`~.store.Command`) is a plain synchronous
+function that calls :meth:`WriteTxn.execute` and uses the rows at once, and
+the Merkle functions read tree hashes synchronously; psycopg offers a sync
+and an async connection with the same adapters, so the writer (and
+:meth:`PostgresLogStore.tree_read`) run on a thread with a sync connection,
+one thread hop per group commit as in the SQLite adapter, while the other
+reads use an :class:`psycopg.AsyncConnection`. asyncpg is async only: every
+statement of a command would have to hop from the writer thread back to the
+event loop.
+
+One writer at a time, across processes: each group commit runs in one
+``BEGIN ISOLATION LEVEL READ COMMITTED`` transaction that first takes
+``pg_advisory_xact_lock(key)`` (the key is derived from the schema, so two
+ledgers in one database do not contend), and only then reads the head of
+the chain (a fresh statement snapshot, so it sees the previous writer's
+commit). The lock is released by COMMIT or ROLLBACK, also when a process
+dies. Several processes on one database therefore append in turn: seqs stay
+gapless, the chain and the tree never fork.
+
+Group commit and savepoints as in SQLite: commands submitted together run
+in one transaction, each inside ``SAVEPOINT command``; one that raises is
+rolled back alone. Durability: the writer sets ``synchronous_commit = on``
+for its session (PostgreSQL's default, enforced here against a weaker
+database or role default), so COMMIT returns after the WAL is flushed, and
+:meth:`PostgresLogStore.run` resolves after the COMMIT.
+
+Dialect of :meth:`PostgresTxn.execute` and :meth:`PostgresLogStore.rows`:
+PostgreSQL SQL with ``?`` placeholders, as the SQLite adapter takes, so
+the callers' statements stay portable where the SQL is. A ``?`` outside
+quotes, identifiers, dollar-quoted strings and comments becomes ``%s``
+and every ``%`` becomes ``%%`` (psycopg's parameter syntax); the jsonb
+operators ``?``, ``?|`` and ``?&`` are therefore not available (write
+``jsonb_exists``, ``jsonb_exists_any``, ``jsonb_exists_all``), and quotes
+inside a string are doubled (``'it''s'``), not backslash-escaped (``E'\\''``).
+
+Known difference from SQLite: an erased payload's bytes stay in a dead
+tuple until VACUUM reclaims it (SQLite's ``secure_delete`` zeroes them at
+once); run ``VACUUM payloads, mentions`` through :meth:`PostgresLogStore.exclusive`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+from psycopg.rows import TupleRow
+
+from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
+from .errors import InvalidRequest, MemsealError, NotFound, StorageError
+from .merkle import node_hash, stored_hash_count, stored_hash_index
+from .note import NoteSigner
+from .store import Appended, Command, Head, Record, StoredCheckpoint, WriteTxn
+
+__all__ = ["PostgresAppendHook", "PostgresLogStore", "PostgresTxn", "translate_placeholders"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = "1"
+_SCAN_CHUNK = 1024
+_MAX_SEQ = 2**63 - 1
+
+Conn = psycopg.Connection[TupleRow]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    seq  BIGINT PRIMARY KEY,
+    leaf BYTEA NOT NULL,
+    hash BYTEA NOT NULL,
+    sig  BYTEA NOT NULL
+);
+CREATE TABLE IF NOT EXISTS payloads (
+    seq  BIGINT PRIMARY KEY,
+    salt BYTEA NOT NULL,
+    data BYTEA NOT NULL
+);
+CREATE TABLE IF NOT EXISTS mentions (
+    ref TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    PRIMARY KEY (ref, seq)
+);
+CREATE INDEX IF NOT EXISTS mentions_by_seq ON mentions (seq);
+CREATE TABLE IF NOT EXISTS tree (idx BIGINT PRIMARY KEY, hash BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS redactions (seq BIGINT PRIMARY KEY, by_seq BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    size BIGINT PRIMARY KEY,
+    root BYTEA NOT NULL,
+    note TEXT NOT NULL,
+    at   TEXT NOT NULL
+)
+"""
+
+_Mark = tuple[int, bytes | None, NoteSigner, list[tuple[int, bytes]] | None]
+
+PostgresAppendHook = Callable[["PostgresTxn", int, bytes], None]
+"""Called inside the transaction after each append with (txn, seq, leaf hash)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def translate_placeholders(query: str) -> str:
+    """``?`` placeholders to psycopg's ``%s`` (see the module docstring for the rules)."""
+    out: list[str] = []
+    i, n = 0, len(query)
+    while i < n:
+        c = query[i]
+        if c in "'\"":  # a string or a quoted identifier ('' and "" escape themselves)
+            end = query.find(c, i + 1)
+            while end != -1 and end + 1 < n and query[end + 1] == c:
+                end = query.find(c, end + 2)
+            end = n if end == -1 else end + 1
+            out.append(query[i:end].replace("%", "%%"))
+            i = end
+        elif c == "-" and query.startswith("--", i):
+            end = query.find("\n", i)
+            end = n if end == -1 else end
+            out.append(query[i:end].replace("%", "%%"))
+            i = end
+        elif c == "/" and query.startswith("/*", i):
+            end = query.find("*/", i + 2)
+            end = n if end == -1 else end + 2
+            out.append(query[i:end].replace("%", "%%"))
+            i = end
+        elif c == "$" and (tag := _dollar_tag(query, i)) is not None:
+            end = query.find(tag, i + len(tag))
+            end = n if end == -1 else end + len(tag)
+            out.append(query[i:end].replace("%", "%%"))
+            i = end
+        elif c == "?":
+            out.append("%s")
+            i += 1
+        elif c == "%":
+            out.append("%%")
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _dollar_tag(query: str, i: int) -> str | None:
+    # $$ or $tag$ opens a dollar-quoted string; $1 (a positional parameter) does not.
+    if i > 0 and (query[i - 1].isalnum() or query[i - 1] == "_"):
+        return None
+    j = i + 1
+    while j < len(query) and (query[j].isalnum() or query[j] == "_"):
+        j += 1
+    if j < len(query) and query[j] == "$" and not query[i + 1 : j][:1].isdigit():
+        return query[i : j + 1]
+    return None
+
+
+def _check_seq(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_SEQ:
+        raise InvalidRequest(f"`{name}` must be an integer from 0 to 2**63-2, not {value!r:.40}")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _lock_key(schema: str) -> int:
+    """The advisory-lock key of one ledger: a signed 64-bit hash of its schema's name."""
+    digest = hashlib.blake2b(f"memseal/ledger-writer/{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _read_tree(conn: Conn, indexes: Sequence[int]) -> list[bytes]:
+    if not indexes:
+        return []
+    rows = conn.execute(
+        "SELECT idx, hash FROM tree WHERE idx = ANY(%s::bigint[])", (list(indexes),)
+    ).fetchall()
+    found: dict[int, bytes] = {r[0]: r[1] for r in rows}
+    missing = [i for i in indexes if i not in found]
+    if missing:
+        raise StorageError(f"the Merkle tree lacks stored hash {missing[0]}")
+    return [found[i] for i in indexes]
+
+
+class PostgresTxn:
+    """The open write transaction handed to each command (see :class:`WriteTxn`)."""
+
+    def __init__(
+        self,
+        conn: Conn,
+        signer: NoteSigner,
+        clock: Callable[[], datetime],
+        hooks: Sequence[PostgresAppendHook],
+    ) -> None:
+        self.conn = conn
+        self._signer = signer
+        self._key = signer.key_id.hex()
+        self._clock = clock
+        self._hooks = hooks
+        row = conn.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
+        self._size: int = 0 if row is None else row[0] + 1
+        self._prev: bytes | None = None if row is None else row[1]
+        self._edge: list[tuple[int, bytes]] | None = None
+        self._depth = 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def signer(self) -> NoteSigner:
+        return self._signer
+
+    def use_signer(self, signer: NoteSigner) -> None:
+        """Sign the entries that follow with ``signer`` (key rotation)."""
+        self._signer = signer
+        self._key = signer.key_id.hex()
+
+    def mark(self) -> _Mark:
+        edge = None if self._edge is None else list(self._edge)
+        return (self._size, self._prev, self._signer, edge)
+
+    def reset(self, mark: _Mark) -> None:
+        self._size, self._prev, signer, self._edge = mark
+        self.use_signer(signer)
+
+    def append(self, draft: Draft) -> Appended:
+        seq = self._size
+        for earlier in draft.redacts:
+            if earlier >= seq:
+                raise InvalidRequest(f"`redacts` names seq {earlier}; only earlier seqs (< {seq})")
+        at = format_time(self._clock())
+        prev = GENESIS_PREV if self._prev is None else self._prev.hex()
+        leaf = encode_entry(draft, seq=seq, at=at, prev=prev, key=self._key)
+        digest = leaf_hash(leaf)
+        signature = self._signer.sign(signing_message(digest))
+        new_tree = self._grow_tree(seq, digest)
+        base = stored_hash_count(seq)
+        # One round trip for the entry, its tree hashes, its payload and its mentions.
+        ctes = ["e AS (INSERT INTO entries (seq, leaf, hash, sig) VALUES (%s, %s, %s, %s))"]
+        params: list[Any] = [seq, leaf, digest, signature]
+        if draft.payload is not None:
+            ctes.append("p AS (INSERT INTO payloads (seq, salt, data) VALUES (%s, %s, %s))")
+            params += [seq, draft.salt, draft.payload]
+            if draft.mentions:
+                ctes.append(
+                    "m AS (INSERT INTO mentions (ref, seq) SELECT r, %s FROM unnest(%s::text[]) r)"
+                )
+                params += [seq, list(draft.mentions)]
+        params += [list(range(base, base + len(new_tree))), new_tree]
+        self.conn.execute(
+            "WITH "
+            + ", ".join(ctes)
+            + " INSERT INTO tree (idx, hash) SELECT * FROM unnest(%s::bigint[], %s::bytea[])",
+            params,
+        )
+        if draft.redacts:
+            earlier_seqs = list(draft.redacts)
+            # Which signed entry erased it: replay marks forgotten texts with that seq.
+            self.conn.execute(
+                "WITH p AS (DELETE FROM payloads WHERE seq = ANY(%s::bigint[])), "
+                "m AS (DELETE FROM mentions WHERE seq = ANY(%s::bigint[])) "
+                "INSERT INTO redactions (seq, by_seq) SELECT DISTINCT s, %s::bigint "
+                "FROM unnest(%s::bigint[]) s ON CONFLICT (seq) DO NOTHING",
+                (earlier_seqs, earlier_seqs, seq, earlier_seqs),
+            )
+        self._size = seq + 1
+        self._prev = digest
+        for hook in self._hooks:
+            hook(self, seq, digest)
+        return Appended(seq=seq, leaf_hash=digest, at=at)
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested unit inside a command: rolled back alone (rows and log state) if it raises."""
+        name = f"nested{self._depth}"
+        self._depth += 1
+        mark = self.mark()
+        self.conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.conn.execute(f"RELEASE SAVEPOINT {name}")
+            self.reset(mark)
+            raise
+        else:
+            self.conn.execute(f"RELEASE SAVEPOINT {name}")
+        finally:
+            self._depth -= 1
+
+    def _grow_tree(self, seq: int, digest: bytes) -> list[bytes]:
+        # As in SQLite: the right edge (one complete subtree per set bit of the size) is read
+        # once per group; each append merges its leaf into it and returns the hashes it writes.
+        if self._edge is None:
+            levels = [b for b in reversed(range(seq.bit_length())) if seq >> b & 1]
+            hashes = self.tree_hashes([stored_hash_index(b, (seq >> b) - 1) for b in levels])
+            self._edge = list(zip(levels, hashes, strict=True))
+        edge = self._edge
+        new = [digest]
+        level, h = 0, digest
+        while edge and edge[-1][0] == level:
+            h = node_hash(edge.pop()[1], h)
+            level += 1
+            new.append(h)
+        edge.append((level, h))
+        return new
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cur = self.conn.execute(translate_placeholders(sql), list(params))
+        return cur.fetchall() if cur.description is not None else []
+
+    def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        return _read_tree(self.conn, indexes)
+
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        row = self.conn.execute(
+            "SELECT size, root, note, at FROM checkpoints ORDER BY size DESC LIMIT 1"
+        ).fetchone()
+        return (
+            None
+            if row is None
+            else StoredCheckpoint(size=row[0], root=row[1], note=row[2], at=row[3])
+        )
+
+    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        self.conn.execute(
+            "INSERT INTO checkpoints (size, root, note, at) VALUES (%s, %s, %s, %s)",
+            (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.at),
+        )
+
+    def now(self) -> str:
+        return format_time(self._clock())
+
+
+@dataclass(eq=False)
+class _Job:
+    command: Command[Any]
+    future: asyncio.Future[Any]
+    outcome: tuple[bool, Any] = field(default=(False, None))
+    # Maintenance (VACUUM, ANALYZE) runs on the writer outside any transaction.
+    raw: Callable[[Conn], Any] | None = None
+
+
+def _resolve(batch: list[_Job]) -> None:
+    for job in batch:
+        if job.future.done():  # the caller was cancelled; the work stands
+            continue
+        ok, value = job.outcome
+        if ok:
+            job.future.set_result(value)
+        else:
+            job.future.set_exception(value)
+
+
+class PostgresLogStore:
+    """The log store on PostgreSQL (see the module docstring).
+
+    ``dsn`` is a libpq connection string or URI. ``schema``, when given, holds
+    the ledger's tables (made if missing); otherwise they go to the first
+    schema of the role's ``search_path``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        signer: NoteSigner | None,
+        *,
+        schema: str | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        max_batch: int = 512,
+    ) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self._signer = signer
+        self._clock = clock
+        self._max_batch = max_batch
+        self._hooks: list[PostgresAppendHook] = []
+        self._commit_hooks: list[Callable[[PostgresTxn], None]] = []
+        self._schema_ddl: list[str] = [_SCHEMA]
+        self._lock_key = 0
+        self._writer: Conn | None = None
+        self._reader: psycopg.AsyncConnection[TupleRow] | None = None
+        self._pending: list[_Job] = []
+        self._jobs: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._tree_conn: Conn | None = None
+        self._tree_lock = threading.Lock()
+
+    # -- set-up ---------------------------------------------------------------
+
+    def add_schema(self, ddl: str) -> None:
+        """Tables of the layers above, created with the log's own (before :meth:`open`)."""
+        self._schema_ddl.append(ddl)
+
+    def add_append_hook(self, hook: PostgresAppendHook) -> None:
+        self._hooks.append(hook)
+
+    def add_commit_hook(self, hook: Callable[[PostgresTxn], None]) -> None:
+        """Run ``hook(txn)`` after a group's commands, inside its transaction (see SQLite)."""
+        self._commit_hooks.append(hook)
+
+    @property
+    def signer(self) -> NoteSigner:
+        if self._signer is None:
+            raise StorageError("this ledger store is open read-only")
+        return self._signer
+
+    def use_signer(self, signer: NoteSigner) -> None:
+        """Sign later groups with ``signer`` (after a committed key rotation)."""
+        self._signer = signer
+
+    def _where(self) -> str:
+        return "PostgreSQL" if self.schema is None else f"PostgreSQL schema {self.schema}"
+
+    def _session(self) -> list[sql.SQL | sql.Composed]:
+        """Settings every connection of this store makes first."""
+        out: list[sql.SQL | sql.Composed] = [sql.SQL("SET client_min_messages TO warning")]
+        if self.schema is not None:
+            out.append(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        return out
+
+    def _connect(self) -> Conn:
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        try:
+            for statement in self._session():
+                conn.execute(statement)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def open(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        readonly = self._signer is None
+        try:
+            if not readonly:
+                self._writer = await asyncio.to_thread(self._open_writer)
+            self._reader = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            for statement in self._session():
+                await self._reader.execute(statement)
+            await self._reader.execute("SET default_transaction_read_only TO on")
+            if readonly:
+                await self._check_schema()
+        except psycopg.Error as exc:
+            await self.close()
+            raise StorageError(f"cannot open the ledger on {self._where()}: {exc}") from exc
+        except BaseException:
+            await self.close()
+            raise
+        if not readonly:
+            self._thread = threading.Thread(
+                target=self._write_loop, name="memseal-pg-writer", daemon=True
+            )
+            self._thread.start()
+
+    async def _check_schema(self) -> None:
+        assert self._reader is not None
+        try:
+            cur = await self._reader.execute("SELECT value FROM meta WHERE key = 'schema'")
+            row = await cur.fetchone()
+        except psycopg.Error as exc:
+            raise StorageError(f"{self._where()} holds no memseal ledger: {exc}") from exc
+        if row is None or row[0] != SCHEMA_VERSION:
+            found = "none" if row is None else row[0]
+            raise StorageError(
+                f"{self._where()} has ledger schema {found}; this reads {SCHEMA_VERSION}"
+            )
+
+    def _open_writer(self) -> Conn:
+        conn = self._connect()
+        try:
+            # Durable commits whatever the database's or role's default says.
+            conn.execute("SET synchronous_commit TO on")
+            if self.schema is not None:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)
+                ).fetchone()
+                if exists is None:
+                    conn.execute(
+                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                            sql.Identifier(self.schema)
+                        )
+                    )
+            row = conn.execute("SELECT current_schema()").fetchone()
+            if row is None or row[0] is None:
+                raise StorageError("the role's search_path names no schema to hold the ledger")
+            self._lock_key = _lock_key(row[0])
+            conn.execute("BEGIN")
+            try:
+                # Two processes opening one fresh database must not race on CREATE TABLE.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                for ddl in self._schema_ddl:
+                    conn.execute(ddl)
+                found = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                if found is None:
+                    conn.execute(
+                        "INSERT INTO meta (key, value) VALUES ('schema', %s)", (SCHEMA_VERSION,)
+                    )
+                elif found[0] != SCHEMA_VERSION:
+                    raise StorageError(
+                        f"{self._where()} has ledger schema {found[0]}; "
+                        f"this memseal reads {SCHEMA_VERSION}"
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != TransactionStatus.IDLE and not conn.broken:
+                    conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def close(self) -> None:
+        """Finish every queued command (drain), then close the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread is not None:
+            self._flush()
+            self._jobs.put(None)
+            await asyncio.to_thread(self._thread.join)
+        if self._reader is not None:
+            await self._reader.close()
+        with self._tree_lock:
+            if self._tree_conn is not None:
+                self._tree_conn.close()
+        if self._writer is not None and self._thread is None:
+            self._writer.close()
+
+    # -- writing --------------------------------------------------------------
+
+    async def run(self, command: Command[T]) -> T:
+        if self._signer is None:
+            raise StorageError("this ledger store is open read-only")
+        if self._closed or self._thread is None or self._loop is None:
+            raise StorageError("the ledger store is closed")
+        future: asyncio.Future[T] = self._loop.create_future()
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(_Job(command, future))
+        return await future
+
+    async def exclusive(self, work: Callable[[Conn], T]) -> T:
+        """Run ``work`` on the writer's connection between group commits, outside a
+        transaction (VACUUM, ANALYZE). It holds the ledger's advisory lock at session
+        level meanwhile, so no process appends to this ledger until it returns."""
+        if self._signer is None:
+            raise StorageError("this ledger store is open read-only")
+        if self._closed or self._thread is None or self._loop is None:
+            raise StorageError("the ledger store is closed")
+
+        def unused(txn: WriteTxn) -> None:  # pragma: no cover - raw jobs bypass commands
+            raise AssertionError("raw job run as a command")
+
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._flush()
+        self._jobs.put([_Job(unused, future, raw=work)])
+        return await future
+
+    def _flush(self) -> None:
+        jobs, self._pending = self._pending, []
+        if jobs:
+            self._jobs.put(jobs)
+
+    def _write_loop(self) -> None:
+        """The writer thread: one group commit per pass, one hop back to the loop per group."""
+        assert self._loop is not None
+        stopping = False
+        while not stopping:
+            first = self._jobs.get()
+            if first is None:
+                break
+            batch = list(first)
+            # Group commit: everything queued while the last group was committing.
+            while len(batch) < self._max_batch:
+                try:
+                    more = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stopping = True
+                    break
+                batch.extend(more)
+            try:
+                self._commit_or_run(batch)
+            except BaseException as exc:  # the whole group failed to commit
+                error: BaseException = exc
+                if not isinstance(exc, MemsealError):
+                    error = StorageError(f"commit failed: {exc}")
+                    error.__cause__ = exc
+                for job in batch:
+                    job.outcome = (False, error)
+            try:
+                self._loop.call_soon_threadsafe(_resolve, batch)
+            except RuntimeError:  # the loop is gone; nobody is waiting any more
+                break
+        if self._writer is not None:
+            self._writer.close()
+
+    def _conn(self) -> Conn:
+        """The writer's connection, made anew if the last one broke (server restart)."""
+        conn = self._writer
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                conn.close()
+            self._writer = None
+            try:
+                conn = self._connect()
+                conn.execute("SET synchronous_commit TO on")
+            except psycopg.Error as exc:
+                raise StorageError(f"cannot reconnect to {self._where()}: {exc}") from exc
+            self._writer = conn
+        return conn
+
+    def _commit_or_run(self, batch: list[_Job]) -> None:
+        commands: list[_Job] = []
+        for job in batch:
+            if job.raw is None:
+                commands.append(job)
+                continue
+            if commands:  # keep submission order around the maintenance job
+                self._commit(commands)
+                commands = []
+            job.outcome = self._run_raw(job.raw)
+        if commands:
+            self._commit(commands)
+
+    def _run_raw(self, work: Callable[[Conn], Any]) -> tuple[bool, Any]:
+        try:
+            conn = self._conn()
+            conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
+        except BaseException as exc:
+            return (False, _translate(exc))
+        try:
+            return (True, work(conn))
+        except BaseException as exc:
+            return (False, _translate(exc))
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.execute("ROLLBACK")  # work left a transaction open
+                conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
+
+    def _commit(self, batch: list[_Job]) -> None:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            # One writer at a time across processes; the head is read after the lock is held.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+        except psycopg.Error as exc:
+            self._abandon(conn)
+            raise StorageError(f"cannot begin a write transaction: {exc}") from exc
+        try:
+            txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
+            for job in batch:
+                conn.execute("SAVEPOINT command")
+                mark = txn.mark()
+                try:
+                    value = job.command(txn)
+                except BaseException as exc:
+                    conn.execute("ROLLBACK TO SAVEPOINT command")
+                    conn.execute("RELEASE SAVEPOINT command")
+                    txn.reset(mark)
+                    job.outcome = (False, _translate(exc))
+                else:
+                    conn.execute("RELEASE SAVEPOINT command")
+                    job.outcome = (True, value)
+            for hook in self._commit_hooks:
+                hook(txn)
+        except BaseException:
+            self._abandon(conn)
+            raise
+        try:
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            # The server may or may not have committed: say so rather than guess.
+            broken = conn.broken
+            self._abandon(conn)
+            if broken:
+                raise StorageError(
+                    f"the connection was lost during COMMIT; the outcome is unknown: {exc}"
+                ) from exc
+            raise
+        self._signer = txn.signer
+
+    def _abandon(self, conn: Conn) -> None:
+        with contextlib.suppress(psycopg.Error):
+            if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.execute("ROLLBACK")
+
+    # -- reading --------------------------------------------------------------
+
+    def _db(self) -> psycopg.AsyncConnection[TupleRow]:
+        if self._reader is None or self._closed:
+            raise StorageError("the ledger store is closed")
+        return self._reader
+
+    async def _query(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            cur = await self._db().execute(query, list(params))
+            return await cur.fetchall() if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot read the ledger: {exc}") from exc
+
+    async def head(self) -> Head:
+        rows = await self._query("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
+        if not rows:
+            return Head(size=0, leaf_hash=None)
+        return Head(size=rows[0][0] + 1, leaf_hash=rows[0][1])
+
+    async def read(self, seq: int) -> Record:
+        _check_seq(seq, "seq")
+        records = await self._fetch(seq, seq + 1, 1)
+        if not records:
+            raise NotFound(f"no entry at seq {seq}")
+        return records[0]
+
+    async def _fetch(self, start: int, stop: int, limit: int) -> list[Record]:
+        rows = await self._query(
+            "SELECT e.seq, e.leaf, e.hash, e.sig, p.salt, p.data FROM entries e "
+            "LEFT JOIN payloads p ON p.seq = e.seq "
+            "WHERE e.seq >= %s AND e.seq < %s ORDER BY e.seq LIMIT %s",
+            (start, stop, limit),
+        )
+        return [
+            Record(seq=r[0], leaf=r[1], leaf_hash=r[2], signature=r[3], salt=r[4], payload=r[5])
+            for r in rows
+        ]
+
+    async def scan(self, start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
+        _check_seq(start, "start")
+        if stop is not None:
+            _check_seq(stop, "stop")
+        end = _MAX_SEQ if stop is None else stop
+        position = start
+        while position < end:
+            chunk = await self._fetch(position, end, _SCAN_CHUNK)
+            if not chunk:
+                return
+            for record in chunk:
+                yield record
+            position = chunk[-1].seq + 1
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """A read-only query of the adapter's own dialect (``?`` placeholders, see above)."""
+        try:
+            cur = await self._db().execute(translate_placeholders(sql), list(params))
+            return list(await cur.fetchall()) if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise StorageError(f"query failed: {exc}") from exc
+
+    async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
+        """Which of ``seqs`` still have a stored payload (verify: redactions took effect)."""
+        if not seqs:
+            return []
+        rows = await self._query(
+            "SELECT seq FROM payloads WHERE seq = ANY(%s::bigint[]) ORDER BY seq", (list(seqs),)
+        )
+        return [r[0] for r in rows]
+
+    async def tree_read(self, work: Callable[[Callable[[Sequence[int]], list[bytes]]], T]) -> T:
+        """Run ``work(read)`` on a thread with a synchronous reader of stored tree hashes.
+
+        The Merkle functions read synchronously, a batch at a time; every batch runs in one
+        REPEATABLE READ transaction, so all of them see the same snapshot.
+        """
+
+        def run() -> T:
+            with self._tree_lock:
+                if self._closed:
+                    raise StorageError("the ledger store is closed")
+                if self._tree_conn is None or self._tree_conn.broken:
+                    if self._tree_conn is not None:
+                        self._tree_conn.close()
+                    self._tree_conn = self._connect()
+                conn = self._tree_conn
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                try:
+                    return work(lambda indexes: _read_tree(conn, indexes))
+                finally:
+                    if not conn.broken:
+                        conn.execute("COMMIT")
+
+        if self._closed:
+            raise StorageError("the ledger store is closed")
+        try:
+            return await asyncio.to_thread(run)
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot read the Merkle tree: {exc}") from exc
+
+    async def tree_range(self, start: int, stop: int) -> list[bytes]:
+        """Stored tree hashes ``start <= idx < stop`` in order (verification)."""
+        rows = await self._query(
+            "SELECT idx, hash FROM tree WHERE idx >= %s AND idx < %s ORDER BY idx", (start, stop)
+        )
+        return [r[1] for r in rows]
+
+    async def checkpoints(self) -> list[StoredCheckpoint]:
+        rows = await self._query("SELECT size, root, note, at FROM checkpoints ORDER BY size")
+        return [StoredCheckpoint(size=r[0], root=r[1], note=r[2], at=r[3]) for r in rows]
+
+    async def stray_rows(self, size: int) -> list[tuple[str, int]]:
+        """Rows outside the log of ``size`` entries: payloads, tree hashes or mentions
+        with no entry (planted rows that would also block a later append)."""
+        rows = await self._query(
+            "SELECT 'payload', seq FROM payloads WHERE seq < 0 OR seq >= %s "
+            "UNION ALL SELECT 'mention', seq FROM mentions WHERE seq < 0 OR seq >= %s "
+            "UNION ALL SELECT 'entry', seq FROM entries WHERE seq < 0 "
+            "UNION ALL SELECT 'tree hash', idx FROM tree WHERE idx < 0 OR idx >= %s "
+            "LIMIT 5",
+            (size, size, stored_hash_count(size)),
+        )
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    async def redacted_by(self, seq: int) -> int | None:
+        """The seq of the signed entry that erased ``seq``'s payload, if one did."""
+        rows = await self._query("SELECT by_seq FROM redactions WHERE seq = %s", (seq,))
+        return None if not rows else int(rows[0][0])
+
+    async def mentioning(self, ref: str) -> list[int]:
+        rows = await self._query("SELECT seq FROM mentions WHERE ref = %s ORDER BY seq", (ref,))
+        return [r[0] for r in rows]
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, psycopg.Error):
+        error = StorageError(f"database error: {exc}")
+        error.__cause__ = exc
+        return error
+    return exc

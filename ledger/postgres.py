@@ -5,10 +5,10 @@ function that calls :meth:`WriteTxn.execute` and uses the rows at once, and
 the Merkle functions read tree hashes synchronously; psycopg offers a sync
 and an async connection with the same adapters, so the writer (and
 :meth:`PostgresLogStore.tree_read`) run on a thread with a sync connection,
-one thread hop per group commit as in the SQLite adapter, while the other
-reads use an :class:`psycopg.AsyncConnection`. asyncpg is async only: every
-statement of a command would have to hop from the writer thread back to the
-event loop.
+one thread hop per group commit through the writer both adapters share
+(:mod:`._writer`), while the other reads use an
+:class:`psycopg.AsyncConnection`. asyncpg is async only: every statement of
+a command would have to hop from the writer thread back to the event loop.
 
 One writer at a time, across processes: each group commit runs in one
 ``BEGIN ISOLATION LEVEL READ COMMITTED`` transaction that first takes
@@ -19,12 +19,12 @@ commit). The lock is released by COMMIT or ROLLBACK, also when a process
 dies. Several processes on one database therefore append in turn: seqs stay
 gapless, the chain and the tree never fork.
 
-Group commit and savepoints as in SQLite: commands submitted together run
-in one transaction, each inside ``SAVEPOINT command``; one that raises is
-rolled back alone. Durability: the writer sets ``synchronous_commit = on``
-for its session (PostgreSQL's default, enforced here against a weaker
-database or role default), so COMMIT returns after the WAL is flushed, and
-:meth:`PostgresLogStore.run` resolves after the COMMIT.
+Group commit and savepoints as in SQLite (:mod:`._writer`, :mod:`._txn`):
+commands submitted together run in one transaction, each inside ``SAVEPOINT
+command``; one that raises is rolled back alone. Durability: the writer sets
+``synchronous_commit = on`` for its session (PostgreSQL's default, enforced
+here against a weaker database or role default), so COMMIT returns after the
+WAL is flushed, and :meth:`PostgresLogStore.run` resolves after the COMMIT.
 
 Dialect of :meth:`PostgresTxn.execute` and :meth:`PostgresLogStore.rows`:
 PostgreSQL SQL with ``?`` placeholders, as the SQLite adapter takes, so
@@ -46,10 +46,8 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -58,19 +56,20 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
-from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
-from .errors import InvalidRequest, MemsealError, NotFound, StorageError
-from .merkle import node_hash, stored_hash_count, stored_hash_index
+from ._reads import RecordReads
+from ._txn import LogTxn
+from ._writer import GroupCommitWriter, Job
+from .entry import Draft
+from .errors import StorageError
+from .merkle import stored_hash_count
 from .note import NoteSigner
-from .store import Appended, Command, Head, Record, StoredCheckpoint, WriteTxn
+from .store import Command, Head, Record, StoredCheckpoint
 
 __all__ = ["PostgresAppendHook", "PostgresLogStore", "PostgresTxn", "translate_placeholders"]
 
 T = TypeVar("T")
 
 SCHEMA_VERSION = "1"
-_SCAN_CHUNK = 1024
-_MAX_SEQ = 2**63 - 1
 
 Conn = psycopg.Connection[TupleRow]
 
@@ -102,8 +101,6 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     at   TEXT NOT NULL
 )
 """
-
-_Mark = tuple[int, bytes | None, NoteSigner, list[tuple[int, bytes]] | None]
 
 PostgresAppendHook = Callable[["PostgresTxn", int, bytes], None]
 """Called inside the transaction after each append with (txn, seq, leaf hash)."""
@@ -162,11 +159,6 @@ def _dollar_tag(query: str, i: int) -> str | None:
     return None
 
 
-def _check_seq(value: object, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_SEQ:
-        raise InvalidRequest(f"`{name}` must be an integer from 0 to 2**63-2, not {value!r:.40}")
-
-
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -190,8 +182,11 @@ def _read_tree(conn: Conn, indexes: Sequence[int]) -> list[bytes]:
     return [found[i] for i in indexes]
 
 
-class PostgresTxn:
+class PostgresTxn(LogTxn):
     """The open write transaction handed to each command (see :class:`WriteTxn`)."""
+
+    _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT {}"
+    _RELEASE = "RELEASE SAVEPOINT {}"
 
     def __init__(
         self,
@@ -201,48 +196,16 @@ class PostgresTxn:
         hooks: Sequence[PostgresAppendHook],
     ) -> None:
         self.conn = conn
-        self._signer = signer
-        self._key = signer.key_id.hex()
-        self._clock = clock
-        self._hooks = hooks
         row = conn.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-        self._size: int = 0 if row is None else row[0] + 1
-        self._prev: bytes | None = None if row is None else row[1]
-        self._edge: list[tuple[int, bytes]] | None = None
-        self._depth = 0
+        super().__init__(signer, clock, hooks, None if row is None else (row[0], row[1]))
 
-    @property
-    def size(self) -> int:
-        return self._size
+    def _sql(self, statement: str) -> None:
+        self.conn.execute(statement)
 
-    @property
-    def signer(self) -> NoteSigner:
-        return self._signer
-
-    def use_signer(self, signer: NoteSigner) -> None:
-        """Sign the entries that follow with ``signer`` (key rotation)."""
-        self._signer = signer
-        self._key = signer.key_id.hex()
-
-    def mark(self) -> _Mark:
-        edge = None if self._edge is None else list(self._edge)
-        return (self._size, self._prev, self._signer, edge)
-
-    def reset(self, mark: _Mark) -> None:
-        self._size, self._prev, signer, self._edge = mark
-        self.use_signer(signer)
-
-    def append(self, draft: Draft) -> Appended:
-        seq = self._size
-        for earlier in draft.redacts:
-            if earlier >= seq:
-                raise InvalidRequest(f"`redacts` names seq {earlier}; only earlier seqs (< {seq})")
-        at = format_time(self._clock())
-        prev = GENESIS_PREV if self._prev is None else self._prev.hex()
-        leaf = encode_entry(draft, seq=seq, at=at, prev=prev, key=self._key)
-        digest = leaf_hash(leaf)
-        signature = self._signer.sign(signing_message(digest))
-        new_tree = self._grow_tree(seq, digest)
+    def _write_entry(
+        self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
+    ) -> None:
+        new_tree = self._grow_edge(seq, digest)
         base = stored_hash_count(seq)
         # One round trip for the entry, its tree hashes, its payload and its mentions.
         ctes = ["e AS (INSERT INTO entries (seq, leaf, hash, sig) VALUES (%s, %s, %s, %s))"]
@@ -272,47 +235,6 @@ class PostgresTxn:
                 "FROM unnest(%s::bigint[]) s ON CONFLICT (seq) DO NOTHING",
                 (earlier_seqs, earlier_seqs, seq, earlier_seqs),
             )
-        self._size = seq + 1
-        self._prev = digest
-        for hook in self._hooks:
-            hook(self, seq, digest)
-        return Appended(seq=seq, leaf_hash=digest, at=at)
-
-    @contextlib.contextmanager
-    def savepoint(self) -> Iterator[None]:
-        """A nested unit inside a command: rolled back alone (rows and log state) if it raises."""
-        name = f"nested{self._depth}"
-        self._depth += 1
-        mark = self.mark()
-        self.conn.execute(f"SAVEPOINT {name}")
-        try:
-            yield
-        except BaseException:
-            self.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-            self.conn.execute(f"RELEASE SAVEPOINT {name}")
-            self.reset(mark)
-            raise
-        else:
-            self.conn.execute(f"RELEASE SAVEPOINT {name}")
-        finally:
-            self._depth -= 1
-
-    def _grow_tree(self, seq: int, digest: bytes) -> list[bytes]:
-        # As in SQLite: the right edge (one complete subtree per set bit of the size) is read
-        # once per group; each append merges its leaf into it and returns the hashes it writes.
-        if self._edge is None:
-            levels = [b for b in reversed(range(seq.bit_length())) if seq >> b & 1]
-            hashes = self.tree_hashes([stored_hash_index(b, (seq >> b) - 1) for b in levels])
-            self._edge = list(zip(levels, hashes, strict=True))
-        edge = self._edge
-        new = [digest]
-        level, h = 0, digest
-        while edge and edge[-1][0] == level:
-            h = node_hash(edge.pop()[1], h)
-            level += 1
-            new.append(h)
-        edge.append((level, h))
-        return new
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         cur = self.conn.execute(translate_placeholders(sql), list(params))
@@ -337,31 +259,8 @@ class PostgresTxn:
             (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.at),
         )
 
-    def now(self) -> str:
-        return format_time(self._clock())
 
-
-@dataclass(eq=False)
-class _Job:
-    command: Command[Any]
-    future: asyncio.Future[Any]
-    outcome: tuple[bool, Any] = field(default=(False, None))
-    # Maintenance (VACUUM, ANALYZE) runs on the writer outside any transaction.
-    raw: Callable[[Conn], Any] | None = None
-
-
-def _resolve(batch: list[_Job]) -> None:
-    for job in batch:
-        if job.future.done():  # the caller was cancelled; the work stands
-            continue
-        ok, value = job.outcome
-        if ok:
-            job.future.set_result(value)
-        else:
-            job.future.set_exception(value)
-
-
-class PostgresLogStore:
+class PostgresLogStore(RecordReads):
     """The log store on PostgreSQL (see the module docstring).
 
     ``dsn`` is a libpq connection string or URI. ``schema``, when given, holds
@@ -389,10 +288,14 @@ class PostgresLogStore:
         self._lock_key = 0
         self._writer: Conn | None = None
         self._reader: psycopg.AsyncConnection[TupleRow] | None = None
-        self._pending: list[_Job] = []
-        self._jobs: queue.SimpleQueue[list[_Job] | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: GroupCommitWriter[Conn] = GroupCommitWriter(
+            commit=self._commit,
+            run_raw=self._run_raw,
+            translate=_translate,
+            finish=self._finish,
+            max_batch=max_batch,
+            name="memseal-pg-writer",
+        )
         self._closed = False
         self._tree_conn: Conn | None = None
         self._tree_lock = threading.Lock()
@@ -441,7 +344,7 @@ class PostgresLogStore:
         return conn
 
     async def open(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         readonly = self._signer is None
         try:
             if not readonly:
@@ -459,10 +362,7 @@ class PostgresLogStore:
             await self.close()
             raise
         if not readonly:
-            self._thread = threading.Thread(
-                target=self._write_loop, name="memseal-pg-writer", daemon=True
-            )
-            self._thread.start()
+            self._group.start(loop)
 
     async def _check_schema(self) -> None:
         assert self._reader is not None
@@ -527,16 +427,13 @@ class PostgresLogStore:
         if self._closed:
             return
         self._closed = True
-        if self._thread is not None:
-            self._flush()
-            self._jobs.put(None)
-            await asyncio.to_thread(self._thread.join)
+        await self._group.stop()
         if self._reader is not None:
             await self._reader.close()
         with self._tree_lock:
             if self._tree_conn is not None:
                 self._tree_conn.close()
-        if self._writer is not None and self._thread is None:
+        if self._writer is not None and not self._group.running:
             self._writer.close()
 
     # -- writing --------------------------------------------------------------
@@ -544,13 +441,9 @@ class PostgresLogStore:
     async def run(self, command: Command[T]) -> T:
         if self._signer is None:
             raise StorageError("this ledger store is open read-only")
-        if self._closed or self._thread is None or self._loop is None:
+        if self._closed or not self._group.running:
             raise StorageError("the ledger store is closed")
-        future: asyncio.Future[T] = self._loop.create_future()
-        if not self._pending:
-            self._loop.call_soon(self._flush)
-        self._pending.append(_Job(command, future))
-        return await future
+        return await self._group.run(command)
 
     async def exclusive(self, work: Callable[[Conn], T]) -> T:
         """Run ``work`` on the writer's connection between group commits, outside a
@@ -558,54 +451,11 @@ class PostgresLogStore:
         level meanwhile, so no process appends to this ledger until it returns."""
         if self._signer is None:
             raise StorageError("this ledger store is open read-only")
-        if self._closed or self._thread is None or self._loop is None:
+        if self._closed or not self._group.running:
             raise StorageError("the ledger store is closed")
+        return await self._group.exclusive(work)
 
-        def unused(txn: WriteTxn) -> None:  # pragma: no cover - raw jobs bypass commands
-            raise AssertionError("raw job run as a command")
-
-        future: asyncio.Future[T] = self._loop.create_future()
-        self._flush()
-        self._jobs.put([_Job(unused, future, raw=work)])
-        return await future
-
-    def _flush(self) -> None:
-        jobs, self._pending = self._pending, []
-        if jobs:
-            self._jobs.put(jobs)
-
-    def _write_loop(self) -> None:
-        """The writer thread: one group commit per pass, one hop back to the loop per group."""
-        assert self._loop is not None
-        stopping = False
-        while not stopping:
-            first = self._jobs.get()
-            if first is None:
-                break
-            batch = list(first)
-            # Group commit: everything queued while the last group was committing.
-            while len(batch) < self._max_batch:
-                try:
-                    more = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                batch.extend(more)
-            try:
-                self._commit_or_run(batch)
-            except BaseException as exc:  # the whole group failed to commit
-                error: BaseException = exc
-                if not isinstance(exc, MemsealError):
-                    error = StorageError(f"commit failed: {exc}")
-                    error.__cause__ = exc
-                for job in batch:
-                    job.outcome = (False, error)
-            try:
-                self._loop.call_soon_threadsafe(_resolve, batch)
-            except RuntimeError:  # the loop is gone; nobody is waiting any more
-                break
+    def _finish(self) -> None:
         if self._writer is not None:
             self._writer.close()
 
@@ -624,36 +474,18 @@ class PostgresLogStore:
             self._writer = conn
         return conn
 
-    def _commit_or_run(self, batch: list[_Job]) -> None:
-        commands: list[_Job] = []
-        for job in batch:
-            if job.raw is None:
-                commands.append(job)
-                continue
-            if commands:  # keep submission order around the maintenance job
-                self._commit(commands)
-                commands = []
-            job.outcome = self._run_raw(job.raw)
-        if commands:
-            self._commit(commands)
-
-    def _run_raw(self, work: Callable[[Conn], Any]) -> tuple[bool, Any]:
+    def _run_raw(self, work: Callable[[Conn], T]) -> T:
+        conn = self._conn()
+        conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
         try:
-            conn = self._conn()
-            conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
-        except BaseException as exc:
-            return (False, _translate(exc))
-        try:
-            return (True, work(conn))
-        except BaseException as exc:
-            return (False, _translate(exc))
+            return work(conn)
         finally:
             with contextlib.suppress(psycopg.Error):
                 if conn.info.transaction_status != TransactionStatus.IDLE:
                     conn.execute("ROLLBACK")  # work left a transaction open
                 conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
 
-    def _commit(self, batch: list[_Job]) -> None:
+    def _commit(self, batch: list[Job[Conn]]) -> None:
         conn = self._conn()
         try:
             conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -665,18 +497,7 @@ class PostgresLogStore:
         try:
             txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
             for job in batch:
-                conn.execute("SAVEPOINT command")
-                mark = txn.mark()
-                try:
-                    value = job.command(txn)
-                except BaseException as exc:
-                    conn.execute("ROLLBACK TO SAVEPOINT command")
-                    conn.execute("RELEASE SAVEPOINT command")
-                    txn.reset(mark)
-                    job.outcome = (False, _translate(exc))
-                else:
-                    conn.execute("RELEASE SAVEPOINT command")
-                    job.outcome = (True, value)
+                job.outcome = txn.run_command(job.command, _translate)
             for hook in self._commit_hooks:
                 hook(txn)
         except BaseException:
@@ -720,13 +541,6 @@ class PostgresLogStore:
             return Head(size=0, leaf_hash=None)
         return Head(size=rows[0][0] + 1, leaf_hash=rows[0][1])
 
-    async def read(self, seq: int) -> Record:
-        _check_seq(seq, "seq")
-        records = await self._fetch(seq, seq + 1, 1)
-        if not records:
-            raise NotFound(f"no entry at seq {seq}")
-        return records[0]
-
     async def _fetch(self, start: int, stop: int, limit: int) -> list[Record]:
         rows = await self._query(
             "SELECT e.seq, e.leaf, e.hash, e.sig, p.salt, p.data FROM entries e "
@@ -739,20 +553,6 @@ class PostgresLogStore:
             for r in rows
         ]
 
-    async def scan(self, start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
-        _check_seq(start, "start")
-        if stop is not None:
-            _check_seq(stop, "stop")
-        end = _MAX_SEQ if stop is None else stop
-        position = start
-        while position < end:
-            chunk = await self._fetch(position, end, _SCAN_CHUNK)
-            if not chunk:
-                return
-            for record in chunk:
-                yield record
-            position = chunk[-1].seq + 1
-
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """A read-only query of the adapter's own dialect (``?`` placeholders, see above)."""
         try:
@@ -760,6 +560,10 @@ class PostgresLogStore:
             return list(await cur.fetchall()) if cur.description is not None else []
         except psycopg.Error as exc:
             raise StorageError(f"query failed: {exc}") from exc
+
+    async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        # The same statements as SQLite's, as psycopg takes them; errors as the ledger's reads.
+        return await self._query(translate_placeholders(sql), params)
 
     async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
         """Which of ``seqs`` still have a stored payload (verify: redactions took effect)."""
@@ -799,39 +603,6 @@ class PostgresLogStore:
             return await asyncio.to_thread(run)
         except psycopg.Error as exc:
             raise StorageError(f"cannot read the Merkle tree: {exc}") from exc
-
-    async def tree_range(self, start: int, stop: int) -> list[bytes]:
-        """Stored tree hashes ``start <= idx < stop`` in order (verification)."""
-        rows = await self._query(
-            "SELECT idx, hash FROM tree WHERE idx >= %s AND idx < %s ORDER BY idx", (start, stop)
-        )
-        return [r[1] for r in rows]
-
-    async def checkpoints(self) -> list[StoredCheckpoint]:
-        rows = await self._query("SELECT size, root, note, at FROM checkpoints ORDER BY size")
-        return [StoredCheckpoint(size=r[0], root=r[1], note=r[2], at=r[3]) for r in rows]
-
-    async def stray_rows(self, size: int) -> list[tuple[str, int]]:
-        """Rows outside the log of ``size`` entries: payloads, tree hashes or mentions
-        with no entry (planted rows that would also block a later append)."""
-        rows = await self._query(
-            "SELECT 'payload', seq FROM payloads WHERE seq < 0 OR seq >= %s "
-            "UNION ALL SELECT 'mention', seq FROM mentions WHERE seq < 0 OR seq >= %s "
-            "UNION ALL SELECT 'entry', seq FROM entries WHERE seq < 0 "
-            "UNION ALL SELECT 'tree hash', idx FROM tree WHERE idx < 0 OR idx >= %s "
-            "LIMIT 5",
-            (size, size, stored_hash_count(size)),
-        )
-        return [(str(r[0]), int(r[1])) for r in rows]
-
-    async def redacted_by(self, seq: int) -> int | None:
-        """The seq of the signed entry that erased ``seq``'s payload, if one did."""
-        rows = await self._query("SELECT by_seq FROM redactions WHERE seq = %s", (seq,))
-        return None if not rows else int(rows[0][0])
-
-    async def mentioning(self, ref: str) -> list[int]:
-        rows = await self._query("SELECT seq FROM mentions WHERE ref = %s ORDER BY seq", (ref,))
-        return [r[0] for r in rows]
 
 
 def _translate(exc: BaseException) -> BaseException:

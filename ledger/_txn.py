@@ -1,0 +1,182 @@
+"""The driver-independent half of a store's write transaction (see :class:`WriteTxn`).
+
+Both adapters hand each command a transaction object that keeps the log's
+running state in memory: the size, the previous leaf hash, the signer and
+the Merkle tree's right edge. :meth:`LogTxn.mark` captures that state and
+:meth:`LogTxn.reset` restores it when a savepoint rolls back, so a command
+(or a nested unit) that raises leaves neither rows nor log state behind.
+
+An append computes the seq, the chain link, the leaf and its signature here;
+the adapter writes the rows (:meth:`LogTxn._write_entry`) in its dialect.
+The Merkle tree grows in the same transaction: never a stored entry without
+its hashes. The right edge (one complete subtree per set bit of the size) is
+read once per group; each append then merges its leaf into it, giving the
+stored hashes it writes in order (:meth:`LogTxn._grow_edge`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+
+from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
+from .errors import InvalidRequest, StorageError
+from .merkle import node_hash, stored_hash_index
+from .note import NoteSigner
+from .store import Appended, Command, StoredCheckpoint
+
+__all__ = ["LogTxn", "Mark"]
+
+Mark = tuple[int, bytes | None, NoteSigner, list[tuple[int, bytes]] | None]
+
+
+class LogTxn(ABC):
+    """Log state, savepoints and the append sequence of one open write transaction."""
+
+    # The adapter's savepoint statements ({} is the savepoint's name).
+    _SAVEPOINT: ClassVar[str] = "SAVEPOINT {}"
+    _ROLLBACK_TO: ClassVar[str]
+    _RELEASE: ClassVar[str]
+
+    def __init__(
+        self,
+        signer: NoteSigner,
+        clock: Callable[[], datetime],
+        hooks: Sequence[Callable[[Any, int, bytes], None]],
+        head: tuple[int, bytes] | None,
+    ) -> None:
+        self._signer = signer
+        self._key = signer.key_id.hex()
+        self._clock = clock
+        self._hooks = hooks
+        self._size: int = 0 if head is None else head[0] + 1
+        self._prev: bytes | None = None if head is None else head[1]
+        self._edge: list[tuple[int, bytes]] | None = None
+        self._depth = 0
+
+    # -- the adapter's side ---------------------------------------------------
+
+    @abstractmethod
+    def _sql(self, statement: str) -> None:
+        """Run one parameterless statement (savepoints) on the transaction's connection."""
+
+    @abstractmethod
+    def _write_entry(
+        self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
+    ) -> None:
+        """Store the entry, its tree hashes (:meth:`_grow_edge`), payload and redactions."""
+
+    @abstractmethod
+    def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]: ...
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    @abstractmethod
+    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
+
+    @abstractmethod
+    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None: ...
+
+    # -- shared ---------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def signer(self) -> NoteSigner:
+        if self._signer is None:
+            raise StorageError("this ledger store is open read-only")
+        return self._signer
+
+    def use_signer(self, signer: NoteSigner) -> None:
+        """Sign the entries that follow with ``signer`` (key rotation)."""
+        self._signer = signer
+        self._key = signer.key_id.hex()
+
+    def mark(self) -> Mark:
+        edge = None if self._edge is None else list(self._edge)
+        return (self._size, self._prev, self._signer, edge)
+
+    def reset(self, mark: Mark) -> None:
+        self._size, self._prev, signer, self._edge = mark
+        self.use_signer(signer)
+
+    def now(self) -> str:
+        return format_time(self._clock())
+
+    def append(self, draft: Draft) -> Appended:
+        seq = self._size
+        for earlier in draft.redacts:
+            if earlier >= seq:
+                raise InvalidRequest(f"`redacts` names seq {earlier}; only earlier seqs (< {seq})")
+        at = format_time(self._clock())
+        prev = GENESIS_PREV if self._prev is None else self._prev.hex()
+        leaf = encode_entry(draft, seq=seq, at=at, prev=prev, key=self._key)
+        digest = leaf_hash(leaf)
+        signature = self._signer.sign(signing_message(digest))
+        self._write_entry(draft, seq, leaf, digest, signature)
+        self._size = seq + 1
+        self._prev = digest
+        for hook in self._hooks:
+            hook(self, seq, digest)
+        return Appended(seq=seq, leaf_hash=digest, at=at)
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested unit inside a command: rolled back alone (rows and log state) if it raises."""
+        name = f"nested{self._depth}"
+        self._depth += 1
+        mark = self.mark()
+        self._sql(self._SAVEPOINT.format(name))
+        try:
+            yield
+        except BaseException:
+            self._sql(self._ROLLBACK_TO.format(name))
+            self._sql(self._RELEASE.format(name))
+            self.reset(mark)
+            raise
+        else:
+            self._sql(self._RELEASE.format(name))
+        finally:
+            self._depth -= 1
+
+    def run_command(
+        self, command: Command[Any], translate: Callable[[BaseException], BaseException]
+    ) -> tuple[bool, Any]:
+        """Run one command of a group in its own savepoint; its outcome (ok, value or error).
+
+        A command that raises is rolled back alone, rows and log state, and the
+        rest of the group goes on.
+        """
+        self._sql(self._SAVEPOINT.format("command"))
+        mark = self.mark()
+        try:
+            value = command(self)
+        except BaseException as exc:
+            self._sql(self._ROLLBACK_TO.format("command"))
+            self._sql(self._RELEASE.format("command"))
+            self.reset(mark)
+            return (False, translate(exc))
+        self._sql(self._RELEASE.format("command"))
+        return (True, value)
+
+    def _grow_edge(self, seq: int, digest: bytes) -> list[bytes]:
+        """Merge leaf ``seq`` into the right edge; the stored hashes it adds, in order."""
+        if self._edge is None:
+            levels = [b for b in reversed(range(seq.bit_length())) if seq >> b & 1]
+            hashes = self.tree_hashes([stored_hash_index(b, (seq >> b) - 1) for b in levels])
+            self._edge = list(zip(levels, hashes, strict=True))
+        edge = self._edge
+        new = [digest]
+        level, h = 0, digest
+        while edge and edge[-1][0] == level:
+            h = node_hash(edge.pop()[1], h)
+            level += 1
+            new.append(h)
+        edge.append((level, h))
+        return new

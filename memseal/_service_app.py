@@ -308,7 +308,7 @@ class Service:
             if step not in (None, 0):
                 raise ApiError(400, "invalid_request", "`step` needs a named run")
             fresh = new_run_id()
-            run = self.memory.run(fresh, scope, mode="record")
+            run = self.memory.run(fresh, scope, mode="record", oneshot=True)
             try:
                 try:
                     result = await run.call(name, arguments)

@@ -105,6 +105,7 @@ class Memory:
         mode: str = "resume",
         fork: bool = False,
         lease_ttl: float = 15.0,
+        oneshot: bool = False,
     ) -> Run:
         """A durable run: every call recorded as a signed entry, replayed from its memo.
 
@@ -131,13 +132,14 @@ class Memory:
             keys=self._history,
             fork=fork,
             lease_ttl=lease_ttl,
+            oneshot=oneshot,
         )
 
     async def call(
         self, name: str, arguments: Any = None, *, scope: ToolScope | None = None
     ) -> tuple[str, Any]:
         """One recorded call outside any named run: returns (the fresh run id, the result)."""
-        run = self.run(None, scope, mode="record")
+        run = self.run(None, scope, mode="record", oneshot=True)
         try:
             return run.run_id, await run.call(name, arguments)
         finally:

@@ -153,6 +153,7 @@ class Run:
         keys: Sequence[VerifierKey],
         fork: bool = False,
         lease_ttl: float = 15.0,
+        oneshot: bool = False,
     ) -> None:
         if not isinstance(run_id, str) or not 1 <= len(run_id) <= 200 or not run_id.isprintable():
             raise InvalidRequest("`run_id` must be 1 to 200 printable characters")
@@ -169,6 +170,11 @@ class Run:
         self._secret = secret
         self._keys = {k.key_id.hex(): VerifyKey(k.public_key) for k in keys}
         self._ttl = lease_ttl
+        # A one-call run under a fresh id: its start, its call and its release commit
+        # together, one transaction instead of three (a call made outside any run).
+        self._oneshot = oneshot
+        if oneshot and mode != "record":
+            raise InvalidRequest("a one-shot run records its single call: mode must be record")
         self._holder = secrets.token_hex(16)
         self._next = 0
         self._live_from: int | None = None
@@ -200,8 +206,12 @@ class Run:
                 raise InvalidRequest(f"run {self.run_id!r} is closed")
             if self._started:
                 return
-            started = RunStarted(run_id=self.run_id, mode=self.mode, **_scope_fields(self._scope))
-            draft = make_draft(RUN_STARTED, msgspec.to_builtins(started))
+            draft = self._started_draft()
+            if self._oneshot:
+                self._recorded = set()
+                self._live_from = 0
+                self._started = True
+                return
 
             def command(txn: WriteTxn) -> None:
                 if acquire(txn, self.run_id, self._holder, self._ttl):
@@ -219,6 +229,10 @@ class Run:
             self._live_from = gap
             self._started = True
             self._renewer = asyncio.create_task(self._renew())
+
+    def _started_draft(self) -> Draft:
+        started = RunStarted(run_id=self.run_id, mode=self.mode, **_scope_fields(self._scope))
+        return make_draft(RUN_STARTED, msgspec.to_builtins(started))
 
     async def _renew(self) -> None:
         while True:
@@ -239,7 +253,7 @@ class Run:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
-        if self._started:
+        if self._started and not self._oneshot:
 
             def command(txn: WriteTxn) -> None:
                 release(txn, self.run_id, self._holder)
@@ -442,8 +456,16 @@ class Run:
             recorded = _error_result(error) if error is not None else read_result
             ready = (draft_for(recorded, error, observed, ()), recorded)
 
+        opening = self._started_draft() if self._oneshot else None
+        if self._oneshot and step > 0:
+            raise InvalidRequest("a one-shot run makes a single call")
+
         def command(txn: WriteTxn) -> tuple[Any, MemsealError | None]:
-            check_holder(txn, self.run_id, self._holder)
+            if opening is not None:
+                if acquire(txn, self.run_id, self._holder, self._ttl):
+                    txn.append(opening)
+            else:
+                check_holder(txn, self.run_id, self._holder)
             if ready is not None:
                 draft, recorded = ready
                 failure = error
@@ -460,6 +482,8 @@ class Run:
                 draft = draft_for(recorded, failure, before, tuple(range(before, txn.size)))
             appended = txn.append(draft)
             put_memo(txn, MemoRow(run_id=self.run_id, step=step, memo_key=key, seq=appended.seq))
+            if opening is not None:
+                release(txn, self.run_id, self._holder)
             return recorded, failure
 
         recorded, failure = await self._store.run(command)

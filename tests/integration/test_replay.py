@@ -222,8 +222,17 @@ async def test_unknown_modes_and_bad_run_ids_are_refused(memory: Memory) -> None
 
 
 async def test_a_call_outside_a_run_gets_a_fresh_run_id(memory: Memory) -> None:
+    size = await memory.ledger.size()
     run_id, result = await memory.call("memory_store", STORE, scope=SCOPE)
     assert run_id.startswith("run-") and result["replayed"] is False
+    # Started, recorded and released in one go: its entries, and no lease left behind.
+    kinds = [r.entry().kind async for r in memory.ledger.scan(size)]
+    assert kinds == ["run_started", "memory_stored", "memory_tool_call"]
+    with db(memory) as conn:
+        holder = conn.execute("SELECT holder FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    assert holder == (None,)
+    async with memory.run(run_id, SCOPE, mode="strict") as replayed:  # and it replays
+        assert await replayed.call("memory_store", STORE) == result
     again_id, again = await memory.call("memory_store", STORE, scope=SCOPE)
     assert again_id != run_id and again["replayed"] is True
 

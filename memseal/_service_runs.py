@@ -155,7 +155,7 @@ class RunRegistry:
             old = held.run
             await old.close(check=False)
             fresh = self._memory.run(run_id, held.scope, mode="resume")
-            fresh._next = old.steps_issued
+            fresh.skip_to(old.steps_issued)
             held.run = fresh
             return fresh
 
@@ -213,13 +213,6 @@ def _check_run_id(run_id: object) -> None:
 
 
 def _call_at(run: Run, step: int, name: str, arguments: Any, revalidate: bool) -> Awaitable[Any]:
-    """Call ``step`` of ``run`` explicitly (a caller that numbers its own steps).
-
-    ``Run.call`` numbers steps in issue order; a caller passing its step (a
-    client retrying a step, or resuming after a restart) is served at that
-    position, and the run's next free step moves past it.
-    """
-    if run._closed:
-        raise InvalidRequest(f"run {run.run_id!r} is closed")
-    run._next = max(run._next, step + 1)
-    return run._call(step, name, {} if arguments is None else arguments, revalidate)
+    """Call ``step`` of ``run`` explicitly: a client retrying a step, or resuming after a
+    restart, is served at that position (see :meth:`Run.call_at`)."""
+    return run.call_at(step, name, arguments, revalidate=revalidate)

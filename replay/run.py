@@ -281,6 +281,27 @@ class Run:
         """The run's tools for OpenAI, Anthropic, LangChain or MCP: every call recorded here."""
         return AsyncToolset.of(self)
 
+    def call_at(
+        self,
+        step: int,
+        name: str,
+        arguments: Mapping[str, Any] | str | bytes | None = None,
+        *,
+        revalidate: bool = False,
+    ) -> Awaitable[Any]:
+        """Call an explicit ``step`` (a caller numbering its own steps, as HTTP and MCP
+        clients may); the next step :meth:`call` reserves moves past it."""
+        if self._closed:
+            raise InvalidRequest(f"run {self.run_id!r} is closed")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise InvalidRequest(f"`step` must be an integer >= 0, not {step!r:.40}")
+        self._next = max(self._next, step + 1)
+        return self._call(step, name, {} if arguments is None else arguments, revalidate)
+
+    def skip_to(self, step: int) -> None:
+        """Number the next :meth:`call` from ``step`` on (a reopened run continuing)."""
+        self._next = max(self._next, step)
+
     def call(
         self,
         name: str,

@@ -255,3 +255,16 @@ async def test_a_forgotten_text_replays_as_a_marker_and_leaves_the_files(
     for path in memory.folder.rglob("*"):
         if path.is_file():
             assert secret not in path.read_bytes(), path
+
+
+async def test_explicit_steps_are_served_at_their_position(memory: Memory) -> None:
+    async with memory.run("run-steps", SCOPE) as run:
+        second = await run.call_at(1, "memory_list", {})
+        first = await run.call_at(0, "memory_store", STORE)
+        third = await run.call("memory_list", {})  # numbered after the highest explicit step
+    async with memory.run("run-steps", SCOPE, mode="strict") as replayed:
+        assert await replayed.call("memory_store", STORE) == first
+        assert await replayed.call("memory_list", {}) == second
+        assert await replayed.call("memory_list", {}) == third
+    with pytest.raises(memseal.InvalidRequest, match="step"):
+        memory.run("run-x", SCOPE).call_at(-1, "memory_list", {})

@@ -57,13 +57,14 @@ from unittest import mock
 import msgspec
 
 import memseal
+import memseal.ledger._txn as txn_module
 import memseal.ledger.entry as entry_module
 import memseal.ledger.keys as keys_module
-import memseal.ledger.sqlite as sqlite_module
 from memseal.ledger.entry import leaf_hash, signing_message
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
+from memseal.ledger.sqlite import SqliteLogStore
 from memseal.memory import open_audit
 
 OUT = Path(__file__).resolve().parent / "ledger"
@@ -189,11 +190,31 @@ def fixed_keys() -> Iterator[None]:
 
 
 def table_names(conn: sqlite3.Connection) -> list[str]:
+    """The ledger's own tables (the layers above keep theirs; vectors are about the ledger)."""
     rows = conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
         "ORDER BY name"
     )
-    return [name for (name,) in rows]
+    return [name for (name,) in rows if name in LEDGER_TABLES]
+
+
+def _ledger_tables() -> frozenset[str]:
+    async def make(folder: Path) -> None:
+        store = SqliteLogStore(folder / "ledger.db", NoteSigner.generate("tables"))
+        await store.open()
+        await store.close()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(make(Path(tmp)))
+        with closing(sqlite3.connect(Path(tmp) / "ledger.db")) as conn:
+            rows = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+            return frozenset(name for (name,) in rows)
+
+
+# Read once, before any event loop runs (the vectors are built inside one).
+LEDGER_TABLES = _ledger_tables()
 
 
 def read_rows(db: Path) -> Rows:
@@ -220,7 +241,7 @@ def rewriting(build: Build, originals: dict[int, bytes]) -> Iterator[None]:
             leaf = build.rewrite[seq](leaf)
         return leaf
 
-    with mock.patch.object(sqlite_module, "encode_entry", encode_entry):
+    with mock.patch.object(txn_module, "encode_entry", encode_entry):
         yield
 
 
@@ -324,6 +345,11 @@ def reorder_header(leaf: bytes) -> bytes:
 
 def not_an_entry(leaf: bytes) -> bytes:
     return b"\x00\x01 not an entry"
+
+
+def invalid_utf8(leaf: bytes) -> bytes:
+    # A byte that can never occur in UTF-8, inside the body: the JSON is otherwise intact.
+    return leaf.replace(b"memory_fetch", b"memory_\xfftch", 1)
 
 
 # -- the attacks -----------------------------------------------------------------------
@@ -647,6 +673,15 @@ ATTACKS = [
         (3, "format"),
         Build(rewrite={3: not_an_entry}),
         lambda built: keep_original_signature(built, 3),
+    ),
+    Attack(
+        "entry-invalid-utf8",
+        "One byte of entry 2 replaced by 0xff, which is never UTF-8, every hash derived from "
+        "it recomputed, its original signature kept: a decoder that let the bytes through "
+        "would still reach the signature check, so the format check must refuse them first.",
+        (2, "format"),
+        Build(rewrite={2: invalid_utf8}),
+        lambda built: keep_original_signature(built, 2),
     ),
 ]
 

@@ -65,6 +65,7 @@ REQUIRED = {
     "tail-replaced-with-foreign-key-entry",
     "redacted-payload-restored",
     "non-canonical-entry",
+    "entry-invalid-utf8",
 }
 
 

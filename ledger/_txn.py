@@ -33,6 +33,14 @@ __all__ = ["LogTxn", "Mark"]
 Mark = tuple[int, bytes | None, NoteSigner, list[tuple[int, bytes]] | None]
 
 
+def in_order(indexes: Sequence[int], found: dict[int, bytes]) -> list[bytes]:
+    """Stored tree hashes in the order asked, or a StorageError naming the first missing."""
+    missing = [i for i in indexes if i not in found]
+    if missing:
+        raise StorageError(f"the Merkle tree lacks stored hash {missing[0]}")
+    return [found[i] for i in indexes]
+
+
 class LogTxn(ABC):
     """Log state, savepoints and the append sequence of one open write transaction."""
 
@@ -75,11 +83,22 @@ class LogTxn(ABC):
     @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-    @abstractmethod
-    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
+    # -- shared, on :meth:`execute` (whose ``?`` placeholders every adapter accepts) --
 
-    @abstractmethod
-    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None: ...
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        rows = self.execute(
+            "SELECT size, root, note, at FROM checkpoints ORDER BY size DESC LIMIT 1"
+        )
+        if not rows:
+            return None
+        size, root, note, at = rows[0]
+        return StoredCheckpoint(size=size, root=bytes(root), note=note, at=at)
+
+    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        self.execute(
+            "INSERT INTO checkpoints (size, root, note, at) VALUES (?, ?, ?, ?)",
+            (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.at),
+        )
 
     # -- shared ---------------------------------------------------------------
 

@@ -57,13 +57,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from ._reads import RecordReads
-from ._txn import LogTxn
+from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
 from .errors import StorageError
 from .merkle import stored_hash_count
 from .note import NoteSigner
-from .store import Command, Head, Record, StoredCheckpoint
+from .store import Command, Head, Record
 
 __all__ = ["PostgresAppendHook", "PostgresLogStore", "PostgresTxn", "translate_placeholders"]
 
@@ -176,10 +176,7 @@ def _read_tree(conn: Conn, indexes: Sequence[int]) -> list[bytes]:
         "SELECT idx, hash FROM tree WHERE idx = ANY(%s::bigint[])", (list(indexes),)
     ).fetchall()
     found: dict[int, bytes] = {r[0]: r[1] for r in rows}
-    missing = [i for i in indexes if i not in found]
-    if missing:
-        raise StorageError(f"the Merkle tree lacks stored hash {missing[0]}")
-    return [found[i] for i in indexes]
+    return in_order(indexes, found)
 
 
 class PostgresTxn(LogTxn):
@@ -242,22 +239,6 @@ class PostgresTxn(LogTxn):
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
         return _read_tree(self.conn, indexes)
-
-    def latest_checkpoint(self) -> StoredCheckpoint | None:
-        row = self.conn.execute(
-            "SELECT size, root, note, at FROM checkpoints ORDER BY size DESC LIMIT 1"
-        ).fetchone()
-        return (
-            None
-            if row is None
-            else StoredCheckpoint(size=row[0], root=row[1], note=row[2], at=row[3])
-        )
-
-    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
-        self.conn.execute(
-            "INSERT INTO checkpoints (size, root, note, at) VALUES (%s, %s, %s, %s)",
-            (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.at),
-        )
 
 
 class PostgresLogStore(RecordReads):

@@ -27,13 +27,13 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from ._reads import RecordReads
-from ._txn import LogTxn
+from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
 from .errors import StorageError
 from .merkle import stored_hash_count
 from .note import NoteSigner
-from .store import Command, Head, Record, StoredCheckpoint
+from .store import Command, Head, Record
 
 __all__ = ["AppendHook", "SqliteLogStore", "SqliteTxn"]
 
@@ -80,10 +80,7 @@ def _read_tree(conn: sqlite3.Connection, indexes: Sequence[int]) -> list[bytes]:
         return []
     marks = ",".join("?" * len(indexes))
     found = dict(conn.execute(f"SELECT idx, hash FROM tree WHERE idx IN ({marks})", list(indexes)))
-    missing = [i for i in indexes if i not in found]
-    if missing:
-        raise StorageError(f"the Merkle tree lacks stored hash {missing[0]}")
-    return [found[i] for i in indexes]
+    return in_order(indexes, found)
 
 
 def _utcnow() -> datetime:
@@ -161,22 +158,6 @@ class SqliteTxn(LogTxn):
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
         return _read_tree(self.conn, indexes)
-
-    def latest_checkpoint(self) -> StoredCheckpoint | None:
-        row = self.conn.execute(
-            "SELECT size, root, note, at FROM checkpoints ORDER BY size DESC LIMIT 1"
-        ).fetchone()
-        return (
-            None
-            if row is None
-            else StoredCheckpoint(size=row[0], root=row[1], note=row[2], at=row[3])
-        )
-
-    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
-        self.conn.execute(
-            "INSERT INTO checkpoints (size, root, note, at) VALUES (?, ?, ?, ?)",
-            (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.at),
-        )
 
 
 class SqliteLogStore(RecordReads):

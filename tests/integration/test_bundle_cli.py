@@ -10,48 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from bundle_support import REVERSE_RANKING, ROOT, memseal_cli, record_session
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 VECTORS = ROOT / "tests/vectors/bundles"
-
-# A test-only module imported at interpreter start (sitecustomize on PYTHONPATH) that reverses
-# every ranking the engine makes: "the ranking code changed", without touching engine code.
-REVERSE_RANKING = """
-import memseal.engine.engine as _engine
-
-_exact, _fuse = _engine.exact, _engine.fuse
-_engine.exact = lambda *a, **k: list(reversed(_exact(*a, **k)))
-_engine.fuse = lambda *a, **k: list(reversed(_fuse(*a, **k)))
-"""
-
-
-def _memseal(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memseal.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The scripted agent's session: a child killed after 3 calls, resumed, exported."""
     work = tmp_path_factory.mktemp("durable")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples/durable_agent.py")],
-        cwd=work,
-        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = record_session(work)
     assert "child killed" in done.stdout
     assert "step 2 memory_store done" in done.stdout
     assert (work / "session.bundle").is_file()
@@ -73,12 +41,12 @@ def test_verify_in_a_fresh_process_with_only_the_vkey(session: Path, tmp_path: P
     alone = tmp_path / "session.bundle"
     alone.write_bytes((session / "session.bundle").read_bytes())
     vkey = (session / "agent-data/trust.vkey").read_text().strip()
-    done = _memseal("verify", str(alone), "--trust", vkey, cwd=tmp_path)
+    done = memseal_cli("verify", str(alone), "--trust", vkey, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "7 call(s)" in done.stdout
     # Another key: exit 1, naming the step.
     other = (VECTORS / "trust.vkey").read_text().strip()
-    done = _memseal("verify", str(alone), "--trust", other, cwd=tmp_path)
+    done = memseal_cli("verify", str(alone), "--trust", other, cwd=tmp_path)
     assert done.returncode == 1
     assert "unknown key" in done.stderr
 
@@ -88,7 +56,7 @@ def test_replay_passes_then_fails_when_ranking_changes(
     session: Path, tmp_path: Path, against: bool
 ) -> None:
     extra = ["--against", str(session / "agent-data")] if against else []
-    done = _memseal("replay", str(session / "session.bundle"), *extra, cwd=tmp_path)
+    done = memseal_cli("replay", str(session / "session.bundle"), *extra, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ("exact:" in done.stdout) is against
     assert ("bundle only:" in done.stdout) is not against
@@ -96,7 +64,7 @@ def test_replay_passes_then_fails_when_ranking_changes(
 
     (tmp_path / "sitecustomize.py").write_text(REVERSE_RANKING)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    done = _memseal("replay", str(session / "session.bundle"), *extra, cwd=tmp_path, env=env)
+    done = memseal_cli("replay", str(session / "session.bundle"), *extra, cwd=tmp_path, env=env)
     assert done.returncode == 3, done.stdout + done.stderr
     out = done.stdout
     assert "step 3 memory_fetch: changed" in out
@@ -107,22 +75,22 @@ def test_replay_passes_then_fails_when_ranking_changes(
 
 
 def test_replay_exit_codes_for_bad_bundles_and_usage(tmp_path: Path) -> None:
-    done = _memseal("replay", str(VECTORS / "tampered.bundle"), cwd=tmp_path)
+    done = memseal_cli("replay", str(VECTORS / "tampered.bundle"), cwd=tmp_path)
     assert done.returncode == 1 and "payload hash" in done.stderr
-    done = _memseal("replay", str(VECTORS / "truncated.bundle"), cwd=tmp_path)
+    done = memseal_cli("replay", str(VECTORS / "truncated.bundle"), cwd=tmp_path)
     assert done.returncode == 1 and "truncated" in done.stderr
-    done = _memseal("replay", str(tmp_path / "missing.bundle"), cwd=tmp_path)
+    done = memseal_cli("replay", str(tmp_path / "missing.bundle"), cwd=tmp_path)
     assert done.returncode == 2
-    done = _memseal("replay", cwd=tmp_path)
+    done = memseal_cli("replay", cwd=tmp_path)
     assert done.returncode == 2
 
 
 def test_replay_against_another_folder_fails(session: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"
-    done = _memseal("demo", "--data", str(other), cwd=tmp_path)
+    done = memseal_cli("demo", "--data", str(other), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     vkey = (session / "agent-data/trust.vkey").read_text().strip()
-    done = _memseal(
+    done = memseal_cli(
         "replay",
         str(session / "session.bundle"),
         "--against",
@@ -136,11 +104,11 @@ def test_replay_against_another_folder_fails(session: Path, tmp_path: Path) -> N
 
 
 def test_export_usage_errors(tmp_path: Path, session: Path) -> None:
-    done = _memseal(
+    done = memseal_cli(
         "export", "--data", str(tmp_path / "none"), "--run", "x", "-o", "o", cwd=tmp_path
     )
     assert done.returncode == 2
-    done = _memseal(
+    done = memseal_cli(
         "export",
         "--data",
         str(session / "agent-data"),

@@ -4,54 +4,20 @@ which verifies with that key's vkey and replays clean with the code that made it
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bundle_support import REVERSE_RANKING, ROOT, memseal_cli, record_session
 
 from memseal.replay.bundle import verify_bundle
-
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-# As in test_bundle_cli.py: a sitecustomize that reverses every ranking ("the code changed").
-REVERSE_RANKING = """
-import memseal.engine.engine as _engine
-
-_exact, _fuse = _engine.exact, _engine.fuse
-_engine.exact = lambda *a, **k: list(reversed(_exact(*a, **k)))
-_engine.fuse = lambda *a, **k: list(reversed(_fuse(*a, **k)))
-"""
-
-
-def _memseal(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memseal.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The scripted agent's session (killed, resumed, exported), as test_bundle_cli records it."""
     work = tmp_path_factory.mktemp("durable-update")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples/durable_agent.py")],
-        cwd=work,
-        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    record_session(work)
     return work
 
 
@@ -73,7 +39,9 @@ def test_update_writes_a_bundle_that_verifies_and_replays(
     old = session / "session.bundle"
     new = tmp_path / "nightly.bundle"
     extra = ["--against", str(session / "agent-data")] if against else []
-    done = _memseal("replay", str(old), *extra, "--update", "-o", str(new), cwd=tmp_path, env=env)
+    done = memseal_cli(
+        "replay", str(old), *extra, "--update", "-o", str(new), cwd=tmp_path, env=env
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "step 3 memory_fetch: changed" in out  # the diff is printed as by a plain replay
@@ -86,17 +54,17 @@ def test_update_writes_a_bundle_that_verifies_and_replays(
     assert ("items they made have new ids" in out) is not against
 
     # The new bundle: verifies with the local vkey only (not the recording's), replays clean.
-    done = _memseal("verify", str(new), "--trust", vkey, cwd=tmp_path)
+    done = memseal_cli("verify", str(new), "--trust", vkey, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "7 call(s)" in done.stdout
     recording = (session / "agent-data/trust.vkey").read_text().strip()
-    done = _memseal("verify", str(new), "--trust", recording, cwd=tmp_path)
+    done = memseal_cli("verify", str(new), "--trust", recording, cwd=tmp_path)
     assert done.returncode == 1 and "unknown key" in done.stderr
-    done = _memseal("replay", str(new), "--trust", vkey, cwd=tmp_path, env=env)
+    done = memseal_cli("replay", str(new), "--trust", vkey, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "re-executed step(s) match" in done.stdout
     # With the code the old bundle was recorded with, the new one now differs.
-    done = _memseal("replay", str(new), "--trust", vkey, cwd=tmp_path)
+    done = memseal_cli("replay", str(new), "--trust", vkey, cwd=tmp_path)
     assert done.returncode == 3, done.stdout + done.stderr
 
     before, after = _results(old, recording), _results(new, vkey)
@@ -119,13 +87,13 @@ def test_update_keeps_the_local_key_and_the_input(session: Path, tmp_path: Path)
     old.write_bytes((session / "session.bundle").read_bytes())
     original = old.read_bytes()
     keys = tmp_path / "ci-key"
-    done = _memseal("replay", str(old), "--update", "--key", str(keys), cwd=tmp_path)
+    done = memseal_cli("replay", str(old), "--update", "--key", str(keys), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     default = tmp_path / "session.updated.bundle"
     assert default.is_file() and old.read_bytes() == original  # never FILE unless named
     vkey = (keys / "keys/ledger.vkey").read_text().strip()
     assert "(made on first use)" in done.stdout
-    done = _memseal("replay", str(old), "--update", "--key", str(keys), cwd=tmp_path)
+    done = memseal_cli("replay", str(old), "--update", "--key", str(keys), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "(kept)" in done.stdout and vkey in done.stdout
     assert verify_bundle(default.read_bytes(), vkey).run_id == "nightly-report"
@@ -133,11 +101,11 @@ def test_update_keeps_the_local_key_and_the_input(session: Path, tmp_path: Path)
 
 def test_update_exit_codes(tmp_path: Path) -> None:
     vectors = ROOT / "tests/vectors/bundles"
-    done = _memseal("replay", str(vectors / "tampered.bundle"), "--update", cwd=tmp_path)
+    done = memseal_cli("replay", str(vectors / "tampered.bundle"), "--update", cwd=tmp_path)
     assert done.returncode == 1 and "payload hash" in done.stderr
     assert not (tmp_path / "memseal-replay-key").exists()
     assert not list(tmp_path.glob("*.bundle"))
-    done = _memseal("replay", str(tmp_path / "missing.bundle"), "--update", cwd=tmp_path)
+    done = memseal_cli("replay", str(tmp_path / "missing.bundle"), "--update", cwd=tmp_path)
     assert done.returncode == 2
-    done = _memseal("replay", str(vectors / "tampered.bundle"), "-o", "x.bundle", cwd=tmp_path)
+    done = memseal_cli("replay", str(vectors / "tampered.bundle"), "-o", "x.bundle", cwd=tmp_path)
     assert done.returncode == 2 and "go with --update" in done.stderr

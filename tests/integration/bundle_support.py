@@ -1,0 +1,49 @@
+"""What the bundle tests share: the CLI in a subprocess, the scripted agent's session, and a
+test-only sitecustomize that reverses every ranking ("the ranking code changed")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+# Imported at interpreter start (sitecustomize on PYTHONPATH) by a replay subprocess: it
+# reverses every ranking the engine makes, without touching engine code.
+REVERSE_RANKING = """
+import memseal.engine.engine as _engine
+
+_exact, _fuse = _engine.exact, _engine.fuse
+_engine.exact = lambda *a, **k: list(reversed(_exact(*a, **k)))
+_engine.fuse = lambda *a, **k: list(reversed(_fuse(*a, **k)))
+"""
+
+
+def memseal_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memseal.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def record_session(work: Path) -> subprocess.CompletedProcess[str]:
+    """Run examples/durable_agent.py in ``work``: a child killed, resumed, exported."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples/durable_agent.py")],
+        cwd=work,
+        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done

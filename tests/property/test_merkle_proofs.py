@@ -13,6 +13,7 @@ import hashlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from merkle_shapes import consistency_shape, inclusion_shape
 
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.merkle import (
@@ -47,31 +48,6 @@ FAST = settings(deadline=None, max_examples=500)
 SLOW = settings(deadline=None, max_examples=100)
 
 sizes = st.integers(min_value=1, max_value=MAX)
-
-
-def split(size: int) -> int:
-    k = 1
-    while 2 * k < size:
-        k *= 2
-    return k
-
-
-def inclusion_shape(index: int, n: int) -> tuple[str, ...]:
-    if n == 1:
-        return ()
-    k = split(n)
-    if index < k:
-        return (*inclusion_shape(index, k), "right")
-    return (*inclusion_shape(index - k, n - k), "left")
-
-
-def consistency_shape(m: int, n: int, whole: bool = True) -> tuple[str, ...]:
-    if m == n:
-        return ("old root" if whole else "proof",)
-    k = split(n)
-    if m <= k:
-        return (*consistency_shape(m, k, whole), "right")
-    return (*consistency_shape(m - k, n - k, False), "left")
 
 
 def flip(value: bytes, bit: int) -> bytes:

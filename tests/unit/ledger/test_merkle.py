@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 import pytest
+from merkle_shapes import consistency_shape, inclusion_shape
 
 from memseal.ledger.errors import InvalidRequest, NotFound, StorageError, VerificationError
 from memseal.ledger.merkle import (
@@ -344,33 +345,6 @@ for _data in LEAVES:
     STORE.append(_data)
 ROOTS = [STORE.root(n) for n in range(17)]
 OTHER_SIZES = range(-1, 35)
-
-
-def split(size: int) -> int:
-    k = 1
-    while 2 * k < size:
-        k *= 2
-    return k
-
-
-def inclusion_shape(index: int, n: int) -> tuple[str, ...]:
-    """Which side each audit-path element sits on, leaf to root (RFC PATH)."""
-    if n == 1:
-        return ()
-    k = split(n)
-    if index < k:
-        return (*inclusion_shape(index, k), "right")
-    return (*inclusion_shape(index - k, n - k), "left")
-
-
-def consistency_shape(m: int, n: int, whole: bool = True) -> tuple[str, ...]:
-    """The form of PROOF(m, D_n): where the seed comes from, then each element's side."""
-    if m == n:
-        return ("old root" if whole else "proof",)
-    k = split(n)
-    if m <= k:
-        return (*consistency_shape(m, k, whole), "right")
-    return (*consistency_shape(m - k, n - k, False), "left")
 
 
 def flips(value: bytes) -> list[bytes]:

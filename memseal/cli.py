@@ -16,6 +16,7 @@ from typing import Any
 from memseal._bundle_cli import add_verbs as add_bundle_verbs
 from memseal._bundle_cli import verify_bundle_file
 from memseal._engine_cli import add_engine_verbs
+from memseal._migrate_cli import add_verbs as add_migrate_verbs
 from memseal._progress import ProgressLine
 from memseal._service_cli import add_verbs as add_service_verbs
 from memseal.ledger.errors import MemsealError, VerificationError
@@ -183,6 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     add_engine_verbs(verbs)
     add_bundle_verbs(verbs)
     add_service_verbs(verbs)
+    add_migrate_verbs(verbs)
     return parser
 
 

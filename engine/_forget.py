@@ -17,6 +17,7 @@ from typing import Final
 from memseal.ledger.entry import make_draft
 from memseal.ledger.store import WriteTxn
 
+from ._dialect import for_dialect
 from ._projection import Projection
 from ._query import scope_sql
 from ._vectors import Resident
@@ -63,7 +64,7 @@ def forget_command(
             skipped = ()
         seqs: list[int] = []
         redacted: list[int] = []
-        projection = Projection(txn.execute, keyring)
+        projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
         for start in range(0, len(targets), FORGET_CHUNK):
             chunk = tuple(targets[start : start + FORGET_CHUNK])
             marks = ",".join("?" * len(chunk))

@@ -22,6 +22,7 @@ import blake3
 import msgspec
 
 from ._dates import extract_refs
+from ._dialect import EngineSql
 from ._schema import HASHED
 from .events import (
     Keyring,
@@ -152,9 +153,10 @@ def derive(event: MemoryStored, payload: StoredPayload, keyring: Keyring) -> Der
 class Projection:
     """The projection as seen from one writer command: apply events, then :meth:`save`."""
 
-    def __init__(self, execute: Execute, keyring: Keyring) -> None:
+    def __init__(self, execute: Execute, keyring: Keyring, sql: EngineSql) -> None:
         self._x = execute
         self._keyring = keyring
+        self._sql = sql
         found: dict[str, str] = dict(
             execute("SELECT key, value FROM engine_meta WHERE key IN ('position', 'state_sum')", ())
         )
@@ -171,8 +173,8 @@ class Projection:
 
     def save(self) -> None:
         self._x(
-            "INSERT OR REPLACE INTO engine_meta (key, value) VALUES "
-            "('position', ?), ('state_sum', ?)",
+            "INSERT INTO engine_meta (key, value) VALUES ('position', ?), ('state_sum', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(self.position), f"{self.total:064x}"),
         )
 
@@ -238,10 +240,7 @@ class Projection:
             d.content,
         )
         self._insert("engine_items", row)
-        self._x(
-            "INSERT INTO engine_fts (rowid, text, title, tags) VALUES (?, ?, ?, ?)",
-            (seq, d.text, payload.title, d.tags),
-        )
+        self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags)
         self._insert_many("engine_facets", [(seq, facet, value) for facet, value in d.facets])
         self._insert_many("engine_dates", [(seq, ref) for ref in d.refs])
         return True
@@ -282,11 +281,7 @@ class Projection:
             if row is None:
                 continue
             item_seq, text, title, tags, content = row[0], row[9], row[10], row[11], row[14]
-            self._x(
-                "INSERT INTO engine_fts (engine_fts, rowid, text, title, tags) "
-                "VALUES ('delete', ?, ?, ?, ?)",
-                (item_seq, text, title, tags),
-            )
+            self._sql.fts_remove(self._x, item_seq, text, title, tags)
             self._delete("engine_facets", "seq = ?", (item_seq,))
             self._delete("engine_dates", "seq = ?", (item_seq,))
             self._delete("engine_verdicts", "item = ?", (item_seq,))

@@ -11,16 +11,8 @@ from ._projection import Detail
 from ._reader import Execute
 from .items import Item, Meta, Verdict
 
-__all__ = ["ITEM_SELECT", "load_items", "rows_to_items"]
+__all__ = ["load_items", "rows_to_items"]
 
-#: The columns :func:`rows_to_items` reads, from ``engine_items AS i``; the last one gathers
-#: the item's verdicts (oldest first) so no second query is needed.
-ITEM_SELECT: Final = (
-    "i.seq, i.id, i.kind, i.namespace, i.trust, i.confidence, i.observed_at, i.stored_at, "
-    "i.text, i.title, i.tags, i.meta, i.detail, "
-    "(SELECT json_group_array(json_array(v.seq, v.trust, v.previous, v.actor, v.reason, v.at)) "
-    " FROM (SELECT * FROM engine_verdicts WHERE item = i.seq ORDER BY seq) AS v)"
-)
 _meta = msgspec.json.Decoder(Meta)
 _detail = msgspec.json.Decoder(Detail)
 _tags = msgspec.json.Decoder(tuple[str, ...])
@@ -40,7 +32,7 @@ _verdict_rows = msgspec.json.Decoder(tuple[_VerdictRow, ...])
 
 
 def rows_to_items(found: Sequence[tuple[Any, ...]]) -> list[Item]:
-    """Items for rows selected with :data:`ITEM_SELECT`, in the same order."""
+    """Items for rows selected with a dialect's ``item_select``, in the same order."""
     items = []
     for row in found:
         seq, item_id, kind, ns, trust, confidence, observed, stored, text = row[:9]
@@ -79,14 +71,14 @@ def rows_to_items(found: Sequence[tuple[Any, ...]]) -> list[Item]:
     return items
 
 
-def load_items(execute: Execute, seqs: Sequence[int]) -> dict[int, Item]:
+def load_items(execute: Execute, item_select: str, seqs: Sequence[int]) -> dict[int, Item]:
     """Items by seq (those forgotten meanwhile are simply absent)."""
     found: list[tuple[Any, ...]] = []
     for start in range(0, len(seqs), _CHUNK):
         part = list(seqs[start : start + _CHUNK])
         found.extend(
             execute(
-                f"SELECT {ITEM_SELECT} FROM engine_items i "
+                f"SELECT {item_select} FROM engine_items i "
                 f"WHERE i.seq IN ({','.join('?' * len(part))})",
                 part,
             )

@@ -17,6 +17,7 @@ import msgspec
 from memseal.ledger.entry import decode_entry
 from memseal.ledger.store import WriteTxn
 
+from ._dialect import for_dialect
 from ._projection import Projection
 from ._schema import PROJECTION_TABLES, PROJECTION_VERSION
 from .events import (
@@ -41,12 +42,13 @@ def rebuild_command(
     """The writer command; ``report(done, total)`` is called as entries are replayed."""
 
     def command(txn: WriteTxn) -> RebuildReport:
-        previous = Projection(txn.execute, keyring).hash
+        sql = for_dialect(txn.dialect)
+        previous = Projection(txn.execute, keyring, sql).hash
         for table in PROJECTION_TABLES:
             txn.execute(f"DELETE FROM {table}")
-        txn.execute("INSERT INTO engine_fts (engine_fts) VALUES ('delete-all')")
+        txn.execute(sql.fts_clear)
         txn.execute("DELETE FROM engine_meta WHERE key IN ('position', 'state_sum')")
-        projection = Projection(txn.execute, keyring)
+        projection = Projection(txn.execute, keyring, sql)
         total = txn.size
         events = skipped = 0
         last = -1
@@ -66,7 +68,8 @@ def rebuild_command(
             report(last + 1, total)
         projection.save()
         txn.execute(
-            "INSERT OR REPLACE INTO engine_meta (key, value) VALUES ('projection', ?)",
+            "INSERT INTO engine_meta (key, value) VALUES ('projection', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (PROJECTION_VERSION,),
         )
         items = txn.execute("SELECT count(*) FROM engine_items")[0][0]

@@ -25,13 +25,21 @@ Kept by ``rebuild``:
   finished; an interrupted scrub resumes when the engine next opens.
 
 The DDL is split on ``;`` by the store, so no statement may contain one.
+
+On PostgreSQL (:data:`POSTGRES_DDL`) the tables and columns are the same
+with the server's types: BIGINT seqs, DOUBLE PRECISION confidences (a
+``real`` would round them, and the state hash with them), BYTEA vectors,
+and ``COLLATE "C"`` on every text that is compared or sorted, so ranges,
+orderings and ties are bytewise as in SQLite whatever the database's
+locale. ``engine_fts`` is a table of ``tsvector`` documents with a GIN
+index in place of the FTS5 virtual table (see :mod:`._search`).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DDL", "HASHED", "PROJECTION_TABLES", "PROJECTION_VERSION"]
+__all__ = ["DDL", "HASHED", "POSTGRES_DDL", "PROJECTION_TABLES", "PROJECTION_VERSION", "ddl_for"]
 
 PROJECTION_VERSION: Final = "1"
 
@@ -94,6 +102,73 @@ CREATE TABLE IF NOT EXISTS engine_vectors (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS engine_scrub (seq INTEGER PRIMARY KEY)
 """
+
+POSTGRES_DDL: Final = """
+CREATE TABLE IF NOT EXISTS engine_meta (key TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS engine_items (
+    seq BIGINT PRIMARY KEY,
+    id TEXT COLLATE "C" NOT NULL UNIQUE,
+    kind TEXT COLLATE "C" NOT NULL,
+    namespace TEXT COLLATE "C" NOT NULL,
+    trust TEXT COLLATE "C" NOT NULL,
+    trust_rank INTEGER NOT NULL,
+    confidence DOUBLE PRECISION,
+    observed_at TEXT COLLATE "C" NOT NULL,
+    stored_at TEXT COLLATE "C" NOT NULL,
+    text TEXT NOT NULL,
+    title TEXT,
+    tags TEXT NOT NULL,
+    meta TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    content TEXT COLLATE "C" NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engine_items_namespace ON engine_items (namespace, seq);
+CREATE INDEX IF NOT EXISTS engine_items_observed ON engine_items (observed_at);
+CREATE INDEX IF NOT EXISTS engine_items_content ON engine_items (content);
+CREATE INDEX IF NOT EXISTS engine_items_scope
+    ON engine_items (trust_rank, namespace, kind, observed_at, content);
+CREATE TABLE IF NOT EXISTS engine_fts (seq BIGINT PRIMARY KEY, doc tsvector NOT NULL);
+CREATE INDEX IF NOT EXISTS engine_fts_doc ON engine_fts USING gin (doc);
+CREATE TABLE IF NOT EXISTS engine_facets (
+    seq BIGINT NOT NULL,
+    facet TEXT COLLATE "C" NOT NULL,
+    value TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (seq, facet, value)
+);
+CREATE INDEX IF NOT EXISTS engine_facets_value ON engine_facets (facet, value);
+CREATE TABLE IF NOT EXISTS engine_dates (
+    seq BIGINT NOT NULL,
+    ref TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (seq, ref)
+);
+CREATE TABLE IF NOT EXISTS engine_verdicts (
+    seq BIGINT PRIMARY KEY,
+    item BIGINT NOT NULL,
+    trust TEXT NOT NULL,
+    previous TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engine_verdicts_item ON engine_verdicts (item);
+CREATE TABLE IF NOT EXISTS engine_vectors (
+    embedder TEXT COLLATE "C" NOT NULL,
+    content TEXT COLLATE "C" NOT NULL,
+    vec BYTEA NOT NULL,
+    PRIMARY KEY (embedder, content)
+);
+CREATE TABLE IF NOT EXISTS engine_scrub (seq BIGINT PRIMARY KEY)
+"""
+
+
+def ddl_for(dialect: str) -> str:
+    """The engine's tables in a store's dialect."""
+    if dialect == "sqlite":
+        return DDL
+    if dialect == "postgresql":
+        return POSTGRES_DDL
+    raise ValueError(f"no engine tables for the {dialect!r} dialect")
+
 
 #: Every projection table in the state hash, with its columns in hashing order.
 HASHED: Final[dict[str, tuple[str, ...]]] = {

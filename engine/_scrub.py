@@ -15,14 +15,22 @@ Step 2 fails while a reader holds an old snapshot; it is retried with a
 short busy timeout (so the writer is never held long), and the forget's
 mark in ``engine_scrub`` stays until it succeeds, so a scrub interrupted
 by a crash resumes when the engine next opens.
+
+On PostgreSQL a deleted row stays in its page as a dead tuple until VACUUM
+reclaims it, and the tsvector index holds lexemes, not the text. So the
+scrub there is ``VACUUM`` of the projection tables and of the ledger's
+payloads and mentions (:func:`vacuum`), then the marks are cleared. A
+VACUUM frees the dead tuples' space for reuse; the bytes can remain until
+that space is written again, and the server's WAL keeps them until its
+segments are recycled (see docs/scaling.md).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["checkpoint_and_clear", "optimize_fts"]
+__all__ = ["checkpoint_and_clear", "optimize_fts", "vacuum", "vacuum_clear"]
 
 # The writer's normal busy timeout (the store's), restored after each attempt.
 _NORMAL_TIMEOUT_MS: Final = 30_000
@@ -51,4 +59,22 @@ def checkpoint_and_clear(conn: sqlite3.Connection, upto: int) -> bool:
     conn.execute("DELETE FROM engine_scrub WHERE seq <= ?", (upto,))
     # Clearing the marks wrote a page to the WAL (no text); empty it again if we can.
     _truncate(conn)
+    return True
+
+
+#: What a forget's transaction deleted rows from, projections and ledger alike.
+_VACUUMED: Final = (
+    "engine_items, engine_fts, engine_facets, engine_dates, engine_verdicts, engine_vectors, "
+    "payloads, mentions"
+)
+
+
+def vacuum(conn: Any) -> None:
+    """PostgreSQL: reclaim the dead tuples the forget left (on an autocommit connection)."""
+    conn.execute(f"VACUUM {_VACUUMED}")
+
+
+def vacuum_clear(conn: Any, upto: int) -> bool:
+    """PostgreSQL: the marks up to ``upto`` cleared (the VACUUM has run); always done."""
+    conn.execute("DELETE FROM engine_scrub WHERE seq <= %s", (upto,))
     return True

@@ -14,6 +14,18 @@ which needs no calibration between BM25 and cosine scores.
 Known limit: BM25 statistics span the whole index, so an exact score
 depends on other namespaces' text too; scores are rounded and only order
 matters.
+
+On PostgreSQL the index is a ``tsvector`` per item (english stemming, the
+text folded to plain letters first) with a GIN index, and the question's
+words become one ``plainto_tsquery`` each, joined by OR. The rank is
+``ts_rank`` with the same column weights, normalised by document length
+(PostgreSQL keeps no corpus statistics, so a rare word weighs no more
+than a common one); coverage and the order of ties are computed as on
+SQLite. The ranking contract both keep (tests/contract/test_ranking.py):
+an item holding every word of a question outranks one holding some;
+title and tag matches outrank text matches; stemmed forms and accents
+match; common words alone match nothing unless the question has no other;
+ties go to the newer item; scope and filters apply before ranking.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from datetime import tzinfo
 from typing import Any, Final
 
 from ._dates import resolve
+from ._dialect import fold
 from ._reader import Execute
 from .filters import DateRange
 
@@ -69,7 +82,7 @@ def _terms(text: str) -> list[str]:
 
 
 def exact(
-    execute: Execute, where: str, params: Sequence[Any], query: str, cap: int
+    execute: Execute, dialect: str, where: str, params: Sequence[Any], query: str, cap: int
 ) -> list[tuple[int, float, float]]:
     """(seq, score, coverage) of items under ``where`` matching ``query``, best first.
 
@@ -81,6 +94,8 @@ def exact(
     terms = _terms(query)
     if not terms:
         return []
+    if dialect == "postgresql":
+        return _postgres_exact(execute, where, params, terms, cap)
     match = " OR ".join(f'"{w}"' for w in terms)
     found = execute(
         f"SELECT i.seq, bm25(engine_fts, {_WEIGHTS}) AS r FROM engine_fts "
@@ -107,6 +122,33 @@ def exact(
     for seq, r in found:
         coverage = matched.get(seq, 1) / len(terms) if len(terms) > 1 else 1.0
         ranked.append((seq, round(-r * coverage, 4), coverage))
+    ranked.sort(key=lambda p: (-p[1], -p[0]))
+    return ranked
+
+
+# ts_rank's weights, in its order {D, C, B, A}: text (D), tags (B) and title (A) as
+# SQLite's bm25 weights 1.0, 1.5, 2.0 (C is unused); scaled so scores read alike.
+_PG_WEIGHTS: Final = "'{0.4, 0, 0.6, 0.8}'::float4[]"
+_PG_SCALE: Final = 10.0
+
+
+def _postgres_exact(
+    execute: Execute, where: str, params: Sequence[Any], terms: Sequence[str], cap: int
+) -> list[tuple[int, float, float]]:
+    words = ", ".join(f"plainto_tsquery('english', ?) AS t{k}" for k in range(len(terms)))
+    any_word = " || ".join(f"q.t{k}" for k in range(len(terms)))
+    matched = " + ".join(f"(f.doc @@ q.t{k})::int" for k in range(len(terms)))
+    found = execute(
+        f"WITH q AS (SELECT {words}) "
+        f"SELECT i.seq, ts_rank({_PG_WEIGHTS}, f.doc, {any_word}, 1) AS r, {matched} "
+        "FROM engine_fts f JOIN engine_items i ON i.seq = f.seq CROSS JOIN q "
+        f"WHERE f.doc @@ ({any_word}) AND {where} ORDER BY r DESC, i.seq DESC LIMIT ?",
+        [*(fold(t) for t in terms), *params, cap],
+    )
+    ranked = []
+    for seq, r, hits in found:
+        coverage = hits / len(terms) if len(terms) > 1 else 1.0
+        ranked.append((seq, round(r * _PG_SCALE * coverage, 4), coverage))
     ranked.sort(key=lambda p: (-p[1], -p[0]))
     return ranked
 

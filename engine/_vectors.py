@@ -31,11 +31,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from memseal.ledger.errors import StorageError
-from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import Execute, Snapshots, SqlStore, WriteTxn
 
 from ._projection import embed_text
-from ._reader import Execute, Reader
 from .embedders import Embedder
 
 _np: Any
@@ -69,8 +67,9 @@ def unpack(blob: bytes) -> array[float]:
 
 
 _INSERT: Final = (
-    "INSERT OR IGNORE INTO engine_vectors (embedder, content, vec) "
-    "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM engine_items WHERE content = ?)"
+    "INSERT INTO engine_vectors (embedder, content, vec) "
+    "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM engine_items WHERE content = ?) "
+    "ON CONFLICT DO NOTHING"
 )
 
 
@@ -189,7 +188,7 @@ class Resident:
 class VectorCache:
     """One embedder's vectors: making them, caching them, ranking by them."""
 
-    def __init__(self, store: SqliteLogStore, reader: Reader, embedder: Embedder) -> None:
+    def __init__(self, store: SqlStore, reader: Snapshots, embedder: Embedder) -> None:
         self._store = store
         self._reader = reader
         self.embedder = embedder
@@ -249,8 +248,8 @@ class VectorCache:
         def command(txn: WriteTxn) -> None:
             txn.execute("DELETE FROM engine_vectors WHERE embedder != ?", (embedder_id,))
             txn.execute(
-                "INSERT OR REPLACE INTO engine_meta (key, value) VALUES "
-                "('embedder', ?), ('embedder_dim', ?)",
+                "INSERT INTO engine_meta (key, value) VALUES ('embedder', ?), ('embedder_dim', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (embedder_id, dim),
             )
 

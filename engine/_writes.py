@@ -17,6 +17,7 @@ from memseal.ledger.entry import make_draft
 from memseal.ledger.errors import NotFound
 from memseal.ledger.store import WriteTxn
 
+from ._dialect import for_dialect
 from ._projection import Derived, Projection
 from ._vectors import insert_vectors
 from .events import (
@@ -58,7 +59,7 @@ def store_command(
         if found:  # the same live memory: a replay, nothing appended
             return Stored(id=item, replayed=True, seq=found[0][0])
         appended = txn.append(prepared.draft)
-        projection = Projection(txn.execute, keyring)
+        projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
         projection.stored(
             appended.seq, appended.at, prepared.event, prepared.payload, prepared.derived
         )
@@ -85,7 +86,7 @@ def trust_command(
             "trust_changed", event_body(event), payload_value(payload), mentions=[target]
         )
         appended = txn.append(draft)
-        projection = Projection(txn.execute, keyring)
+        projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
         projection.trust(appended.seq, appended.at, event, payload)
         projection.save()
         return TrustChange(id=target, trust=level, previous=previous, seq=appended.seq)

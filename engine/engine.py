@@ -29,10 +29,9 @@ import msgspec
 from memseal.ledger.entry import format_time, make_draft
 from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
 from memseal.ledger.ledger import Ledger
-from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import SqlStore, WriteTxn
 
-from . import _scrub
+from ._dialect import for_dialect
 from ._forget import forget_command
 from ._projection import Projection, derive, embed_text, recompute_total, state_hash
 from ._query import (
@@ -45,10 +44,10 @@ from ._query import (
     fingerprint,
     scope_sql,
 )
-from ._read import ITEM_SELECT, load_items, rows_to_items
-from ._reader import Execute, Reader
+from ._read import load_items, rows_to_items
+from ._reader import Execute
 from ._rebuild import rebuild_command
-from ._schema import DDL, PROJECTION_VERSION
+from ._schema import PROJECTION_VERSION, ddl_for
 from ._search import exact, fuse, refers_first
 from ._vectors import VectorCache
 from ._writes import Prepared, store_command, trust_command
@@ -133,7 +132,7 @@ class Engine:
     def __init__(
         self,
         ledger: Ledger,
-        store: SqliteLogStore,
+        store: SqlStore,
         secret: bytes,
         *,
         clock: Clock = _utcnow,
@@ -146,7 +145,8 @@ class Engine:
         self._keyring = Keyring(secret)
         self._clock = clock
         self._zone = _check_zone(zone, UTC)
-        self._reader = Reader(store.path)
+        self._sql = for_dialect(store.dialect)
+        self._reader = store.snapshots()
         self._vectors = None if embedder is None else VectorCache(store, self._reader, embedder)
         self._answerer: Answerer = answerer if answerer is not None else ExtractiveAnswerer()
         self._scrub_lock = asyncio.Lock()
@@ -155,15 +155,15 @@ class Engine:
     # -- set-up -----------------------------------------------------------------
 
     @staticmethod
-    def register_schema(store: SqliteLogStore) -> None:
+    def register_schema(store: SqlStore) -> None:
         """Add the engine's tables to ``store``; call before ``store.open()``."""
-        store.add_schema(DDL)
+        store.add_schema(ddl_for(store.dialect))
 
     @classmethod
     async def open(
         cls,
         ledger: Ledger,
-        store: SqliteLogStore,
+        store: SqlStore,
         secret: bytes,
         *,
         clock: Clock = _utcnow,
@@ -467,16 +467,17 @@ class Engine:
             upto = found[0][0] if found else None
             if upto is None:
                 return True
-            await self._store.exclusive(_scrub.optimize_fts)
+            await self._store.exclusive(self._sql.scrub_first)
             for attempt in range(_SCRUB_ATTEMPTS):
-                if await self._store.exclusive(
-                    functools.partial(_scrub.checkpoint_and_clear, upto=upto)
-                ):
+                if await self._store.exclusive(functools.partial(self._scrub_attempt, upto)):
                     return True
                 await asyncio.sleep(min(0.02 * 2**attempt, 0.25))
         if self._retry is None or self._retry.done():
             self._retry = asyncio.create_task(self._scrub_later())
         return False
+
+    def _scrub_attempt(self, upto: int, conn: object) -> bool:
+        return self._sql.scrub_attempt(conn, upto)
 
     async def _scrub_later(self) -> None:
         delay = 1.0
@@ -487,7 +488,7 @@ class Engine:
                     found = await self._reader.rows("SELECT max(seq) FROM engine_scrub")
                     upto = found[0][0] if found else None
                     if upto is None or await self._store.exclusive(
-                        functools.partial(_scrub.checkpoint_and_clear, upto=upto)
+                        functools.partial(self._scrub_attempt, upto)
                     ):
                         return
             except StorageError:
@@ -509,7 +510,8 @@ class Engine:
         scope = _check_reach(reach)
         marks = ",".join("?" * len(wanted))
         found = await self._reader.rows(
-            f"SELECT {ITEM_SELECT}, i.trust_rank FROM engine_items i WHERE i.id IN ({marks})",
+            f"SELECT {self._sql.item_select}, i.trust_rank FROM engine_items i "
+            f"WHERE i.id IN ({marks})",
             wanted,
         )
         visible = []
@@ -548,7 +550,7 @@ class Engine:
             before = decode_cursor(cursor, "list", query).seq
         where, params = scope_sql(scope, floor, picked)
         found = await self._reader.rows(
-            f"SELECT {ITEM_SELECT} FROM engine_items i WHERE {where} AND i.seq < ? "
+            f"SELECT {self._sql.item_select} FROM engine_items i WHERE {where} AND i.seq < ? "
             "ORDER BY i.seq DESC LIMIT ?",
             [*params, before, count + 1],
         )
@@ -601,6 +603,8 @@ class Engine:
             assert self._vectors is not None  # _mode refused semantic modes without one
             semantic = await self._vectors.rank(where, params, text, RANK_CAP)
 
+        sql = self._sql
+
         def work(execute: Execute) -> tuple[int, int, builtins.list[Hit]]:
             # The first page's snapshot is the log's size as this transaction sees it:
             # everything ranked here is older, everything stored later is not.
@@ -611,7 +615,7 @@ class Engine:
             if chosen == "semantic":
                 ranked = semantic
             else:
-                lexical = exact(execute, where, params, text, RANK_CAP)
+                lexical = exact(execute, sql.name, where, params, text, RANK_CAP)
                 if chosen == "exact":
                     ranked = [(seq, score) for seq, score, _ in lexical]
                 else:
@@ -619,7 +623,7 @@ class Engine:
             if days is not None:
                 ranked = refers_first(execute, ranked, days, where_zone)
             page = ranked[offset : offset + count]
-            items = load_items(execute, [seq for seq, _ in page])
+            items = load_items(execute, sql.item_select, [seq for seq, _ in page])
             hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
             return seen, len(ranked), hits
 
@@ -701,7 +705,7 @@ class Engine:
         """The state hash recomputed from every projection row (an audit of the running one)."""
 
         def command(txn: WriteTxn) -> str:
-            position = Projection(txn.execute, self._keyring).position
+            position = Projection(txn.execute, self._keyring, self._sql).position
             return state_hash(position, recompute_total(txn.execute))
 
         return await self._store.run(command)

@@ -155,14 +155,14 @@ def reach_sql(reach: Reach | None, column: str) -> tuple[str, list[Any]]:
     so the range is the prefix without LIKE's wildcard escaping.
     """
     if reach is None:
-        return "1", []
+        return "1 = 1", []
     if reach.mode == "exact":
         return f"{column} = ?", [reach.node]
     if reach.mode == "of":
         names = [ns.text for ns in Namespace(reach.node).ancestors()]
         return f"{column} IN ({','.join('?' * len(names))})", names
     if not reach.node:
-        return "1", []
+        return "1 = 1", []
     return (
         f"({column} = ? OR ({column} >= ? AND {column} < ?))",
         [reach.node, reach.node + "/", reach.node + "0"],

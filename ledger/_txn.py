@@ -48,6 +48,8 @@ class LogTxn(ABC):
     _SAVEPOINT: ClassVar[str] = "SAVEPOINT {}"
     _ROLLBACK_TO: ClassVar[str]
     _RELEASE: ClassVar[str]
+    #: The SQL the adapter's ``execute`` takes (see :class:`~.store.WriteTxn`).
+    dialect: ClassVar[str]
 
     def __init__(
         self,

@@ -14,8 +14,7 @@ from .entry import make_draft
 from .errors import InvalidRequest, NotFound, VerificationError
 from .merkle import consistency_proof, inclusion_proof, stored_hash_count, tree_hash
 from .note import NoteSigner, VerifierKey, parse_vkey, split_note
-from .sqlite import SqliteLogStore, SqliteTxn
-from .store import Appended, Command, Head, Record, StoredCheckpoint, WriteTxn
+from .store import Appended, Command, Head, Record, SqlStore, StoredCheckpoint, WriteTxn
 from .transparency import (
     CheckpointPolicy,
     ConsistencyProof,
@@ -74,7 +73,7 @@ class Ledger:
 
     def __init__(
         self,
-        store: SqliteLogStore,
+        store: SqlStore,
         trust_root: VerifierKey | None,
         policy: CheckpointPolicy | None = None,
     ) -> None:
@@ -167,7 +166,7 @@ class Ledger:
         """The log's name in its checkpoints."""
         return self._origin()
 
-    def _checkpoint_every(self, txn: SqliteTxn) -> None:
+    def _checkpoint_every(self, txn: WriteTxn) -> None:
         assert self.policy is not None and self.policy.every is not None
         latest = txn.latest_checkpoint()
         if txn.size - (0 if latest is None else latest.size) >= self.policy.every:

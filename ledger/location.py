@@ -66,8 +66,11 @@ def parse_database_url(url: str, field: str = "store") -> DatabaseUrl:
     except ValueError as exc:
         shown = _hide_password(url.split("/", 3)[2]) if url.count("/") >= 2 else "?"
         raise InvalidRequest(f"`{field}`: malformed URL (host part {shown}): {exc}") from None
+    shown_query = urlencode(
+        [(k, "***" if k == "password" else v) for k, v in query], quote_via=quote, safe="*"
+    )
     display = urlunsplit(
-        (parts.scheme, _hide_password(parts.netloc), parts.path, parts.query, parts.fragment)
+        (parts.scheme, _hide_password(parts.netloc), parts.path, shown_query, parts.fragment)
     )
     if parts.fragment:
         raise InvalidRequest(f"`{field}` {display}: a fragment (#...) means nothing here")

@@ -49,7 +49,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -57,6 +57,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from ._reads import RecordReads
+from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
@@ -184,6 +185,7 @@ class PostgresTxn(LogTxn):
 
     _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT {}"
     _RELEASE = "RELEASE SAVEPOINT {}"
+    dialect = "postgresql"
 
     def __init__(
         self,
@@ -241,6 +243,32 @@ class PostgresTxn(LogTxn):
         return _read_tree(self.conn, indexes)
 
 
+class _ReadSession:
+    """A read-only connection of a snapshot pool thread (see :mod:`._snapshots`).
+
+    Each query runs in one REPEATABLE READ transaction: every statement of it
+    sees the same snapshot, as a SQLite read transaction does.
+    """
+
+    def __init__(self, connect: Callable[[], Conn]) -> None:
+        self._conn = connect()
+        self._conn.execute("SET default_transaction_read_only TO on")
+
+    def begin(self) -> None:
+        self._conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def end(self) -> None:
+        if not self._conn.broken:
+            self._conn.execute("ROLLBACK")
+
+    def execute(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        cur = self._conn.execute(translate_placeholders(sql), list(params))
+        return cur.fetchall() if cur.description is not None else []
+
+    def close(self) -> None:
+        self._conn.close()
+
+
 class PostgresLogStore(RecordReads):
     """The log store on PostgreSQL (see the module docstring).
 
@@ -248,6 +276,9 @@ class PostgresLogStore(RecordReads):
     the ledger's tables (made if missing); otherwise they go to the first
     schema of the role's ``search_path``.
     """
+
+    #: The SQL the store's ``execute`` and ``rows`` take (see :class:`~.store.SqlStore`).
+    dialect: Final = "postgresql"
 
     def __init__(
         self,
@@ -545,6 +576,10 @@ class PostgresLogStore(RecordReads):
     async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         # The same statements as SQLite's, as psycopg takes them; errors as the ledger's reads.
         return await self._query(translate_placeholders(sql), params)
+
+    def snapshots(self, workers: int = 2) -> SnapshotPool:
+        """A pool of read-only connections running whole queries on one snapshot each."""
+        return SnapshotPool(lambda: _ReadSession(self._connect), psycopg.Error, workers)
 
     async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
         """Which of ``seqs`` still have a stored payload (verify: redactions took effect)."""

@@ -22,11 +22,12 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import aiosqlite
 
 from ._reads import RecordReads
+from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
@@ -103,6 +104,7 @@ class SqliteTxn(LogTxn):
 
     _ROLLBACK_TO = "ROLLBACK TO {}"
     _RELEASE = "RELEASE {}"
+    dialect = "sqlite"
 
     def __init__(
         self,
@@ -160,8 +162,33 @@ class SqliteTxn(LogTxn):
         return _read_tree(self.conn, indexes)
 
 
+class _ReadSession:
+    """A read-only connection of a snapshot pool thread (see :mod:`._snapshots`)."""
+
+    def __init__(self, path: Path) -> None:
+        self._conn = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+        )
+        self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+
+    def begin(self) -> None:
+        self._conn.execute("BEGIN")
+
+    def end(self) -> None:
+        self._conn.execute("ROLLBACK")
+
+    def execute(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
 class SqliteLogStore(RecordReads):
     """The embedded default log store (see the module docstring)."""
+
+    #: The SQL the store's ``execute`` and ``rows`` take (see :class:`~.store.SqlStore`).
+    dialect: Final = "sqlite"
 
     def __init__(
         self,
@@ -385,6 +412,10 @@ class SqliteLogStore(RecordReads):
 
     async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await self.rows(sql, params)
+
+    def snapshots(self, workers: int = 2) -> SnapshotPool:
+        """A pool of read-only connections running whole queries on one snapshot each."""
+        return SnapshotPool(lambda: _ReadSession(self.path), sqlite3.Error, workers)
 
     async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
         """Which of ``seqs`` still have a stored payload (verify: redactions took effect)."""

@@ -24,9 +24,22 @@ import msgspec
 from .entry import Draft, Entry, decode_entry
 from .note import NoteSigner
 
-__all__ = ["Appended", "Command", "Head", "LogStore", "Record", "StoredCheckpoint", "WriteTxn"]
+__all__ = [
+    "Appended",
+    "Command",
+    "Execute",
+    "Head",
+    "LogStore",
+    "Record",
+    "Snapshots",
+    "SqlStore",
+    "StoredCheckpoint",
+    "WriteTxn",
+]
 
 T = TypeVar("T")
+Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+"""Runs one statement of the store's dialect and returns its rows."""
 
 
 class Appended(msgspec.Struct, frozen=True, kw_only=True):
@@ -70,6 +83,11 @@ class Record(msgspec.Struct, frozen=True, kw_only=True):
 
 class WriteTxn(Protocol):
     """The writer's view of one open write transaction."""
+
+    @property
+    def dialect(self) -> str:
+        """The SQL :meth:`execute` takes: ``"sqlite"`` or ``"postgresql"``."""
+        ...
 
     @property
     def size(self) -> int:
@@ -155,3 +173,54 @@ class LogStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class Snapshots(Protocol):
+    """Read-only queries of the layers above, each run whole on one snapshot."""
+
+    async def run(self, fn: Callable[[Execute], T]) -> T:
+        """``fn(execute)`` on a reader thread, inside one read transaction."""
+        ...
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+    async def close(self) -> None: ...
+
+
+class SqlStore(LogStore, Protocol):
+    """A log store the layers above can keep their own tables in (both adapters).
+
+    Their statements are written for :attr:`dialect` (``"sqlite"`` or
+    ``"postgresql"``), with ``?`` placeholders in either; most are the same
+    text in both, and the few that are not are chosen by the dialect.
+    """
+
+    @property
+    def dialect(self) -> str: ...
+
+    @property
+    def signer(self) -> NoteSigner: ...
+
+    def use_signer(self, signer: NoteSigner) -> None: ...
+
+    def add_schema(self, ddl: str) -> None:
+        """Tables of the layers above, made with the log's own when the store opens."""
+        ...
+
+    def add_commit_hook(self, hook: Callable[[Any], None]) -> None:
+        """``hook(txn)`` after each group's commands, inside its transaction."""
+        ...
+
+    async def open(self) -> None: ...
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """A read-only query (one statement, the store's reader connection)."""
+        ...
+
+    async def exclusive(self, work: Callable[[Any], T]) -> T:
+        """``work(connection)`` on the writer's connection between group commits."""
+        ...
+
+    def snapshots(self, workers: int = 2) -> Snapshots:
+        """A pool running whole read queries on one snapshot each (see ``_snapshots``)."""
+        ...

@@ -1,4 +1,10 @@
-"""``memseal.open``: one data folder (keys, database) as a :class:`Memory`."""
+"""``memseal.open``: one data folder (keys, database) as a :class:`Memory`.
+
+The data folder always holds the keys (and the service's tokens). The log,
+its projections and the memo tables live in the folder's SQLite file by
+default, or in PostgreSQL when a store URL is given (``store=``, or the
+``MEMSEAL_STORE`` environment variable): see docs/scaling.md.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import os
 import secrets
 import sqlite3
 import threading
@@ -29,20 +36,25 @@ from memseal.ledger.keys import (
     pending_rotation,
 )
 from memseal.ledger.ledger import Ledger
-from memseal.ledger.note import VerifierKey
+from memseal.ledger.location import DatabaseUrl, is_database_url, parse_database_url
+from memseal.ledger.note import NoteSigner, VerifierKey
 from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay.identity import ScopeIdentity
-from memseal.replay.memo import DDL as MEMO_DDL
+from memseal.replay.memo import ddl_for as memo_ddl_for
 from memseal.replay.run import Run, new_run_id
 from memseal.tools import MemoryTools, ToolScope, Toolset, runner_for
 
-__all__ = ["DATABASE", "Memory", "SyncMemory", "open", "open_audit", "open_sync"]
+__all__ = ["DATABASE", "STORE_ENV", "Memory", "SyncMemory", "open", "open_audit", "open_sync"]
 
 T = TypeVar("T")
 
 DATABASE = "ledger.db"
+#: The environment variable naming the store when ``store=`` is not given.
+STORE_ENV = "MEMSEAL_STORE"
+#: The data folder (keys) for ``memseal.open(URL)``, which names only the database.
+DATA_ENV = "MEMSEAL_DATA"
 Clock = Callable[[], datetime]
 
 
@@ -66,8 +78,12 @@ class Memory:
         ledger: Ledger,
         engine: Engine,
         history: Sequence[VerifierKey],
+        location: str | None = None,
     ) -> None:
         self.folder = folder
+        #: Where the log lives, fit to print: the database file, or the store URL
+        #: with its password hidden.
+        self.location = location if location is not None else str(folder / DATABASE)
         self._keys = keys
         self.ledger = ledger
         self.engine = engine
@@ -190,7 +206,70 @@ def _ledger_has_entries(db: Path) -> bool:
         raise StorageError(f"cannot read {db}: {exc}") from exc
 
 
-def _prepare(folder: Path, key_name: str | None, create: bool) -> Keys:
+def _postgres_has_entries(url: DatabaseUrl) -> bool:
+    import psycopg
+    from psycopg import sql
+
+    try:
+        with psycopg.connect(url.dsn, autocommit=True, connect_timeout=30) as conn:
+            table = (
+                sql.Identifier("entries")
+                if url.schema is None
+                else sql.Identifier(url.schema, "entries")
+            )
+            found = conn.execute(
+                "SELECT to_regclass(%s)",
+                ("entries" if url.schema is None else f'"{url.schema}".entries',),
+            ).fetchone()
+            if found is None or found[0] is None:
+                return False
+            return (
+                conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(table)).fetchone()
+                is not None
+            )
+    except psycopg.Error as exc:
+        raise StorageError(f"cannot reach the store {url.display}: {exc}") from exc
+
+
+def _choose_store(path: str | Path, store: object) -> tuple[Path, DatabaseUrl | None]:
+    """The data folder and, for PostgreSQL, the parsed store URL (see the module docstring)."""
+    if store is not None and not isinstance(store, str):
+        raise InvalidRequest(f"`store` must be a postgresql:// URL, not {type(store).__name__}")
+    if is_database_url(path):
+        if store is not None:
+            raise InvalidRequest("give the PostgreSQL URL once: as `path` or as `store`")
+        data = os.environ.get(DATA_ENV, "")
+        if not data:
+            raise InvalidRequest(
+                "`path` is a PostgreSQL URL; the signing key stays in a local data folder: "
+                f"open(FOLDER, store=URL), or set {DATA_ENV} to the folder"
+            )
+        return Path(data), parse_database_url(str(path), "path")
+    if store is None:
+        from_env = os.environ.get(STORE_ENV, "")
+        if not from_env:
+            return Path(path), None
+        if not is_database_url(from_env):
+            raise InvalidRequest(f"{STORE_ENV} must be a postgresql:// URL (or unset)")
+        return Path(path), parse_database_url(from_env, STORE_ENV)
+    return Path(path), parse_database_url(store)
+
+
+def _new_store(
+    folder: Path, url: DatabaseUrl | None, signer: NoteSigner | None, clock: Clock
+) -> SqlStore:
+    if url is None:
+        return SqliteLogStore(folder / DATABASE, signer, clock=clock)
+    try:
+        from memseal.ledger.postgres import PostgresLogStore
+    except ImportError as exc:  # pragma: no cover - psycopg is a dependency
+        raise StorageError(f"the PostgreSQL store needs psycopg: {exc}") from exc
+    return PostgresLogStore(url.dsn, signer, schema=url.schema, clock=clock)
+
+
+def _prepare(
+    folder: Path, key_name: str | None, create: bool, url: DatabaseUrl | None = None
+) -> Keys:
     if folder.exists() and not folder.is_dir():
         raise InvalidRequest(f"`path` {folder} exists and is not a folder")
     if not folder.exists():
@@ -202,9 +281,10 @@ def _prepare(folder: Path, key_name: str | None, create: bool) -> Keys:
             raise StorageError(f"cannot create data folder {folder}: {exc.strerror}") from exc
     if key_files_exist(folder):
         return load_keys(folder)
-    if _ledger_has_entries(folder / DATABASE):
+    if _ledger_has_entries(folder / DATABASE) if url is None else _postgres_has_entries(url):
+        where = folder if url is None else url.display
         raise KeyFileError(
-            f"{folder} has a ledger but no keys; restore keys/ from a backup "
+            f"{where} has a ledger but {folder} has no keys; restore keys/ from a backup "
             "(memseal never makes a new key for an existing ledger)"
         )
     if not create:
@@ -215,6 +295,7 @@ def _prepare(folder: Path, key_name: str | None, create: bool) -> Keys:
 async def _open(
     path: str | Path,
     *,
+    store: str | None = None,
     key_name: str | None = None,
     create: bool = True,
     clock: Clock = _utcnow,
@@ -227,8 +308,7 @@ async def _open(
 ) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
-    if isinstance(path, str) and path.startswith(("postgresql://", "postgres://")):
-        raise InvalidRequest("`path`: the PostgreSQL store is not available yet")
+    folder, url = _choose_store(path, store)
     if origin is not None and (not isinstance(origin, str) or not origin.strip()):
         raise InvalidRequest("`origin` must be non-empty text")
     # Every option is checked before anything is created: a refused open writes nothing.
@@ -245,27 +325,27 @@ async def _open(
     chosen = (
         (await asyncio.to_thread(_shared_default_embedder)) if embedder == "default" else embedder
     )
-    folder = Path(path)
-    keys = await asyncio.to_thread(_prepare, folder, key_name, create)
-    store = SqliteLogStore(folder / DATABASE, keys.signer, clock=clock)
-    Engine.register_schema(store)
-    store.add_schema(MEMO_DDL)
-    await store.open()
+    keys = await asyncio.to_thread(_prepare, folder, key_name, create, url)
+    db = _new_store(folder, url, keys.signer, clock)
+    Engine.register_schema(db)
+    db.add_schema(memo_ddl_for(db.dialect))
+    await db.open()
     try:
-        keys = await _finish_rotation(folder, store, keys)
-        fixed = await _fix_origin(store, origin or keys.signer.name)
+        keys = await _finish_rotation(folder, db, keys)
+        history = await asyncio.to_thread(key_history, folder)
+        await _check_first_key(db, history[0], folder)
+        fixed = await _fix_origin(db, origin or keys.signer.name)
         policy = CheckpointPolicy(
             origin=fixed, every=checkpoint_every, interval=checkpoint_interval
         )
-        history = await asyncio.to_thread(key_history, folder)
     except BaseException:
-        await store.close()
+        await db.close()
         raise
-    ledger = Ledger(store, history[0], policy)
+    ledger = Ledger(db, history[0], policy)
     try:
         engine = await Engine.open(
             ledger,
-            store,
+            db,
             keys.secret,
             clock=clock,
             embedder=chosen,
@@ -276,20 +356,37 @@ async def _open(
         await ledger.close()
         raise
     ledger.start()
-    return Memory(folder, keys, ledger, engine, history)
+    return Memory(
+        folder, keys, ledger, engine, history, location=None if url is None else url.display
+    )
 
 
-async def _finish_rotation(folder: Path, store: SqliteLogStore, keys: Keys) -> Keys:
+async def _check_first_key(store: SqlStore, first: VerifierKey, folder: Path) -> None:
+    """Refuse a data folder whose keys are not the ledger's (another ledger's folder)."""
+    if (await store.head()).size == 0:
+        return
+    signed_by = (await store.read(0)).entry().key
+    if signed_by != first.key_id.hex():
+        raise KeyFileError(
+            f"the keys in {folder} are not this ledger's (its first entry is signed by key "
+            f"{signed_by}, the folder's first key is {first.key_id.hex()}); "
+            "open the ledger with its own data folder"
+        )
+
+
+async def _finish_rotation(folder: Path, store: SqlStore, keys: Keys) -> Keys:
     """Complete or discard a key rotation a crash interrupted (see ledger.keys)."""
     pending = await asyncio.to_thread(pending_rotation, folder)
     if pending is None:
         return keys
+    # Which entries' bytes hold a given byte string, in each dialect.
+    holds = "instr(leaf, ?) > 0" if store.dialect == "sqlite" else "position(? in leaf) > 0"
     named = await store.rows(
-        "SELECT seq FROM entries WHERE instr(leaf, ?) > 0 ORDER BY seq DESC LIMIT 1",
+        f"SELECT seq FROM entries WHERE {holds} ORDER BY seq DESC LIMIT 1",
         (b'"kind":"key_rotated"',),
     )
     mention = await store.rows(
-        "SELECT seq FROM entries WHERE instr(leaf, ?) > 0 LIMIT 1",
+        f"SELECT seq FROM entries WHERE {holds} LIMIT 1",
         (pending.verifier.text.encode(),),
     )
     if named and mention:
@@ -299,7 +396,7 @@ async def _finish_rotation(folder: Path, store: SqliteLogStore, keys: Keys) -> K
     return keys
 
 
-async def _fix_origin(store: SqliteLogStore, wanted: str) -> str:
+async def _fix_origin(store: SqlStore, wanted: str) -> str:
     """The checkpoint origin is fixed when the ledger is made; later opens must agree."""
     rows = await store.rows("SELECT value FROM meta WHERE key = 'origin'")
     if rows:
@@ -310,7 +407,9 @@ async def _fix_origin(store: SqliteLogStore, wanted: str) -> str:
     CheckpointPolicy(origin=wanted)  # refuse a malformed origin before storing it
 
     def command(txn: WriteTxn) -> None:
-        txn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('origin', ?)", (wanted,))
+        txn.execute(
+            "INSERT INTO meta (key, value) VALUES ('origin', ?) ON CONFLICT DO NOTHING", (wanted,)
+        )
 
     await store.run(command)
     return (await store.rows("SELECT value FROM meta WHERE key = 'origin'"))[0][0]  # type: ignore[no-any-return]
@@ -343,6 +442,7 @@ class _Opening(Awaitable[Memory]):
 def open(
     path: str | Path,
     *,
+    store: str | None = None,
     key_name: str | None = None,
     create: bool = True,
     clock: Clock = _utcnow,
@@ -355,6 +455,10 @@ def open(
 ) -> _Opening:
     """Open (creating on first use) the data folder at ``path``.
 
+    ``store`` puts the log in PostgreSQL (``postgresql://user@host/db?schema=name``;
+    default: the ``MEMSEAL_STORE`` environment variable, else the folder's SQLite
+    file); the keys stay in the folder either way.
+
     ``origin`` names the log in its checkpoints (default: the key name; fixed
     when the ledger is made). A checkpoint is cut every ``checkpoint_every``
     entries and every ``checkpoint_interval`` seconds when the log has grown
@@ -366,6 +470,7 @@ def open(
     return _Opening(
         lambda: _open(
             path,
+            store=store,
             key_name=key_name,
             create=create,
             clock=clock,
@@ -380,17 +485,27 @@ def open(
 
 
 @contextlib.asynccontextmanager
-async def open_audit(path: str | Path) -> AsyncIterator[Ledger]:
-    """The ledger of a data folder, read-only and without its private key (for auditors)."""
-    folder = Path(path)
-    if not folder.is_dir():
-        raise StorageError(f"no memseal data folder at {folder}")
-    store = SqliteLogStore(folder / DATABASE, None)
-    await store.open()
+async def open_audit(path: str | Path, *, store: str | None = None) -> AsyncIterator[Ledger]:
+    """A ledger, read-only and without any private key (for auditors).
+
+    ``path`` is a data folder (its SQLite file, or the store ``store`` or
+    ``MEMSEAL_STORE`` names) or a PostgreSQL URL itself: an audit needs no keys.
+    """
+    if is_database_url(path):
+        if store is not None:
+            raise InvalidRequest("give the PostgreSQL URL once: as `path` or as `store`")
+        url: DatabaseUrl | None = parse_database_url(str(path), "path")
+        folder = Path(".")
+    else:
+        folder, url = _choose_store(path, store)
+        if url is None and not folder.is_dir():
+            raise StorageError(f"no memseal data folder at {folder}")
+    opened = _new_store(folder, url, None, _utcnow)
+    await opened.open()
     try:
-        yield Ledger(store, None)
+        yield Ledger(opened, None)
     finally:
-        await store.close()
+        await opened.close()
 
 
 class _SyncLedger:

@@ -23,10 +23,12 @@ from memseal.ledger.store import WriteTxn
 __all__ = [
     "DDL",
     "HOST",
+    "POSTGRES_DDL",
     "Lease",
     "MemoRow",
     "acquire",
     "check_holder",
+    "ddl_for",
     "put_memo",
     "release",
     "renew",
@@ -49,6 +51,36 @@ CREATE TABLE IF NOT EXISTS runs (
     started_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
+
+#: The same tables on PostgreSQL: 64-bit seqs, a double-precision lease time (a ``real``
+#: would round a Unix time to minutes), bytewise-ordered text.
+POSTGRES_DDL = """
+CREATE TABLE IF NOT EXISTS memos (
+    run_id   TEXT COLLATE "C" NOT NULL,
+    step     BIGINT NOT NULL,
+    memo_key TEXT COLLATE "C" NOT NULL,
+    seq      BIGINT NOT NULL,
+    PRIMARY KEY (run_id, step)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT COLLATE "C" PRIMARY KEY,
+    holder      TEXT,
+    pid         BIGINT,
+    host        TEXT,
+    lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+    started_seq BIGINT NOT NULL
+);
+"""
+
+
+def ddl_for(dialect: str) -> str:
+    """The memo tables in a store's dialect."""
+    if dialect == "postgresql":
+        return POSTGRES_DDL
+    if dialect == "sqlite":
+        return DDL
+    raise ValueError(f"no memo tables for the {dialect!r} dialect")
+
 
 HOST = socket.gethostname()
 

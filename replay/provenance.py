@@ -30,8 +30,7 @@ from nacl.signing import VerifyKey
 
 from memseal.ledger.entry import leaf_hash, payload_hash, signing_message
 from memseal.ledger.errors import NotFound, ProvenanceError
-from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import Record
+from memseal.ledger.store import Record, SqlStore
 
 from .calls import TOOL_CALL, ToolCall, decode_tool_call, decode_tool_call_payload
 from .identity import input_hash, memo_key
@@ -49,7 +48,7 @@ class Verified(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def check_memo(
-    store: SqliteLogStore,
+    store: SqlStore,
     keys: Mapping[str, VerifyKey],
     secret: bytes,
     row: MemoRow,

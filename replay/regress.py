@@ -54,7 +54,7 @@ from memseal.ledger.errors import (
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
@@ -167,7 +167,7 @@ class _TempLog:
         self.embedder = embedder
         self.now = datetime(2000, 1, 1, tzinfo=UTC)
         self.size = 0
-        self.store: SqliteLogStore | None = None
+        self.store: SqlStore | None = None
         self.ledger: Ledger | None = None
         self.engine: Engine | None = None
 

@@ -44,8 +44,7 @@ from memseal.ledger.errors import (
 )
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.note import VerifierKey
-from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.tools.toolset import AsyncToolset
 
 from .calls import (
@@ -148,7 +147,7 @@ class Run:
         tools: Preparer,
         scope: ScopeIdentity,
         ledger: Ledger,
-        store: SqliteLogStore,
+        store: SqlStore,
         secret: bytes,
         keys: Sequence[VerifierKey],
         fork: bool = False,

@@ -1,0 +1,131 @@
+"""What the engine says differently to SQLite and to PostgreSQL.
+
+Most of the engine's SQL is the same text for both stores (``?``
+placeholders, ``ON CONFLICT`` upserts, ``COLLATE "C"`` columns on
+PostgreSQL making comparisons bytewise as in SQLite). What differs is
+gathered here, one :class:`EngineSql` per dialect:
+
+* the full-text index: an FTS5 external-content table in SQLite, a table of
+  weighted ``tsvector`` documents in PostgreSQL (the text is folded to
+  plain letters first, as FTS5's ``remove_diacritics`` does);
+* the verdicts gathered as JSON beside each item row;
+* the scrub after a forget (see :mod:`._scrub`): FTS merge and WAL
+  truncation in SQLite, ``VACUUM`` in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from ._scrub import checkpoint_and_clear, optimize_fts, vacuum, vacuum_clear
+
+__all__ = ["POSTGRES", "SQLITE", "EngineSql", "fold", "for_dialect"]
+
+Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+_ITEM_COLUMNS: Final = (
+    "i.seq, i.id, i.kind, i.namespace, i.trust, i.confidence, i.observed_at, i.stored_at, "
+    "i.text, i.title, i.tags, i.meta, i.detail, "
+)
+
+
+def fold(text: str) -> str:
+    """``text`` without diacritics (é to e), as the SQLite index's tokenizer sees it."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+class EngineSql:
+    """One dialect's statements (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        item_select: str,
+        fts_add: Callable[[Execute, int, str, str | None, str], None],
+        fts_remove: Callable[[Execute, int, str, str | None, str], None],
+        fts_clear: str,
+        scrub_first: Callable[[Any], None],
+        scrub_attempt: Callable[[Any, int], bool],
+    ) -> None:
+        self.name = name
+        #: The columns ``rows_to_items`` reads from ``engine_items AS i``, the item's
+        #: verdicts (oldest first) gathered as JSON in the last one.
+        self.item_select = item_select
+        self.fts_add = fts_add
+        self.fts_remove = fts_remove
+        self.fts_clear = fts_clear
+        #: The scrub's one-off step, then its retried one (True when done), both run
+        #: on the writer's connection between group commits.
+        self.scrub_first = scrub_first
+        self.scrub_attempt = scrub_attempt
+
+
+def _sqlite_add(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
+    execute(
+        "INSERT INTO engine_fts (rowid, text, title, tags) VALUES (?, ?, ?, ?)",
+        (seq, text, title, tags),
+    )
+
+
+def _sqlite_remove(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
+    # An external-content FTS5 table forgets a row given the text it indexed.
+    execute(
+        "INSERT INTO engine_fts (engine_fts, rowid, text, title, tags) "
+        "VALUES ('delete', ?, ?, ?, ?)",
+        (seq, text, title, tags),
+    )
+
+
+SQLITE: Final = EngineSql(
+    "sqlite",
+    item_select=_ITEM_COLUMNS
+    + "(SELECT json_group_array(json_array(v.seq, v.trust, v.previous, v.actor, v.reason, v.at)) "
+    " FROM (SELECT * FROM engine_verdicts WHERE item = i.seq ORDER BY seq) AS v)",
+    fts_add=_sqlite_add,
+    fts_remove=_sqlite_remove,
+    fts_clear="INSERT INTO engine_fts (engine_fts) VALUES ('delete-all')",
+    scrub_first=optimize_fts,
+    scrub_attempt=checkpoint_and_clear,
+)
+
+# Title and tags weigh more than the text, in the proportions of SQLite's bm25 weights.
+_DOCUMENT: Final = (
+    "setweight(to_tsvector('english', ?), 'D') || "
+    "setweight(to_tsvector('english', ?), 'A') || "
+    "setweight(to_tsvector('english', ?), 'B')"
+)
+
+
+def _postgres_add(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
+    execute(
+        f"INSERT INTO engine_fts (seq, doc) VALUES (?, {_DOCUMENT})",
+        (seq, fold(text), fold(title or ""), fold(tags)),
+    )
+
+
+def _postgres_remove(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
+    execute("DELETE FROM engine_fts WHERE seq = ?", (seq,))
+
+
+POSTGRES: Final = EngineSql(
+    "postgresql",
+    item_select=_ITEM_COLUMNS
+    + "(SELECT coalesce(json_agg(json_build_array(v.seq, v.trust, v.previous, v.actor, "
+    "v.reason, v.at) ORDER BY v.seq), '[]')::text FROM engine_verdicts v WHERE v.item = i.seq)",
+    fts_add=_postgres_add,
+    fts_remove=_postgres_remove,
+    fts_clear="DELETE FROM engine_fts",
+    scrub_first=vacuum,
+    scrub_attempt=vacuum_clear,
+)
+
+
+def for_dialect(name: str) -> EngineSql:
+    if name == "sqlite":
+        return SQLITE
+    if name == "postgresql":
+        return POSTGRES
+    raise ValueError(f"the engine does not speak the {name!r} dialect")

@@ -1,0 +1,114 @@
+"""Read snapshots for the layers above: one thread hop and one snapshot per query.
+
+A query of the engine runs several statements (rank, coverage, the items,
+their verdicts). Through an async driver each statement costs crossings
+between the event loop and a thread, and separate statements may see
+different commits, so an item ranked by one could be forgotten before the
+next loads it. Here a whole query is one function ``fn(execute)`` run on a
+reader thread inside one read transaction: one crossing, one consistent
+snapshot.
+
+The pool is driver-independent; each store supplies a :class:`Session`
+factory (a connection of its own, read-only) and the driver's error class.
+Connections belong to the pool's threads, are opened on first use and
+closed with the pool. They hold a snapshot only while a query runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from .errors import StorageError
+
+__all__ = ["Execute", "Session", "SnapshotPool"]
+
+T = TypeVar("T")
+Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+
+class Session(Protocol):
+    """One read-only connection of a pool thread, in the store's own dialect."""
+
+    def begin(self) -> None: ...
+
+    def end(self) -> None: ...
+
+    def execute(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+
+    def close(self) -> None: ...
+
+
+class SnapshotPool:
+    """Runs read functions ``fn(execute)`` on a small pool of read-only sessions."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Session],
+        errors: type[BaseException],
+        workers: int = 2,
+    ) -> None:
+        self._connect = connect
+        self._errors = errors
+        self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="memseal-read")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._sessions: list[Session] = []
+        self._closed = False
+
+    def _session(self) -> Session:
+        session: Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._connect()
+            self._local.session = session
+            with self._lock:
+                self._sessions.append(session)
+        return session
+
+    def _drop(self, session: Session) -> None:
+        # A session whose connection broke (a server restart) is made anew next time.
+        self._local.session = None
+        with self._lock:
+            if session in self._sessions:
+                self._sessions.remove(session)
+        with contextlib.suppress(self._errors):
+            session.close()
+
+    def _call(self, fn: Callable[[Execute], T]) -> T:
+        try:
+            session = self._session()
+        except self._errors as exc:
+            raise StorageError(f"cannot open a read connection: {exc}") from exc
+        try:
+            session.begin()
+            try:
+                return fn(session.execute)
+            finally:
+                session.end()
+        except self._errors as exc:
+            self._drop(session)
+            raise StorageError(f"query failed: {exc}") from exc
+
+    async def run(self, fn: Callable[[Execute], T]) -> T:
+        """``fn(execute)`` on a reader thread, inside one read transaction."""
+        if self._closed:
+            raise StorageError("the store's readers are closed")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, fn)
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return await self.run(lambda execute: execute(sql, params))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._pool.shutdown, True)
+        with self._lock:
+            for session in self._sessions:
+                with contextlib.suppress(self._errors):
+                    session.close()
+            self._sessions.clear()

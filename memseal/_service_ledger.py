@@ -25,8 +25,7 @@ from typing import Any, Final
 import msgspec
 
 from memseal.engine import Reach
-from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import Record
+from memseal.ledger.store import Record, SqlStore
 
 __all__ = ["MAX_ENTRIES", "EntryView"]
 
@@ -44,7 +43,7 @@ def _everything(reach: Reach | None) -> bool:
 class EntryView:
     """Renders records for one caller's reach (see the module docstring)."""
 
-    def __init__(self, store: SqliteLogStore, reach: Reach | None) -> None:
+    def __init__(self, store: SqlStore, reach: Reach | None) -> None:
         self._store = store
         self._reach = reach
         self._places: dict[str, str | None] = {}

@@ -6,8 +6,14 @@ PostgreSQL making comparisons bytewise as in SQLite). What differs is
 gathered here, one :class:`EngineSql` per dialect:
 
 * the full-text index: an FTS5 external-content table in SQLite, a table of
-  weighted ``tsvector`` documents in PostgreSQL (the text is folded to
-  plain letters first, as FTS5's ``remove_diacritics`` does);
+  weighted ``tsvector`` documents in PostgreSQL. The PostgreSQL documents
+  are made of the words FTS5 would index: split on what is not a letter or
+  digit, casefolded, diacritics removed, Porter-stemmed (by the Snowball
+  project's Porter stemmer, the algorithm FTS5's ``porter`` tokenizer
+  implements), then given to the ``simple`` configuration, which only
+  lowercases. PostgreSQL's own ``english`` configuration would stem with
+  Porter2 and drop stopwords, so "the" could never be found and some words
+  would stem apart from SQLite's;
 * the verdicts gathered as JSON beside each item row;
 * the scrub after a forget (see :mod:`._scrub`): FTS merge and WAL
   truncation in SQLite, ``VACUUM`` in PostgreSQL.
@@ -15,13 +21,17 @@ gathered here, one :class:`EngineSql` per dialect:
 
 from __future__ import annotations
 
+import re
+import threading
 import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+import snowballstemmer
+
 from ._scrub import checkpoint_and_clear, optimize_fts, vacuum, vacuum_clear
 
-__all__ = ["POSTGRES", "SQLITE", "EngineSql", "fold", "for_dialect"]
+__all__ = ["POSTGRES", "SQLITE", "EngineSql", "fold", "for_dialect", "index_words"]
 
 Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
@@ -35,6 +45,19 @@ def fold(text: str) -> str:
     """``text`` without diacritics (é to e), as the SQLite index's tokenizer sees it."""
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+_TOKEN: Final = re.compile(r"[^\W_]+")
+_stemmers = threading.local()  # a Snowball stemmer keeps state while it stems
+
+
+def index_words(text: str) -> str:
+    """The words FTS5's ``porter unicode61 remove_diacritics 2`` would index, space-joined."""
+    stemmer = getattr(_stemmers, "porter", None)
+    if stemmer is None:
+        stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
+    words: list[str] = stemmer.stemWords(_TOKEN.findall(fold(text.casefold())))
+    return " ".join(words)
 
 
 class EngineSql:
@@ -91,18 +114,18 @@ SQLITE: Final = EngineSql(
     scrub_attempt=checkpoint_and_clear,
 )
 
-# Title and tags weigh more than the text, in the proportions of SQLite's bm25 weights.
+# Text, title and tags as weights D, A and B (ranked in SQLite's bm25 proportions).
 _DOCUMENT: Final = (
-    "setweight(to_tsvector('english', ?), 'D') || "
-    "setweight(to_tsvector('english', ?), 'A') || "
-    "setweight(to_tsvector('english', ?), 'B')"
+    "setweight(to_tsvector('simple', ?), 'D') || "
+    "setweight(to_tsvector('simple', ?), 'A') || "
+    "setweight(to_tsvector('simple', ?), 'B')"
 )
 
 
 def _postgres_add(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
     execute(
         f"INSERT INTO engine_fts (seq, doc) VALUES (?, {_DOCUMENT})",
-        (seq, fold(text), fold(title or ""), fold(tags)),
+        (seq, index_words(text), index_words(title or ""), index_words(tags)),
     )
 
 

@@ -15,9 +15,9 @@ Known limit: BM25 statistics span the whole index, so an exact score
 depends on other namespaces' text too; scores are rounded and only order
 matters.
 
-On PostgreSQL the index is a ``tsvector`` per item (english stemming, the
-text folded to plain letters first) with a GIN index, and the question's
-words become one ``plainto_tsquery`` each, joined by OR. The rank is
+On PostgreSQL the index is a ``tsvector`` per item of the words FTS5 would
+index (see :mod:`._dialect`) with a GIN index, and the question's words
+become one ``plainto_tsquery`` each, joined by OR. The rank is
 ``ts_rank`` with the same column weights, normalised by document length
 (PostgreSQL keeps no corpus statistics, so a rare word weighs no more
 than a common one); coverage and the order of ties are computed as on
@@ -36,7 +36,7 @@ from datetime import tzinfo
 from typing import Any, Final
 
 from ._dates import resolve
-from ._dialect import fold
+from ._dialect import index_words
 from ._reader import Execute
 from .filters import DateRange
 
@@ -135,7 +135,7 @@ _PG_SCALE: Final = 10.0
 def _postgres_exact(
     execute: Execute, where: str, params: Sequence[Any], terms: Sequence[str], cap: int
 ) -> list[tuple[int, float, float]]:
-    words = ", ".join(f"plainto_tsquery('english', ?) AS t{k}" for k in range(len(terms)))
+    words = ", ".join(f"plainto_tsquery('simple', ?) AS t{k}" for k in range(len(terms)))
     any_word = " || ".join(f"q.t{k}" for k in range(len(terms)))
     matched = " + ".join(f"(f.doc @@ q.t{k})::int" for k in range(len(terms)))
     found = execute(
@@ -143,7 +143,7 @@ def _postgres_exact(
         f"SELECT i.seq, ts_rank({_PG_WEIGHTS}, f.doc, {any_word}, 1) AS r, {matched} "
         "FROM engine_fts f JOIN engine_items i ON i.seq = f.seq CROSS JOIN q "
         f"WHERE f.doc @@ ({any_word}) AND {where} ORDER BY r DESC, i.seq DESC LIMIT ?",
-        [*(fold(t) for t in terms), *params, cap],
+        [*(index_words(t) for t in terms), *params, cap],
     )
     ranked = []
     for seq, r, hits in found:

@@ -260,7 +260,9 @@ class VectorCache:
         made = 0
         while True:
             rows = await self._reader.rows(
-                "SELECT i.content, i.title, i.text FROM engine_items i WHERE NOT EXISTS "
+                # One row per content; every item of a content hash has the same title and
+                # text (the hash is of them), so min() picks that text in either dialect.
+                "SELECT i.content, min(i.title), min(i.text) FROM engine_items i WHERE NOT EXISTS "
                 "(SELECT 1 FROM engine_vectors v WHERE v.embedder = ? AND v.content = i.content) "
                 f"GROUP BY i.content LIMIT {_BATCH}",
                 (self.id,),

@@ -37,11 +37,18 @@ async def open_engine(
     clock: Callable[[], datetime] = _utcnow,
     embedder: Embedder | None = None,
     zone: tzinfo = UTC,
+    store: str | None = None,
 ) -> AsyncIterator[Engine]:
     """The engine of the data folder at ``folder`` (no embedder unless one is given;
-    no timed checkpoints); the folder's ledger and store close on exit."""
+    no timed checkpoints; ``store`` as for ``memseal.open``); the ledger closes on exit."""
     async with open(
-        folder, create=create, clock=clock, embedder=embedder, zone=zone, checkpoint_interval=None
+        folder,
+        store=store,
+        create=create,
+        clock=clock,
+        embedder=embedder,
+        zone=zone,
+        checkpoint_interval=None,
     ) as memory:
         yield memory.engine
 

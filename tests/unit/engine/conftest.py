@@ -37,14 +37,16 @@ def data(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def engine(data: Path, clock: Clock) -> AsyncIterator[Engine]:
-    """Every mode served, by the deterministic hashing embedder."""
-    async with open_engine(data, create=True, clock=clock, embedder=HashingEmbedder()) as opened:
+async def engine(data: Path, clock: Clock, store_url: str | None) -> AsyncIterator[Engine]:
+    """Every mode served, by the deterministic hashing embedder; on each store."""
+    async with open_engine(
+        data, create=True, clock=clock, embedder=HashingEmbedder(), store=store_url
+    ) as opened:
         yield opened
 
 
 @pytest.fixture
-async def exact_engine(data: Path, clock: Clock) -> AsyncIterator[Engine]:
-    """No embedder: exact search only."""
-    async with open_engine(data, create=True, clock=clock) as opened:
+async def exact_engine(data: Path, clock: Clock, store_url: str | None) -> AsyncIterator[Engine]:
+    """No embedder: exact search only; on each store."""
+    async with open_engine(data, create=True, clock=clock, store=store_url) as opened:
         yield opened

@@ -103,10 +103,14 @@ async def test_exact_ranks_by_bm25_with_stemming(exact_engine: Engine) -> None:
     )
     fetched = await exact_engine.fetch("deploying pipeline")
     assert fetched.mode == "exact" and fetched.min_trust == "unverified"
-    assert [h.item.text for h in fetched.hits][:2] == [
+    # Both hold both stems; which of the two leads is the store's ranking detail (with three
+    # items, SQLite's BM25 gives words in two of them no weight at all, and the tie goes to
+    # the newer), so only the pair is asserted here (tests/contract/test_ranking.py has more).
+    assert {h.item.text for h in fetched.hits[:2]} == {
         "Deploying requires two approvals before the pipeline starts",
         "The deploy pipeline runs on Tuesdays",
-    ]
+    }
+    assert len(fetched.hits) == 2
     assert all(h.score == round(h.score, 4) for h in fetched.hits)
     assert (await exact_engine.fetch("lunch")).hits[0].item.text == "Lunch is at noon"
     # Stopwords do not count while other words are left; a question of stopwords alone

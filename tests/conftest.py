@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import HealthCheck, settings
-
 from stores import ADAPTERS, drop_schemas, fresh_url
 
 settings.register_profile("dev", deadline=None, max_examples=60)

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 from urllib.parse import unquote, urlsplit
@@ -45,14 +47,14 @@ from psycopg.rows import TupleRow
 from memseal._progress import ProgressLine
 from memseal.engine import Engine
 from memseal.engine._projection import state_hash
-from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError
+from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.keys import load_keys
 from memseal.ledger.location import DatabaseUrl, parse_database_url
 from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.postgres import PostgresLogStore
-from memseal.memory import DATABASE
-from memseal.replay.memo import DDL as MEMO_DDL
+from memseal.memory import DATABASE, STORE_ENV, Memory, open, open_audit
+from memseal.replay.memo import ddl_for as memo_ddl_for
 
 __all__ = ["Copied", "add_verbs", "copy_into", "migrate"]
 
@@ -174,6 +176,14 @@ _TABLES: Final = (
         required=False,
     ),
 )
+
+
+_LABELS: Final = {
+    "tree": "tree hashes",
+    "meta": "meta rows",
+    "runs": "runs",
+    "engine_vectors": "cached vectors",
+}
 
 
 class Copied(msgspec.Struct, frozen=True, kw_only=True):
@@ -416,7 +426,11 @@ async def copy_into(
 def _check_target(where: DatabaseUrl) -> None:
     """Connect once before anything is made: refuse a filled target or a bad server early."""
     try:
-        with psycopg.connect(where.dsn, autocommit=True) as conn:
+        # A server that never answers is reported, not waited for forever (libpq's default).
+        dsn = where.dsn
+        if "connect_timeout" not in dsn:
+            dsn += ("&" if "?" in dsn else "?") + "connect_timeout=30"
+        with psycopg.connect(dsn, autocommit=True) as conn:
             if where.schema is not None:
                 row = conn.execute(
                     "SELECT 1 FROM pg_namespace WHERE nspname = %s", (where.schema,)
@@ -434,7 +448,7 @@ def _target_store(where: DatabaseUrl, signer: NoteSigner) -> PostgresLogStore:
     """The target's store with every table memseal keeps there (as ``memseal.open`` makes it)."""
     store = PostgresLogStore(where.dsn, signer, schema=where.schema)
     Engine.register_schema(store)
-    store.add_schema(MEMO_DDL)
+    store.add_schema(memo_ddl_for(store.dialect))
     return store
 
 
@@ -459,13 +473,55 @@ async def migrate(folder: Path, url: str, progress: Progress | None = None) -> C
 # -- the verb -------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _folder_store() -> Iterator[None]:
+    """``MEMSEAL_STORE`` unset meanwhile: the source is the folder's own SQLite file.
+
+    ``memseal.open(folder)`` would otherwise open the store that variable names, which
+    may well be the target itself, and the comparison would compare it with itself.
+    """
+    saved = os.environ.pop(STORE_ENV, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[STORE_ENV] = saved
+
+
+def _verdict(same: bool) -> str:
+    return "equal" if same else "DIFFERENT"
+
+
+async def _compare(source: Memory, target: Memory, copied: Copied) -> bool:
+    """Size, Merkle root and state hash of the target against the source's; prints each."""
+    size = copied.size
+    now = await source.ledger.size()
+    there = await target.ledger.size()
+    grown = now > size
+    if grown:
+        # A server kept appending to the folder: compare at the head the copy read.
+        print(f"source: grew to {now:,} entries since the copy began; compared at {size:,}")
+    print(f"size:       {there:,} entries ({_verdict(there == size)})")
+    root = await target.ledger.root()
+    expected_root = await source.ledger.root(size)
+    print(f"root:       {root.hex()} ({_verdict(root == expected_root)})")
+    state = await target.engine.state_hash()
+    expected_state = copied.state_hash if grown else await source.engine.state_hash()
+    print(f"state hash: {state} ({_verdict(state == expected_state)})")
+    return there == size and root == expected_root and state == expected_state
+
+
+async def _open_quietly(folder: Path, url: str | None) -> Memory:
+    # No embedder (the vectors were copied; none is made here), no timed checkpoints.
+    return await open(folder, store=url, create=False, embedder=None, checkpoint_interval=None)
+
+
 async def _migrate(args: argparse.Namespace) -> int:
-    folder = Path(args.source)
     url: str = args.target
     try:
-        return await _run(folder, url)
+        return await _run(Path(args.source), url)
     except (MemsealError, OSError) as exc:
-        print(f"memseal migrate: {hide_password(str(exc), url)}", file=sys.stderr)
+        print(f"memseal migrate: {hide_password(str(exc), url).rstrip()}", file=sys.stderr)
         return USAGE
 
 
@@ -477,15 +533,46 @@ async def _run(folder: Path, url: str) -> int:
     if not (folder / DATABASE).is_file():
         print(f"memseal migrate: {folder} has no ledger database", file=sys.stderr)
         return USAGE
-    print(f"from: {folder}")
-    print(f"to:   {where.display}")
-    progress = ProgressLine("copying")
+    # A bad server, bad credentials or a filled target are refused before anything opens.
+    await asyncio.to_thread(_check_target, where)
+    # The source is opened first, so a scrub or rebuild it had pending is done before the copy.
+    with _folder_store():
+        source = await _open_quietly(folder, None)
     try:
-        copied = await migrate(folder, url, progress)
+        print(f"from: {source.location}")
+        print(f"to:   {where.display}")
+        progress = ProgressLine("copying")
+        try:
+            copied = await migrate(folder, url, progress)
+        finally:
+            progress.close()
+        listed = ", ".join(f"{n:,} {_LABELS.get(table, table)}" for table, n in copied.rows.items())
+        print(f"copied: {listed}")
+        # Opening the target finds no projection and rebuilds it from the copied log.
+        async with await _open_quietly(folder, url) as target:
+            rows = await target.ledger.store.rows("SELECT count(*) FROM engine_items")
+            print(f"rebuilt: {int(rows[0][0]):,} items from {copied.size:,} entries")
+            agree = await _compare(source, target, copied)
+        trust = source.trust_root
     finally:
-        progress.close()
-    listed = ", ".join(f"{n:,} {table}" for table, n in copied.rows.items())
-    print(f"copied: {listed}")
+        await source.close()
+    if not agree:
+        print(
+            "memseal migrate: FAILED: the copy disagrees with the source (committed; "
+            "drop the target schema before trying again)",
+            file=sys.stderr,
+        )
+        return FAILED
+    progress = ProgressLine("verifying")
+    async with open_audit(url) as ledger:
+        try:
+            summary = await ledger.verify(trust, progress=progress)
+        except VerificationError as exc:
+            progress.close()
+            print(f"memseal migrate: FAILED: {exc}", file=sys.stderr)
+            return FAILED
+    progress.close()
+    print(f"verified: {summary.line()}")
     return OK
 
 

@@ -17,10 +17,12 @@ from memseal._bundle_cli import add_verbs as add_bundle_verbs
 from memseal._bundle_cli import verify_bundle_file
 from memseal._engine_cli import add_engine_verbs
 from memseal._migrate_cli import add_verbs as add_migrate_verbs
+from memseal._migrate_cli import hide_password
 from memseal._progress import ProgressLine
 from memseal._service_cli import add_verbs as add_service_verbs
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
+from memseal.ledger.location import is_database_url
 from memseal.memory import DATABASE, open, open_audit
 
 __all__ = ["main"]
@@ -39,16 +41,28 @@ def _read_trust(value: str) -> str:
 
 
 async def _verify(args: argparse.Namespace) -> int:
+    if is_database_url(args.path):
+        try:
+            return await _verify_ledger(args, args.path)
+        except MemsealError as exc:
+            # The driver's message may quote the URL it was given.
+            print(f"memseal verify: {hide_password(str(exc), args.path).rstrip()}", file=sys.stderr)
+            return USAGE
     target = Path(args.path)
     if target.is_file():  # a session bundle
         return verify_bundle_file(target, args.trust)
     if not target.is_dir():
         print(f"memseal verify: {target} is not a memseal data folder", file=sys.stderr)
         return USAGE
+    return await _verify_ledger(args, target)
+
+
+async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
+    """Audit the ledger of a data folder or a store URL (an audit needs no keys)."""
     trust = _read_trust(args.trust)
     kept = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
     progress = ProgressLine("verifying")
-    async with open_audit(target) as ledger:
+    async with open_audit(where) as ledger:
         try:
             summary = await ledger.verify(trust, checkpoints=kept, progress=progress)
         except VerificationError as exc:
@@ -148,8 +162,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    verify = verbs.add_parser("verify", help="audit a data folder offline against a public key")
-    verify.add_argument("path", help="the data folder")
+    verify = verbs.add_parser(
+        "verify", help="audit a ledger (data folder, store URL or bundle) against a public key"
+    )
+    verify.add_argument(
+        "path", help="a data folder, a postgresql:// store URL, or a session bundle file"
+    )
     verify.add_argument("--trust", required=True, help="the trusted vkey, or a file holding it")
     verify.add_argument(
         "--checkpoint",

@@ -505,20 +505,28 @@ async def _arguments(request: Request) -> dict[str, Any]:
 def create_app(
     folder: str | Path,
     *,
+    store: str | None = None,
     embedder: Embedder | Literal["default"] | None = "default",
     tokens: TokenStore | None = None,
     mcp: bool = True,
     checkpoint_interval: float | None = 60.0,
 ) -> FastAPI:
-    """The service over the data folder ``folder`` (opened at start-up, drained at shutdown)."""
+    """The service over the data folder ``folder`` (opened at start-up, drained at shutdown).
+
+    ``store`` is a PostgreSQL URL holding the ledger and the memory (None: what
+    :func:`memseal.open` picks, SQLite in the folder unless ``$MEMSEAL_STORE`` names one);
+    the folder keeps the keys and the tokens either way.
+    """
     data = Path(folder)
     mcp_manager: Any = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = tokens if tokens is not None else TokenStore(data)
-        memory = await open_memory(data, embedder=embedder, checkpoint_interval=checkpoint_interval)
-        service = Service(memory, store)
+        token_store = tokens if tokens is not None else TokenStore(data)
+        memory = await open_memory(
+            data, store=store, embedder=embedder, checkpoint_interval=checkpoint_interval
+        )
+        service = Service(memory, token_store)
         app.state.service = service
         try:
             if mcp_manager is not None:
@@ -535,7 +543,7 @@ def create_app(
             finally:
                 await memory.close()
                 if tokens is None:
-                    store.close()
+                    token_store.close()
 
     app = FastAPI(
         title="memseal",

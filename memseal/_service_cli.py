@@ -3,18 +3,59 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import fcntl
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
 from memseal.engine import Embedder, HashingEmbedder
+from memseal.ledger.errors import MemsealError
+from memseal.ledger.location import parse_database_url
+from memseal.memory import STORE_ENV
 from memseal.tools import TOOL_NAMES
 
 __all__ = ["add_verbs"]
 
 DEFAULT_DATA = "memseal-data"
 OK, USAGE = 0, 2
+
+
+def _store(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The store URL (``--store``, else ``$MEMSEAL_STORE``, else None: SQLite in the folder).
+
+    Also returns how to name it to people: the URL without its password.
+    Raises InvalidRequest for a value that is not a usable PostgreSQL URL.
+    """
+    store = args.store or os.environ.get(STORE_ENV) or None
+    if store is None:
+        return None, str(args.data)
+    return store, parse_database_url(store, "--store" if args.store else STORE_ENV).display
+
+
+class _StartupLock:
+    """The data folder's start-up lock: one process at a time makes keys, tokens and tables.
+
+    Several ``serve`` processes started at once on a fresh folder would otherwise race to
+    create the signing key (the loser stops on the key files the winner made), each print
+    an admin token, and create the store's tables side by side. flock on the folder itself
+    adds no file to it, and the kernel drops the lock when its holder dies.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._fd: int | None = os.open(folder, os.O_RDONLY)
+
+    def acquire(self) -> None:
+        assert self._fd is not None
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _embedder(name: str) -> Embedder | Literal["default"] | None:
@@ -85,41 +126,89 @@ async def _serve(args: argparse.Namespace) -> int:
     from ._service_app import create_app
 
     folder = Path(args.data)
-    admin = first_admin(folder)
+    store, shown = _store(args)
     url = f"http://{args.host}:{args.port}"
-    if admin is not None:
-        print(f"admin token (shown once, stored hashed): {admin}", flush=True)
-        print(
-            f"make an agent token: memseal tokens add --data {folder} --role agent "
-            "--place team:acme/agent:writer",
-            flush=True,
-        )
-    print(f"memseal serving {folder} at {url}", flush=True)
-    print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
-    print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
-    print(f"  OpenAPI: {url}/docs", flush=True)
-    app = create_app(folder, embedder=_embedder(args.embedder))
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        ws="none",
-        lifespan="on",
-        timeout_graceful_shutdown=30,
-        access_log=False,
-    )
-    server = uvicorn.Server(config)
-    # uvicorn catches SIGTERM and SIGINT, finishes the requests in flight, runs the app's
-    # shutdown (held runs released, the writer queue drained, the store closed), then raises
-    # the signal again. A SIGTERM handled that way is a clean stop: exit 0, not -15.
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    lock = _StartupLock(folder)
     try:
-        await server.serve()
+        # On a thread: another process may hold the lock for as long as its start-up takes.
+        await asyncio.to_thread(lock.acquire)
+        admin = first_admin(folder)
+        if admin is not None:
+            print(f"admin token (shown once, stored hashed): {admin}", flush=True)
+            print(
+                f"make an agent token: memseal tokens add --data {folder} --role agent "
+                "--place team:acme/agent:writer",
+                flush=True,
+            )
+        if store is None:
+            print(f"memseal serving {folder} at {url}", flush=True)
+        else:
+            print(f"memseal serving {shown} (keys and tokens in {folder}) at {url}", flush=True)
+        print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
+        print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
+        print(f"  OpenAPI: {url}/docs", flush=True)
+        app = _Startup(create_app(folder, store=store, embedder=_embedder(args.embedder)), lock)
+        config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            ws="none",
+            lifespan="on",
+            timeout_graceful_shutdown=30,
+            access_log=False,
+        )
+        server = uvicorn.Server(config)
+        # uvicorn catches SIGTERM and SIGINT, finishes the requests in flight, runs the app's
+        # shutdown (held runs released, the writer queue drained, the store closed), then
+        # raises the signal again. A SIGTERM handled that way is a clean stop: exit 0, not -15.
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        try:
+            await server.serve()
+        except SystemExit:
+            # uvicorn exits when the app's start-up fails (or the port is taken).
+            if isinstance(app.error, MemsealError):
+                raise app.error from None  # the CLI prints it: memseal serve: <why>, exit 2
+            if app.traceback:
+                print(app.traceback, file=sys.stderr)
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        lock.release()
     print("memseal serve: stopped; every acknowledged write is in the ledger", file=sys.stderr)
     return OK
+
+
+class _Startup:
+    """The app, wrapped: releases the start-up lock once its start-up (store opened, tables
+    made) is over, and keeps a failed start-up's error for ``_serve`` to report."""
+
+    def __init__(self, app: Any, lock: _StartupLock) -> None:
+        self.app = app
+        self.lock = lock
+        self.error: BaseException | None = None
+        self.traceback = ""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            return await self.app(scope, receive, send)  # type: ignore[no-any-return]
+
+        async def relay(message: Any) -> None:
+            if message["type"].startswith("lifespan.startup."):
+                self.lock.release()
+            if message["type"] == "lifespan.startup.failed":
+                # uvicorn would log the traceback; for a refusal such as an unreachable store
+                # one line says it better, so _serve decides once the error is known.
+                self.traceback = message.get("message", "")
+                message = {"type": message["type"]}
+            await send(message)
+
+        try:
+            return await self.app(scope, receive, relay)  # type: ignore[no-any-return]
+        except BaseException as exc:
+            self.error = exc
+            raise
 
 
 async def _mcp(args: argparse.Namespace) -> int:
@@ -130,10 +219,18 @@ async def _mcp(args: argparse.Namespace) -> int:
 
     from ._service_mcp import stdio_server_for
 
+    store, shown = _store(args)
     scope = _scope(args, "agent")
     run_id = args.run_id or new_run_id()
-    print(f"memseal mcp: run {run_id}", file=sys.stderr, flush=True)
-    async with open_memory(Path(args.data), embedder=_embedder(args.embedder)) as memory:
+    folder = Path(args.data)
+    print(f"memseal mcp: run {run_id} on {shown}", file=sys.stderr, flush=True)
+    lock = _StartupLock(folder)
+    try:
+        await asyncio.to_thread(lock.acquire)
+        memory = await open_memory(folder, store=store, embedder=_embedder(args.embedder))
+    finally:
+        lock.release()
+    try:
         run = memory.run(run_id, scope, mode="resume", fork=args.fork)
         try:
             server = stdio_server_for(run)
@@ -141,6 +238,8 @@ async def _mcp(args: argparse.Namespace) -> int:
                 await server.run(read, write, server.create_initialization_options())
         finally:
             await run.close(check=False)
+    finally:
+        await memory.close()
     return OK
 
 
@@ -185,10 +284,23 @@ async def _tokens(args: argparse.Namespace) -> int:
         store.close()
 
 
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="postgresql://USER:PASSWORD@HOST:PORT/DB?schema=NAME holds the ledger and the "
+        f"memory (default: ${STORE_ENV}, else SQLite in the data folder); the keys stay in "
+        "the data folder",
+    )
+
+
 def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve``, ``mcp`` and ``tokens`` to the ``memseal`` parser."""
     serve = verbs.add_parser("serve", help="the HTTP service (and MCP over streamable HTTP)")
-    serve.add_argument("--data", default=DEFAULT_DATA, help="the data folder (made if missing)")
+    serve.add_argument(
+        "--data", default=DEFAULT_DATA, help="the data folder: keys, tokens (made if missing)"
+    )
+    _store_option(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8420)
     serve.add_argument(
@@ -201,7 +313,8 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.set_defaults(run=_serve)
 
     mcp = verbs.add_parser("mcp", help="the tools over MCP stdio, for one scope")
-    mcp.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    mcp.add_argument("--data", default=DEFAULT_DATA, help="the data folder (keys)")
+    _store_option(mcp)
     _scope_options(mcp)
     mcp.add_argument("--run", dest="run_id", help="the run id (resume it by passing it again)")
     mcp.add_argument("--fork", action="store_true", help="a resumed run that diverges goes live")

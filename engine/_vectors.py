@@ -23,18 +23,22 @@ key cost ten times the arithmetic.)
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from memseal.ledger.errors import StorageError
 from memseal.ledger.store import Execute, Snapshots, SqlStore, WriteTxn
 
 from ._projection import embed_text
 from .embedders import Embedder
+
+if TYPE_CHECKING:  # the pgvector path imports this module; Engine attaches it
+    from ._pgvector import PgVector
 
 _np: Any
 try:  # numpy is optional: the default embedder brings it, the hashing one does not
@@ -73,9 +77,21 @@ _INSERT: Final = (
 )
 
 
-def insert_vectors(txn: WriteTxn, embedder_id: str, rows: Sequence[tuple[str, bytes]]) -> None:
+def insert_vectors(
+    txn: WriteTxn,
+    embedder_id: str,
+    rows: Sequence[tuple[str, bytes]],
+    pg: PgVector | None = None,
+) -> None:
     for content, blob in rows:
         txn.execute(_INSERT, (embedder_id, content, blob, content))
+    if pg is not None:
+        pg.insert(txn, [(content, vector_text(unpack(blob))) for content, blob in rows])
+
+
+def vector_text(values: Sequence[float]) -> str:
+    """pgvector's text form of float32 values; ``repr`` round-trips each exactly."""
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
 class Resident:
@@ -196,6 +212,8 @@ class VectorCache:
         self.dim = embedder.dim
         self.resident = Resident(embedder.dim)
         self._queries: OrderedDict[str, bytes] = OrderedDict()
+        #: Ranking in the database (PostgreSQL with pgvector), set by the engine at start.
+        self.pg: PgVector | None = None
 
     async def embed(self, texts: Sequence[str]) -> list[bytes]:
         """Packed vectors for ``texts``, computed in a worker thread."""
@@ -275,8 +293,8 @@ class VectorCache:
     async def embed_and_store(self, todo: Sequence[tuple[str, str]]) -> None:
         blobs = await self.embed([text for _, text in todo])
         pairs = [(content, blob) for (content, _), blob in zip(todo, blobs, strict=True)]
-        embedder_id = self.id
-        await self._store.run(lambda txn: insert_vectors(txn, embedder_id, pairs))
+        embedder_id, pg = self.id, self.pg
+        await self._store.run(lambda txn: insert_vectors(txn, embedder_id, pairs, pg))
 
     async def rank(
         self, where: str, params: Sequence[Any], query: str, cap: int
@@ -289,6 +307,8 @@ class VectorCache:
         once, and the ranking runs again.
         """
         target = await self.query_vector(query)
+        if self.pg is not None:
+            return await self._rank_in_database(self.pg, where, params, target, cap)
         embedder_id, resident, width = self.id, self.resident, self.dim * 4
 
         def work(
@@ -323,6 +343,29 @@ class VectorCache:
             # embedder) is left out of this one ranking rather than embedded in a loop.
             ranked, _ = await self._reader.run(lambda execute: work(execute, False))
         return ranked
+
+    async def _rank_in_database(
+        self, pg: PgVector, where: str, params: Sequence[Any], target: bytes, cap: int
+    ) -> list[tuple[int, float]]:
+        text = vector_text(unpack(target))
+        for attempt in range(2):
+            ranked, absent, unfilled = await self._reader.run(
+                lambda execute: pg.rank(execute, where, params, text, cap)
+            )
+            if not absent and not unfilled:
+                return ranked
+            if attempt:
+                break
+            # Rows written by a process without pgvector or without this embedder.
+            if absent:
+                texts = await self._reader.run(functools.partial(_texts, contents=absent))
+                await self.embed_and_store(list(texts.items()))
+            if unfilled:
+                await pg.fill(unfilled)
+        # Still gaps (written this instant elsewhere): rank what has a vector now.
+        return await self._reader.run(
+            lambda execute: pg.rank_filled(execute, where, params, text, cap)
+        )
 
 
 def _texts(execute: Execute, contents: Sequence[str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ from memseal.ledger.errors import NotFound
 from memseal.ledger.store import WriteTxn
 
 from ._dialect import for_dialect
+from ._pgvector import PgVector
 from ._projection import Derived, Projection
 from ._vectors import insert_vectors
 from .events import (
@@ -51,7 +52,7 @@ class Prepared(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def store_command(
-    prepared: Prepared, keyring: Keyring, embedder_id: str | None
+    prepared: Prepared, keyring: Keyring, embedder_id: str | None, pg: PgVector | None = None
 ) -> Callable[[WriteTxn], Stored]:
     def command(txn: WriteTxn) -> Stored:
         item = prepared.event.item
@@ -65,7 +66,7 @@ def store_command(
         )
         projection.save()
         if prepared.vector is not None and embedder_id is not None:
-            insert_vectors(txn, embedder_id, [(prepared.content, prepared.vector)])
+            insert_vectors(txn, embedder_id, [(prepared.content, prepared.vector)], pg)
         return Stored(id=item, replayed=False, seq=appended.seq)
 
     return command

@@ -33,6 +33,7 @@ from memseal.ledger.store import SqlStore, WriteTxn
 
 from ._dialect import for_dialect
 from ._forget import forget_command
+from ._pgvector import PgVector, find_pgvector
 from ._projection import Projection, derive, embed_text, recompute_total, state_hash
 from ._query import (
     DEFAULT_LIMIT,
@@ -187,6 +188,12 @@ class Engine:
             await self.scrub()  # a forget's scrub was interrupted: finish it now
         if self._vectors is not None:
             await self._vectors.adopt()
+            if self._store.dialect == "postgresql":
+                schema = await find_pgvector(self._reader)
+                if schema is not None:
+                    pg = PgVector(schema, self._store, self._reader, self._vectors.id)
+                    await pg.attach()
+                    self._vectors.pg = pg
             await self._vectors.fill()
 
     async def close(self) -> None:
@@ -374,7 +381,8 @@ class Engine:
         return [msgspec.structs.replace(p, vector=blobs.get(p.content)) for p in prepared]
 
     def _store_command(self, prepared: Prepared) -> Callable[[WriteTxn], Stored]:
-        return store_command(prepared, self._keyring, self.embedder_id)
+        pg = None if self._vectors is None else self._vectors.pg
+        return store_command(prepared, self._keyring, self.embedder_id, pg)
 
     async def promote(
         self, item_id: str, *, actor: str, reason: str, reach: Reach | None = None

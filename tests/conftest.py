@@ -26,8 +26,8 @@ async def store_url(request: pytest.FixtureRequest) -> AsyncIterator[str | None]
     if request.param == "sqlite":
         yield None
         return
-    url, schema = fresh_url()
+    url, schema = fresh_url(adapter=request.param)
     try:
         yield url
     finally:
-        await drop_schemas([schema])
+        await drop_schemas([schema], request.param)

@@ -1,0 +1,77 @@
+"""Semantic ranking inside PostgreSQL (pgvector) agrees with the in-memory scan.
+
+Runs on the pgvector test server only (``MEMSEAL_TEST_PGVECTOR``, from
+``.ci/pgvector.sh``); the other stores rank in memory, and the engine tests
+of tests/unit/engine run on all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from stores import PGVECTOR, drop_schemas, fresh_url
+
+from memseal._engine_cli import open_engine
+from memseal.engine import Engine, HashingEmbedder, Learning
+
+pytestmark = pytest.mark.skipif(
+    PGVECTOR is None, reason="no pgvector server (MEMSEAL_TEST_PGVECTOR; .ci/pgvector.sh)"
+)
+
+PLACE = "team:acme/agent:writer"
+TEXTS = [
+    "The deploy pipeline runs on Tuesdays",
+    "Deploying requires two approvals before the pipeline starts",
+    "Lunch is at noon in the big room",
+    "Rollbacks need a second reviewer",
+    "The staging database listens on port 6543",
+    "Dana prefers tea to coffee",
+    "Tuesday deploys are frozen in December",
+    "The pipeline runs on Tuesdays",  # near-duplicate: close scores
+]
+QUESTIONS = ["when does the pipeline run", "who reviews rollbacks", "tea or coffee", "port"]
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
+    url, schema = fresh_url(adapter="pgvector")
+    try:
+        async with open_engine(
+            tmp_path / "data", create=True, embedder=HashingEmbedder(), store=url
+        ) as opened:
+            yield opened
+    finally:
+        await drop_schemas([schema], "pgvector")
+
+
+async def _rankings(engine: Engine) -> list[list[tuple[str, float]]]:
+    out = []
+    for question in QUESTIONS:
+        fetched = await engine.fetch(question, mode="semantic", limit=8)
+        out.append([(h.item.id, h.score) for h in fetched.hits])
+    return out
+
+
+async def test_the_database_ranks_as_the_in_memory_scan_does(engine: Engine) -> None:
+    assert engine._vectors is not None and engine._vectors.pg is not None
+    for text in TEXTS:
+        await engine.store(Learning(text=text), namespace=PLACE)
+    in_database = await _rankings(engine)
+    engine._vectors.pg = None  # the path every store without pgvector takes
+    in_memory = await _rankings(engine)
+    assert in_database == in_memory
+    assert all(len(r) == len(TEXTS) for r in in_database)
+
+
+async def test_rows_without_the_column_are_filled_before_ranking(engine: Engine) -> None:
+    assert engine._vectors is not None and engine._vectors.pg is not None
+    for text in TEXTS:
+        await engine.store(Learning(text=text), namespace=PLACE)
+    expected = await _rankings(engine)
+    # As a process that did not know the extension (or memseal migrate) leaves them.
+    await engine._store.run(lambda txn: txn.execute("UPDATE engine_vectors SET emb = NULL"))
+    assert await _rankings(engine) == expected
+    unfilled = await engine._store.rows("SELECT count(*) FROM engine_vectors WHERE emb IS NULL")
+    assert unfilled == [(0,)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, tzinfo
@@ -17,7 +18,7 @@ from pathlib import Path
 from memseal._progress import ProgressLine
 from memseal.engine import Embedder, Engine
 from memseal.ledger.errors import MemsealError
-from memseal.memory import DATABASE, open
+from memseal.memory import DATABASE, STORE_ENV, open
 
 __all__ = ["add_engine_verbs", "open_engine"]
 
@@ -58,13 +59,14 @@ async def _rebuild(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         print(f"memseal rebuild: {folder} is not a memseal data folder", file=sys.stderr)
         return USAGE
-    if not (folder / DATABASE).is_file():
+    store = args.store or os.environ.get(STORE_ENV) or None
+    if store is None and not (folder / DATABASE).is_file():
         print(f"memseal rebuild: {folder} has no ledger database", file=sys.stderr)
         return USAGE
     progress = ProgressLine("rebuilding")
     try:
         # No embedder: rebuild keeps the vector cache as it is; a serving process fills gaps.
-        async with open_engine(folder) as engine:
+        async with open_engine(folder, store=store) as engine:
             report = await engine.rebuild(progress=progress)
             await asyncio.sleep(0)  # let the last progress call (scheduled on the loop) draw
     except MemsealError as exc:
@@ -89,5 +91,10 @@ def add_engine_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser])
     rebuild = verbs.add_parser(
         "rebuild", help="drop and rebuild the memory projections from the log"
     )
-    rebuild.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    rebuild.add_argument("--data", default=DEFAULT_DATA, help="the data folder (keys)")
+    rebuild.add_argument(
+        "--store",
+        default=None,
+        help=f"a postgresql:// URL holding the log (default: ${STORE_ENV}, else the folder)",
+    )
     rebuild.set_defaults(run=_rebuild)

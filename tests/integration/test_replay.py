@@ -3,12 +3,15 @@
 Tamper cases each end in exactly ``memory memo missing matching signed
 provenance``, and ``revalidate=True`` recovers from them with a new signed
 entry. Forgotten texts replay as markers and are gone from the files.
+Every test runs on each store (the folder's SQLite file, and PostgreSQL when
+the test server is there); the tampering goes straight to the store's tables.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +29,10 @@ FETCH = {"query": "deploy key"}
 
 
 @pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[Memory]:
-    async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as opened:
+async def memory(tmp_path: Path, store_url: str | None) -> AsyncIterator[Memory]:
+    async with memseal.open(
+        tmp_path / "d", store=store_url, embedder=None, checkpoint_interval=None
+    ) as opened:
         yield opened
 
 
@@ -36,8 +41,32 @@ async def record(memory: Memory, run_id: str = "run-1") -> list[Any]:
         return [await run.call("memory_store", STORE), await run.call("memory_fetch", FETCH)]
 
 
-def db(memory: Memory) -> sqlite3.Connection:
-    return sqlite3.connect(memory.folder / "ledger.db", isolation_level=None)
+class _Postgres:
+    """A PostgreSQL connection in the store's schema that takes SQLite's ``?`` placeholders."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(statement.replace("?", "%s"), params)
+
+
+@contextlib.contextmanager
+def db(memory: Memory) -> Iterator[Any]:
+    """A connection of its own to the store's tables, behind the memory's back."""
+    store: Any = memory.ledger.store
+    if store.dialect == "sqlite":
+        with contextlib.closing(
+            sqlite3.connect(memory.folder / "ledger.db", isolation_level=None)
+        ) as conn:
+            yield conn
+        return
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(store.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(store.schema)))
+        yield _Postgres(conn)
 
 
 def memo_seq(memory: Memory, run_id: str, step: int) -> int:

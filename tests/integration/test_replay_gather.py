@@ -12,6 +12,8 @@ reopening the folder:
   position (tool and arguments), with one entry and one memo per step;
 * a strict run that issues the same calls but awaits them in reverse order
   still gets each position's result: the step is fixed at issue, not at await.
+
+On each store (the folder's SQLite file, and PostgreSQL when the test server is there).
 """
 
 from __future__ import annotations
@@ -68,10 +70,14 @@ async def _ledger(memory: memseal.Memory) -> tuple[int, Counter[str], dict[int, 
     return (await memory.ledger.head()).size, kinds, steps
 
 
-async def test_gathered_calls_are_their_issue_positions_on_resume(tmp_path: Path) -> None:
+async def test_gathered_calls_are_their_issue_positions_on_resume(
+    tmp_path: Path, store_url: str | None
+) -> None:
     folder = tmp_path / "data"
     calls = _calls()
-    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as memory:
+    async with memseal.open(
+        folder, store=store_url, embedder=None, checkpoint_interval=None
+    ) as memory:
         live = await _gather(memory, "resume")
         size, kinds, steps = await _ledger(memory)
     assert kinds["memory_stored"] == 10 and kinds["memory_tool_call"] == len(calls)
@@ -80,7 +86,9 @@ async def test_gathered_calls_are_their_issue_positions_on_resume(tmp_path: Path
     stored_ids = [msgspec.json.decode(live[k])["id"] for k in range(0, len(calls), 2)]
     assert len(set(stored_ids)) == 10
 
-    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as memory:
+    async with memseal.open(
+        folder, store=store_url, embedder=None, checkpoint_interval=None
+    ) as memory:
         resumed = await _gather(memory, "resume")
         assert resumed == live
         assert await _ledger(memory) == (size, kinds, steps), "the resumed run wrote something"

@@ -13,6 +13,10 @@
 * In one process, two :class:`memseal.Run` objects on one run id: the second's
   first call raises ``Conflict``, and nothing is recorded for it; once the
   first closes, its lease is released and a new Run takes the run over.
+
+On each store: the folder's SQLite file, and PostgreSQL when the test server is
+there. The store is named to every ``memseal.open`` here, the children's too, by
+``MEMSEAL_STORE`` (set for the PostgreSQL case, unset for SQLite).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import msgspec
 import pytest
 
 import memseal
+from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
 
 RUN_ID = "leased-run"
@@ -38,6 +43,15 @@ HELD_STEPS = 5  # the winner records these, then holds the lease until killed
 TIMEOUT_S = 30.0
 CONFLICT_EXIT = 3
 ENCODER = msgspec.json.Encoder(order="deterministic")
+
+
+@pytest.fixture(autouse=True)
+def _store(store_url: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store for this process's opens and its children's."""
+    if store_url is None:
+        monkeypatch.delenv(STORE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(STORE_ENV, store_url)
 
 
 def _script() -> list[tuple[str, dict[str, Any]]]:

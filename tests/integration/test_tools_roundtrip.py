@@ -1,4 +1,4 @@
-"""Every tool round-trips against a real engine on SQLite, and so does the two-phase API.
+"""Every tool round-trips against a real engine on each store, and so does the two-phase API.
 
 Stored through memory_store, read back through every read tool, forgotten
 through memory_forget; the trust floor, cursors, refers_to, the metadata a
@@ -42,9 +42,14 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-async def engine(tmp_path: Path, clock: Clock) -> AsyncIterator[Engine]:
+async def engine(tmp_path: Path, clock: Clock, store_url: str | None) -> AsyncIterator[Engine]:
+    """On the folder's SQLite file, and on PostgreSQL when the test server is there."""
     async with open_engine(
-        tmp_path / "data", create=True, clock=clock, embedder=HashingEmbedder(dim=64)
+        tmp_path / "data",
+        create=True,
+        clock=clock,
+        embedder=HashingEmbedder(dim=64),
+        store=store_url,
     ) as opened:
         yield opened
 

@@ -35,6 +35,15 @@ def _store(args: argparse.Namespace) -> tuple[str | None, str]:
     return store, parse_database_url(store, "--store" if args.store else STORE_ENV).display
 
 
+def _scrub(text: str, store: str | None) -> str:
+    """``text`` without the store's password: a driver's message may quote the URL it got."""
+    if store is None:
+        return text.rstrip()
+    from ._migrate_cli import hide_password
+
+    return hide_password(text, store).rstrip()
+
+
 class _StartupLock:
     """The data folder's start-up lock: one process at a time makes keys, tokens and tables.
 
@@ -168,9 +177,10 @@ async def _serve(args: argparse.Namespace) -> int:
         except SystemExit:
             # uvicorn exits when the app's start-up fails (or the port is taken).
             if isinstance(app.error, MemsealError):
-                raise app.error from None  # the CLI prints it: memseal serve: <why>, exit 2
+                print(f"memseal serve: {_scrub(str(app.error), store)}", file=sys.stderr)
+                return USAGE
             if app.traceback:
-                print(app.traceback, file=sys.stderr)
+                print(_scrub(app.traceback, store), file=sys.stderr)
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -228,6 +238,9 @@ async def _mcp(args: argparse.Namespace) -> int:
     try:
         await asyncio.to_thread(lock.acquire)
         memory = await open_memory(folder, store=store, embedder=_embedder(args.embedder))
+    except MemsealError as exc:
+        print(f"memseal mcp: {_scrub(str(exc), store)}", file=sys.stderr)
+        return USAGE
     finally:
         lock.release()
     try:

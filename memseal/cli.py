@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from memseal._service_cli import add_verbs as add_service_verbs
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import is_database_url
-from memseal.memory import DATABASE, open, open_audit
+from memseal.memory import DATABASE, STORE_ENV, open, open_audit
 
 __all__ = ["main"]
 
@@ -40,14 +41,23 @@ def _read_trust(value: str) -> str:
     return value.strip()
 
 
+def _store(args: argparse.Namespace) -> str | None:
+    """``--store``, else ``$MEMSEAL_STORE``, else None (the data folder's SQLite file)."""
+    return args.store or os.environ.get(STORE_ENV) or None
+
+
+def _add_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        help=f"a postgresql:// URL holding the log (default: ${STORE_ENV}, else the folder)",
+    )
+
+
 async def _verify(args: argparse.Namespace) -> int:
     if is_database_url(args.path):
-        try:
-            return await _verify_ledger(args, args.path)
-        except MemsealError as exc:
-            # The driver's message may quote the URL it was given.
-            print(f"memseal verify: {hide_password(str(exc), args.path).rstrip()}", file=sys.stderr)
-            return USAGE
+        return await _verify_ledger(args, args.path)
     target = Path(args.path)
     if target.is_file():  # a session bundle
         return verify_bundle_file(target, args.trust)
@@ -79,10 +89,13 @@ async def _keys(args: argparse.Namespace) -> int:
         print(load_keys(folder).vkey)
         return OK
     if args.action == "rotate":
-        if not (folder / DATABASE).exists():
+        store = _store(args)
+        if store is None and not (folder / DATABASE).exists():
             print(f"memseal keys rotate: no ledger in {folder}", file=sys.stderr)
             return USAGE
-        async with open(folder, create=False, checkpoint_interval=None, embedder=None) as memory:
+        async with open(
+            folder, store=store, create=False, checkpoint_interval=None, embedder=None
+        ) as memory:
             old = memory.vkey
             new = await memory.rotate_key(args.name)
         print(f"rotated: {old}")
@@ -110,7 +123,7 @@ async def _keys(args: argparse.Namespace) -> int:
 
 async def _checkpoint(args: argparse.Namespace) -> int:
     async with open(
-        Path(args.data), create=False, checkpoint_interval=None, embedder=None
+        Path(args.data), store=_store(args), create=False, checkpoint_interval=None, embedder=None
     ) as memory:
         sys.stdout.write(await memory.ledger.checkpoint())
     return OK
@@ -126,7 +139,7 @@ async def _prove(args: argparse.Namespace) -> int:
         print("memseal prove: --to needs --from", file=sys.stderr)
         return USAGE
     async with open(
-        Path(args.data), create=False, checkpoint_interval=None, embedder=None
+        Path(args.data), store=_store(args), create=False, checkpoint_interval=None, embedder=None
     ) as memory:
         if inclusion:
             sys.stdout.write(await memory.ledger.tlog_proof(args.seq, args.size))
@@ -180,10 +193,12 @@ def _parser() -> argparse.ArgumentParser:
 
     checkpoint = verbs.add_parser("checkpoint", help="cut and print a signed checkpoint")
     checkpoint.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    _add_store(checkpoint)
     checkpoint.set_defaults(run=_checkpoint)
 
     prove = verbs.add_parser("prove", help="an inclusion or a consistency proof")
     prove.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    _add_store(prove)
     prove.add_argument("--seq", type=int, help="the entry to prove (C2SP tlog-proof)")
     prove.add_argument("--size", type=int, help="against the stored checkpoint of this size")
     prove.add_argument("--from", dest="from_size", type=int, help="the older tree size")
@@ -194,6 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     keys.add_argument("action", choices=["new", "show", "rotate"])
     keys.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
     keys.add_argument("--name", help="the key name (keys new, keys rotate)")
+    _add_store(keys)
     keys.set_defaults(run=_keys)
 
     demo = verbs.add_parser("demo", help="append one entry, verify, print the head")
@@ -206,16 +222,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _hide_passwords(text: str, args: argparse.Namespace) -> str:
+    """``text`` without the password of any store URL this command was given.
+
+    memseal's own messages name a store by its display form already; a driver's
+    message may quote the URL it was handed.
+    """
+    named = [getattr(args, "store", None), getattr(args, "path", None), os.environ.get(STORE_ENV)]
+    for url in named:
+        if isinstance(url, str) and is_database_url(url):
+            text = hide_password(text, url)
+    return text.rstrip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
     try:
         return asyncio.run(run(args))
-    except MemsealError as exc:
-        print(f"memseal {args.verb}: {exc}", file=sys.stderr)
-        return USAGE
-    except OSError as exc:
-        print(f"memseal {args.verb}: {exc}", file=sys.stderr)
+    except (MemsealError, OSError) as exc:
+        print(f"memseal {args.verb}: {_hide_passwords(str(exc), args)}", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:
         print("memseal: interrupted", file=sys.stderr)

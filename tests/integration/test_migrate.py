@@ -425,3 +425,41 @@ def test_a_folder_without_a_ledger_exits_2(
     code, out, err = _cli(capsys, "migrate", "--from", str(tmp_path), "--to", url)
     assert code == 2 and "no ledger database" in err
     assert "Hunter2" not in out + err
+
+
+@needs_postgres
+def test_checkpoint_prove_and_keys_rotate_take_the_store(
+    source: Source,
+    target: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memseal.ledger.checkpoint import parse_tlog_proof
+    from memseal.ledger.note import parse_vkey
+    from memseal.ledger.transparency import open_checkpoint
+
+    folder = tmp_path / "data"
+    shutil.copytree(source.folder, folder)
+    (folder / "ledger.db").unlink()  # the store alone holds the ledger now
+    assert _cli(capsys, "migrate", "--from", str(source.folder), "--to", target)[0] == 0
+    code, note, err = _cli(capsys, "checkpoint", "--data", str(folder), "--store", target)
+    assert code == 0, err
+    current = parse_vkey(_cli(capsys, "keys", "show", "--data", str(folder))[1].strip())
+    assert open_checkpoint(note, [current]).size == source.size
+    code, proof, err = _cli(capsys, "prove", "--data", str(folder), "--store", target, "--seq", "1")
+    assert code == 0, err
+    assert parse_tlog_proof(proof).index == 1
+    code, rotated, err = _cli(capsys, "keys", "rotate", "--data", str(folder), "--store", target)
+    assert code == 0, err
+    assert rotated.startswith("rotated: ")
+    monkeypatch.setenv(STORE_ENV, target)  # stands in for --store
+    code, later, err = _cli(capsys, "checkpoint", "--data", str(folder))
+    assert code == 0, err
+    rotated_to = parse_vkey(_cli(capsys, "keys", "show", "--data", str(folder))[1].strip())
+    assert open_checkpoint(later, [rotated_to]).size == source.size + 1  # the key_rotated entry
+    monkeypatch.delenv(STORE_ENV)
+    code, summary, err = _cli(capsys, "verify", target, "--trust", source.trust)
+    assert code == 0, err
+    assert summary.startswith(f"ok: {source.size + 1} entries verified")
+    assert _password(target) not in note + proof + rotated + later + summary + err

@@ -34,6 +34,7 @@ import contextlib
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
@@ -542,16 +543,23 @@ async def _run(folder: Path, url: str) -> int:
         print(f"from: {source.location}")
         print(f"to:   {where.display}")
         progress = ProgressLine("copying")
+        started = time.perf_counter()
         try:
             copied = await migrate(folder, url, progress)
         finally:
             progress.close()
         listed = ", ".join(f"{n:,} {_LABELS.get(table, table)}" for table, n in copied.rows.items())
-        print(f"copied: {listed}")
+        print(f"copied: {listed} ({time.perf_counter() - started:.2f} s)")
+        if sys.stderr.isatty():  # one writer command, no progress to show: say what waits
+            print(f"rebuilding the projections from {copied.size:,} entries ...", file=sys.stderr)
+        started = time.perf_counter()
         # Opening the target finds no projection and rebuilds it from the copied log.
         async with await _open_quietly(folder, url) as target:
             rows = await target.ledger.store.rows("SELECT count(*) FROM engine_items")
-            print(f"rebuilt: {int(rows[0][0]):,} items from {copied.size:,} entries")
+            print(
+                f"rebuilt: {int(rows[0][0]):,} items from {copied.size:,} entries "
+                f"({time.perf_counter() - started:.2f} s)"
+            )
             agree = await _compare(source, target, copied)
         trust = source.trust_root
     finally:

@@ -463,3 +463,34 @@ def test_checkpoint_prove_and_keys_rotate_take_the_store(
     assert code == 0, err
     assert summary.startswith(f"ok: {source.size + 1} entries verified")
     assert _password(target) not in note + proof + rotated + later + summary + err
+
+
+@needs_postgres
+def test_a_copy_that_fails_halfway_leaves_no_ledger_behind(
+    source: Source,
+    target: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import memseal._migrate_cli as migrate_cli
+    from memseal.ledger.errors import StorageError
+
+    copied: list[str] = []
+    real = migrate_cli._copy_table
+
+    def failing(source_conn: Any, target_conn: Any, table: Any, *rest: Any) -> int:
+        if table.name == "memos":  # entries, tree and payloads are in by now
+            raise StorageError("the disk filled up (a test)")
+        copied.append(table.name)
+        return real(source_conn, target_conn, table, *rest)
+
+    monkeypatch.setattr(migrate_cli, "_copy_table", failing)
+    code, _, err = _cli(capsys, "migrate", "--from", str(source.folder), "--to", target)
+    assert code == 2
+    assert "the disk filled up" in err
+    assert {"entries", "tree", "payloads"} <= set(copied)
+    state = _table_state(target)
+    assert state["entries"] == state["tree"] == state["payloads"] == 0
+    monkeypatch.setattr(migrate_cli, "_copy_table", real)
+    code, _, err = _cli(capsys, "migrate", "--from", str(source.folder), "--to", target)
+    assert code == 0, err

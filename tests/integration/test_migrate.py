@@ -494,3 +494,17 @@ def test_a_copy_that_fails_halfway_leaves_no_ledger_behind(
     monkeypatch.setattr(migrate_cli, "_copy_table", real)
     code, _, err = _cli(capsys, "migrate", "--from", str(source.folder), "--to", target)
     assert code == 0, err
+
+
+@needs_postgres
+def test_memseal_store_naming_the_target_does_not_redirect_the_source(
+    source: Source,
+    target: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(STORE_ENV, target)
+    code, out, err = _cli(capsys, "migrate", "--from", str(source.folder), "--to", target)
+    assert code == 0, err
+    assert f"from: {source.folder / 'ledger.db'}" in out
+    assert f"state hash: {source.state_hash} (equal)" in out

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 from typing import Final
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import msgspec
 
 from .errors import InvalidRequest
 
-__all__ = ["SCHEMES", "DatabaseUrl", "is_database_url", "parse_database_url"]
+__all__ = ["SCHEMES", "DatabaseUrl", "hide_password", "is_database_url", "parse_database_url"]
 
 SCHEMES: Final = ("postgresql://", "postgres://")
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -86,3 +86,28 @@ def parse_database_url(url: str, field: str = "store") -> DatabaseUrl:
     rest = urlencode([(k, v) for k, v in query if k != "schema"], quote_via=quote)
     dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, ""))
     return DatabaseUrl(dsn=dsn, schema=schema, display=display)
+
+
+def hide_password(text: str, url: str) -> str:
+    """``text`` with the password of ``url`` (as typed and decoded) shown as ``***``.
+
+    For driver messages: libpq quotes pieces of a malformed URL back, the
+    password among them.
+    """
+    found: set[str] = set()
+    try:
+        parts = urlsplit(url)
+        found |= {parts.password or "", unquote(parts.password or "")}
+        for piece in parts.query.split("&"):
+            key, _, value = piece.partition("=")
+            if key == "password":
+                found |= {value, unquote(value)}
+    except ValueError:
+        # Unparseable: hide whatever sits between the user's colon and the @.
+        head = url.split("//", 1)[-1].split("@", 1)
+        if len(head) == 2 and ":" in head[0]:
+            secret = head[0].split(":", 1)[1]
+            found |= {secret, unquote(secret)}
+    for secret in sorted((s for s in found if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text

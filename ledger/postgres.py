@@ -62,6 +62,7 @@ from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
 from .errors import StorageError
+from .location import hide_password
 from .merkle import stored_hash_count
 from .note import NoteSigner
 from .store import Command, Head, Record
@@ -346,7 +347,11 @@ class PostgresLogStore(RecordReads):
         return out
 
     def _connect(self) -> Conn:
-        conn = psycopg.connect(self.dsn, autocommit=True)
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=True)
+        except psycopg.Error as exc:
+            # The driver may quote the URL back, password and all.
+            raise psycopg.OperationalError(hide_password(str(exc), self.dsn)) from None
         try:
             for statement in self._session():
                 conn.execute(statement)
@@ -361,7 +366,10 @@ class PostgresLogStore(RecordReads):
         try:
             if not readonly:
                 self._writer = await asyncio.to_thread(self._open_writer)
-            self._reader = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            try:
+                self._reader = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            except psycopg.Error as exc:
+                raise psycopg.OperationalError(hide_password(str(exc), self.dsn)) from None
             for statement in self._session():
                 await self._reader.execute(statement)
             await self._reader.execute("SET default_transaction_read_only TO on")

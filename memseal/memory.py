@@ -36,7 +36,12 @@ from memseal.ledger.keys import (
     pending_rotation,
 )
 from memseal.ledger.ledger import Ledger
-from memseal.ledger.location import DatabaseUrl, is_database_url, parse_database_url
+from memseal.ledger.location import (
+    DatabaseUrl,
+    hide_password,
+    is_database_url,
+    parse_database_url,
+)
 from memseal.ledger.note import NoteSigner, VerifierKey
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import SqlStore, WriteTxn
@@ -228,7 +233,8 @@ def _postgres_has_entries(url: DatabaseUrl) -> bool:
                 is not None
             )
     except psycopg.Error as exc:
-        raise StorageError(f"cannot reach the store {url.display}: {exc}") from exc
+        said = hide_password(str(exc), url.dsn)
+        raise StorageError(f"cannot reach the store {url.display}: {said}") from None
 
 
 def _choose_store(path: str | Path, store: object) -> tuple[Path, DatabaseUrl | None]:
@@ -272,6 +278,16 @@ def _prepare(
 ) -> Keys:
     if folder.exists() and not folder.is_dir():
         raise InvalidRequest(f"`path` {folder} exists and is not a folder")
+    if folder.is_dir() and key_files_exist(folder):
+        return load_keys(folder)
+    # Asked before anything is made: an unreachable store leaves no folder behind.
+    existing = _ledger_has_entries(folder / DATABASE) if url is None else _postgres_has_entries(url)
+    if existing:
+        where = folder if url is None else url.display
+        raise KeyFileError(
+            f"{where} has a ledger but {folder} has no keys; restore keys/ from a backup "
+            "(memseal never makes a new key for an existing ledger)"
+        )
     if not folder.exists():
         if not create:
             raise StorageError(f"no memseal data folder at {folder}")
@@ -279,14 +295,6 @@ def _prepare(
             folder.mkdir(mode=0o700, parents=True)
         except OSError as exc:
             raise StorageError(f"cannot create data folder {folder}: {exc.strerror}") from exc
-    if key_files_exist(folder):
-        return load_keys(folder)
-    if _ledger_has_entries(folder / DATABASE) if url is None else _postgres_has_entries(url):
-        where = folder if url is None else url.display
-        raise KeyFileError(
-            f"{where} has a ledger but {folder} has no keys; restore keys/ from a backup "
-            "(memseal never makes a new key for an existing ledger)"
-        )
     if not create:
         raise KeyFileError(f"{folder} has no keys")
     return create_keys(folder, key_name or f"memseal-{secrets.token_hex(4)}")

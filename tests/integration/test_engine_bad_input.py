@@ -4,6 +4,8 @@ Covered: unknown kinds, bad namespaces, limits out of range, malformed or foreig
 bad dates and times (filters, observed_at, refers_to), malformed content, tags, metadata,
 trust levels, ids, modes, facets, reach and zone arguments, and forget without a target.
 After each refusal the ledger head and the projection state hash are what they were.
+Case by case on SQLite; then every case in turn against one engine on each store (the
+folder's SQLite file, and PostgreSQL when the test server is there).
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ Call = Callable[[Engine], Awaitable[Any]]
 
 
 def store(content: object, **extra: Any) -> Call:
-    return lambda e: e.store(content, namespace=extra.pop("namespace", PLACE), **extra)
+    # Each call gets its own copy of ``extra``: a case runs once per store.
+    def call(e: Engine) -> Awaitable[Any]:
+        options = dict(extra)
+        return e.store(content, namespace=options.pop("namespace", PLACE), **options)
+
+    return call
 
 
 CASES: list[tuple[str, Call, str]] = [
@@ -207,3 +214,21 @@ async def test_bad_input_is_refused_naming_the_field_and_appends_nothing(
     assert str(caught.value) == str(caught.value).strip()
     assert await engine.ledger.head() == head
     assert await engine.state_hash() == state
+
+
+async def test_every_case_is_refused_on_each_store(tmp_path: Path, store_url: str | None) -> None:
+    # One engine for all the cases (a fresh PostgreSQL schema per case would cost more than
+    # the cases do); each refusal is checked to leave the head and the state as they were.
+    async with open_engine(
+        tmp_path / "data", create=True, embedder=HashingEmbedder(), store=store_url
+    ) as engine:
+        await engine.store(Learning(text="an item that exists"), namespace=PLACE)
+        for name, call, field in CASES:
+            head = await engine.ledger.head()
+            state = await engine.state_hash()
+            with pytest.raises(InvalidRequest) as caught:
+                await call(engine)
+            assert field in str(caught.value), f"{name}: {caught.value}"
+            assert await engine.ledger.head() == head, name
+            assert await engine.state_hash() == state, name
+        await engine.ledger.verify()

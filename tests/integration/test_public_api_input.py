@@ -11,6 +11,10 @@ of the group commits); a bad ``trust`` or auditor checkpoint for verify;
 boolean, non-integer or missing seq, and ``scan`` with bad bounds; and
 arbitrary non-JSON junk from hypothesis. After every refusal the head (size
 and leaf hash) is what it was before.
+
+The ledger tests run on each store (the folder's SQLite file, and PostgreSQL
+when the test server is there), except those whose input is refused before
+anything reaches a store: one store is enough for them (``BEFORE_THE_STORE``).
 """
 
 from __future__ import annotations
@@ -36,9 +40,13 @@ MAX_BODY = 64 * 1024
 MAX_PAYLOAD = 1024 * 1024
 
 
+# Refused by argument checks before any statement reaches a store: SQLite alone is enough.
+BEFORE_THE_STORE = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+
+
 @pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[memseal.Memory]:
-    async with memseal.open(tmp_path / "data", embedder=None) as opened:
+async def memory(tmp_path: Path, store_url: str | None) -> AsyncIterator[memseal.Memory]:
+    async with memseal.open(tmp_path / "data", store=store_url, embedder=None) as opened:
         await opened.ledger.append("note", {"n": 0}, {"text": "first"}, mentions=["itm-1"])
         await opened.ledger.append("note", {"n": 1}, {"text": "second"})
         yield opened
@@ -85,6 +93,7 @@ BAD_KINDS = [
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS, ids=repr)
+@BEFORE_THE_STORE
 async def test_bad_kind(memory: memseal.Memory, kind: Any) -> None:
     await refused(memory, "`kind`", lambda: memory.ledger.append(kind, {"n": 1}))
 
@@ -107,6 +116,7 @@ BAD_BODIES = {
 
 
 @pytest.mark.parametrize("body", BAD_BODIES.values(), ids=BAD_BODIES.keys())
+@BEFORE_THE_STORE
 async def test_body_not_an_object(memory: memseal.Memory, body: Any) -> None:
     await refused(memory, "`body`", lambda: memory.ledger.append("note", body))
 
@@ -141,11 +151,13 @@ BAD_VALUES: dict[str, tuple[Any, str]] = {
 
 
 @pytest.mark.parametrize(("body", "field"), BAD_VALUES.values(), ids=BAD_VALUES.keys())
+@BEFORE_THE_STORE
 async def test_body_value_json_cannot_carry(memory: memseal.Memory, body: Any, field: str) -> None:
     await refused(memory, field, lambda: memory.ledger.append("note", body))
 
 
 @pytest.mark.parametrize(("body", "field"), BAD_VALUES.values(), ids=BAD_VALUES.keys())
+@BEFORE_THE_STORE
 async def test_payload_value_json_cannot_carry(
     memory: memseal.Memory, body: Any, field: str
 ) -> None:
@@ -153,6 +165,7 @@ async def test_payload_value_json_cannot_carry(
     await refused(memory, payload_field, lambda: memory.ledger.append("note", {}, body))
 
 
+@BEFORE_THE_STORE
 async def test_self_referential_body(memory: memseal.Memory) -> None:
     loop: dict[str, Any] = {}
     loop["self"] = loop
@@ -167,6 +180,7 @@ async def test_64_bit_integers_and_deepest_nesting_are_accepted(memory: memseal.
     assert appended.seq == 2
 
 
+@BEFORE_THE_STORE
 async def test_huge_integer(memory: memseal.Memory) -> None:
     await refused(memory, "`body.n`", lambda: memory.ledger.append("note", {"n": 10**5000}))
 
@@ -219,12 +233,14 @@ BAD_MENTIONS: dict[str, tuple[Any, str]] = {
 
 
 @pytest.mark.parametrize(("mentions", "field"), BAD_MENTIONS.values(), ids=BAD_MENTIONS.keys())
+@BEFORE_THE_STORE
 async def test_bad_mentions(memory: memseal.Memory, mentions: Any, field: str) -> None:
     await refused(
         memory, field, lambda: memory.ledger.append("note", {}, {"t": 1}, mentions=mentions)
     )
 
 
+@BEFORE_THE_STORE
 async def test_mentions_without_a_payload(memory: memseal.Memory) -> None:
     message = await refused(
         memory, "`mentions`", lambda: memory.ledger.append("note", {}, mentions=["itm-1"])
@@ -286,6 +302,7 @@ BAD_TRUST: dict[str, Any] = {
 
 
 @pytest.mark.parametrize("trust", BAD_TRUST.values(), ids=BAD_TRUST.keys())
+@BEFORE_THE_STORE
 async def test_bad_trust(memory: memseal.Memory, trust: Any) -> None:
     await refused(memory, "`trust`", lambda: memory.ledger.verify(trust=trust))
 
@@ -308,21 +325,24 @@ async def test_trust_of_another_valid_key_is_a_verification_failure(
 
 
 @pytest.mark.parametrize("trust", [123, 4.5, object()], ids=["int", "float", "object"])
+@BEFORE_THE_STORE
 async def test_trust_of_a_non_text_scalar(memory: memseal.Memory, trust: Any) -> None:
     await refused(memory, "`trust`", lambda: memory.ledger.verify(trust=trust))
 
 
+@BEFORE_THE_STORE
 async def test_bad_auditor_checkpoint(memory: memseal.Memory) -> None:
     await refused(memory, "`checkpoints`", lambda: memory.ledger.verify(checkpoints=["junk"]))
 
 
+@BEFORE_THE_STORE
 async def test_auditor_checkpoint_not_text(memory: memseal.Memory) -> None:
     notes: Any = [5]
     await refused(memory, "`checkpoints`", lambda: memory.ledger.verify(checkpoints=notes))
 
 
-async def test_audit_without_trust(memory: memseal.Memory) -> None:
-    async with open_audit(memory.folder) as ledger:
+async def test_audit_without_trust(memory: memseal.Memory, store_url: str | None) -> None:
+    async with open_audit(memory.folder, store=store_url) as ledger:
         await refused(memory, "`trust`", lambda: ledger.verify())
 
 
@@ -406,6 +426,7 @@ async def test_a_naive_clock_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("seq", [-1, -(2**63), True, False, 1.0, "1", None], ids=repr)
+@BEFORE_THE_STORE
 async def test_read_bad_seq(memory: memseal.Memory, seq: Any) -> None:
     await refused(memory, "`seq`", lambda: memory.ledger.read(seq))
 

@@ -6,6 +6,12 @@ payload written by a layer above that mentions the item). After the forget and i
 none of it appears in the raw bytes of any file in the data folder (database, WAL, shm),
 `verify` still passes, and no query returns the items. A scrub that readers hold up is
 retried; one a crash interrupted resumes at the next open.
+
+The forgets run on PostgreSQL too (when the test server is there). There the check is of
+every row of every table in the store's schema, as the server returns them: PostgreSQL
+keeps a dead row's bytes in its files and WAL until the space is reused and the segments
+recycled (docs/scaling.md), so the check of the bytes on disk is SQLite's alone, and so
+are the scrub's reader and crash cases (a WAL checkpoint, an FTS merge).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +37,7 @@ from memseal.engine import (
     Source,
     Turn,
 )
+from memseal.ledger.location import parse_database_url
 from memseal.memory import DATABASE
 
 PLACE = "team:acme/agent:writer"
@@ -65,14 +73,44 @@ MARKERS = {
 KEEP = marker("keepme")
 
 
-def leaks(folder: Path) -> dict[str, list[str]]:
-    """Which markers (or their first eight letters) appear in which files of ``folder``."""
+def _seen(found: dict[str, list[str]], where: str, data: bytes) -> None:
+    for name, text in MARKERS.items():
+        if text.encode() in data or text[:8].encode() in data:
+            found.setdefault(name, []).append(where)
+
+
+def _table_bytes(store: str) -> dict[str, bytes]:
+    """Every value of every row of every table in the store's schema, by table."""
+    import psycopg
+    from psycopg import sql
+
+    url = parse_database_url(store)
+    tables: dict[str, bytes] = {}
+    with psycopg.connect(url.dsn, autocommit=True) as conn:
+        names = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (url.schema,),
+        ).fetchall()
+        for (table,) in sorted(names):
+            rows = conn.execute(
+                sql.SQL("SELECT * FROM {}").format(sql.Identifier(url.schema, table))
+            ).fetchall()
+            values: list[Any] = [value for row in rows for value in row]
+            tables[table] = b"\n".join(
+                bytes(v) if isinstance(v, bytes | memoryview) else str(v).encode() for v in values
+            ).lower()
+    return tables
+
+
+def leaks(folder: Path, store: str | None = None) -> dict[str, list[str]]:
+    """Which markers (or their first eight letters) appear in which files of ``folder``,
+    and in which tables of the PostgreSQL ``store``'s schema when one is given."""
     found: dict[str, list[str]] = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        data = path.read_bytes().lower()
-        for name, text in MARKERS.items():
-            if text.encode() in data or text[:8].encode() in data:
-                found.setdefault(name, []).append(path.name)
+        _seen(found, path.name, path.read_bytes().lower())
+    if store is not None:
+        for table, data in _table_bytes(store).items():
+            _seen(found, table, data)
     return found
 
 
@@ -131,11 +169,15 @@ async def assert_gone(engine: Engine, ids: list[str]) -> None:
     await engine.ledger.verify()
 
 
-async def test_forget_by_ids_erases_every_path_from_disk(tmp_path: Path) -> None:
+async def test_forget_by_ids_erases_every_path_from_disk(
+    tmp_path: Path, store_url: str | None
+) -> None:
     folder = tmp_path / "data"
-    async with open_engine(folder, create=True, embedder=HashingEmbedder()) as engine:
+    async with open_engine(
+        folder, create=True, embedder=HashingEmbedder(), store=store_url
+    ) as engine:
         ids = await store_everything(engine)
-        assert set(leaks(folder)) == set(MARKERS)  # the check can see them
+        assert set(leaks(folder, store_url)) == set(MARKERS)  # the check can see them
         size = await engine.ledger.size()
         result = await engine.forget(ids=[*ids, "0" * 32])
         assert result.forgotten == tuple(ids) and result.skipped == ("0" * 32,)
@@ -146,17 +188,18 @@ async def test_forget_by_ids_erases_every_path_from_disk(tmp_path: Path) -> None
         # The stores, the trust change and the tool call: every payload mentioning the items.
         assert len(result.redacted) == 5
         assert await engine.ledger.mentioning(ids[0]) == []
-        assert leaks(folder) == {}
+        assert leaks(folder, store_url) == {}
         await assert_gone(engine, ids)
         assert await engine.recompute_state_hash() == await engine.state_hash()
         assert (await engine.rebuild()).matches
         await engine.ledger.verify()
-    assert leaks(folder) == {}
+    assert leaks(folder, store_url) == {}
     # `memseal verify` (a separate process, the auditor's view) passes too.
     vkey = (folder / "keys" / "ledger.vkey").read_text().strip()
+    audited = store_url or str(folder)
     done = await asyncio.to_thread(
         subprocess.run,
-        [str(Path(sys.executable).parent / "memseal"), "verify", str(folder), "--trust", vkey],
+        [str(Path(sys.executable).parent / "memseal"), "verify", audited, "--trust", vkey],
         capture_output=True,
         text=True,
         timeout=60,
@@ -165,10 +208,10 @@ async def test_forget_by_ids_erases_every_path_from_disk(tmp_path: Path) -> None
 
 
 async def test_forget_by_filter_reaches_only_what_the_filter_and_reach_name(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
     folder = tmp_path / "data"
-    async with open_engine(folder, create=True) as engine:
+    async with open_engine(folder, create=True, store=store_url) as engine:
         ids = await store_everything(engine)
         outside = await engine.store(
             Learning(text="elsewhere"), namespace="team:other", tags=[MARKERS["tag"]]
@@ -184,7 +227,7 @@ async def test_forget_by_filter_reaches_only_what_the_filter_and_reach_name(
         remaining = {i.text for i in (await engine.list(limit=50)).items}
         assert remaining == {"elsewhere", f"unrelated {KEEP}"}
         await engine.forget(ids=[outside.id])
-        assert leaks(folder) == {}
+        assert leaks(folder, store_url) == {}
         await engine.ledger.verify()
 
 

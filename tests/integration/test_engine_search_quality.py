@@ -6,6 +6,8 @@ does) and mixed. The figures are printed (run with ``-s`` to see them) and recor
 test properties. Hybrid must be within 0.05 of the better of exact and semantic, or
 above it. With the default embedder (MiniLM) and with the hashing embedder, which is
 always there; the default is skipped, saying why, when its packages are not installed.
+On each store (the folder's SQLite file, and PostgreSQL when the test server is there),
+with the same thresholds.
 """
 
 from __future__ import annotations
@@ -43,10 +45,16 @@ EMBEDDERS: dict[str, Callable[[], Embedder]] = {
 
 @pytest.mark.parametrize("which", list(EMBEDDERS))
 async def test_recall_at_5_by_mode(
-    which: str, tmp_path: Path, record_property: Callable[[str, Any], None]
+    which: str,
+    tmp_path: Path,
+    store_url: str | None,
+    record_property: Callable[[str, Any], None],
 ) -> None:
     embedder = EMBEDDERS[which]()
-    async with open_engine(tmp_path / "data", create=True, embedder=embedder) as engine:
+    store = "sqlite" if store_url is None else "postgresql"
+    async with open_engine(
+        tmp_path / "data", create=True, embedder=embedder, store=store_url
+    ) as engine:
         items = [
             NewItem(content=Learning(text=m["text"], kind=m["kind"]), namespace="user:dana")
             for m in DATA["memories"]
@@ -65,10 +73,10 @@ async def test_recall_at_5_by_mode(
                 by_style.setdefault(query["style"], []).append(share)
             recall[mode] = {k: round(sum(v) / len(v), 3) for k, v in by_style.items()}
     report = ", ".join(f"{mode} {recall[mode]['all']:.3f}" for mode in recall)
-    print(f"\nrecall@5 with the {which} embedder ({embedder.id}): {report}")
+    print(f"\nrecall@5 on {store} with the {which} embedder ({embedder.id}): {report}")
     for mode, figures in recall.items():
         print(f"  {mode:<8} " + "  ".join(f"{k} {v:.3f}" for k, v in sorted(figures.items())))
-        record_property(f"recall@5 {which} {mode}", figures["all"])
+        record_property(f"recall@5 {store} {which} {mode}", figures["all"])
     best = max(recall["exact"]["all"], recall["semantic"]["all"])
     assert recall["hybrid"]["all"] >= best - TOLERANCE, report
     # Keyword queries share every word with an answer: exact search must find them all.

@@ -24,6 +24,11 @@ snapshot saw. The target is written in one transaction that holds the
 ledger's advisory writer lock (no memseal process appends meanwhile), so a
 failed migration leaves no partial ledger: at most the empty tables the
 target's store makes when it first opens.
+
+Then the verb opens the target with the folder's keys (finding no
+projection, the engine rebuilds it), compares its size, Merkle root and
+state hash with the source's at the copied head, and verifies the whole
+target from the ledger's first key, as ``memseal verify`` does.
 """
 
 from __future__ import annotations
@@ -38,7 +43,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
-from urllib.parse import unquote, urlsplit
 
 import msgspec
 import psycopg
@@ -50,14 +54,15 @@ from memseal.engine import Engine
 from memseal.engine._projection import state_hash
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.keys import load_keys
-from memseal.ledger.location import DatabaseUrl, parse_database_url
+from memseal.ledger.location import DatabaseUrl, hide_password, parse_database_url
 from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.postgres import PostgresLogStore
 from memseal.memory import DATABASE, STORE_ENV, Memory, open, open_audit
 from memseal.replay.memo import ddl_for as memo_ddl_for
 
-__all__ = ["Copied", "add_verbs", "copy_into", "migrate"]
+# hide_password is re-exported: the service verbs took it from here before it moved to the ledger.
+__all__ = ["Copied", "add_verbs", "copy_into", "hide_password", "migrate"]
 
 OK, FAILED, USAGE = 0, 1, 2
 
@@ -196,32 +201,6 @@ class Copied(msgspec.Struct, frozen=True, kw_only=True):
     """Rows copied, by table."""
     state_hash: str | None
     """The source's projection state hash at the snapshot (None: it had no projection)."""
-
-
-def hide_password(text: str, url: str) -> str:
-    """``text`` with the password of ``url`` (as typed and decoded) shown as ``***``.
-
-    Driver messages are not ours to trust: libpq quotes pieces of a malformed URL.
-    """
-    try:
-        parts = urlsplit(url)
-        secrets = {parts.password, unquote(parts.password or "")}
-        for key, value in _query_pairs(parts.query):
-            if key == "password":
-                secrets |= {value, unquote(value)}
-    except ValueError:
-        secrets = set()
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
-
-
-def _query_pairs(query: str) -> list[tuple[str, str]]:
-    pairs = []
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        pairs.append((key, value))
-    return pairs
 
 
 # -- the copy -------------------------------------------------------------------------

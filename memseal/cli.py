@@ -18,12 +18,11 @@ from memseal._bundle_cli import add_verbs as add_bundle_verbs
 from memseal._bundle_cli import verify_bundle_file
 from memseal._engine_cli import add_engine_verbs
 from memseal._migrate_cli import add_verbs as add_migrate_verbs
-from memseal._migrate_cli import hide_password
 from memseal._progress import ProgressLine
 from memseal._service_cli import add_verbs as add_service_verbs
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
-from memseal.ledger.location import is_database_url
+from memseal.ledger.location import hide_password, is_database_url
 from memseal.memory import DATABASE, STORE_ENV, open, open_audit
 
 __all__ = ["main"]

@@ -329,14 +329,12 @@ def _copy(source: sqlite3.Connection, target: Conn, display: str, progress: Prog
     wanted = [t for t in _TABLES if t.name in tables]
     if "engine_items" not in tables:
         wanted = [t for t in wanted if t.name != "engine_vectors"]
-    counts = {
-        t.name: int(
-            source.execute(f"SELECT count(*) FROM {t.name} WHERE {t.where}", params(t)).fetchone()[
-                0
-            ]
-        )
-        for t in wanted
-    }
+
+    def count(table: _Table) -> int:
+        query = f"SELECT count(*) FROM {table.name} WHERE {table.where}"
+        return int(source.execute(query, params(table)).fetchone()[0])
+
+    counts = {t.name: count(t) for t in wanted}
     total = sum(counts.values())
     done = 0
 
@@ -405,12 +403,16 @@ async def copy_into(
 
 def _check_target(where: DatabaseUrl) -> None:
     """Connect once before anything is made: refuse a filled target or a bad server early."""
+    # A server that never answers is reported, not waited for forever (libpq's default).
+    dsn = where.dsn
+    if "connect_timeout" not in dsn:
+        dsn += ("&" if "?" in dsn else "?") + "connect_timeout=30"
     try:
-        # A server that never answers is reported, not waited for forever (libpq's default).
-        dsn = where.dsn
-        if "connect_timeout" not in dsn:
-            dsn += ("&" if "?" in dsn else "?") + "connect_timeout=30"
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise StorageError(f"cannot connect to {where.display}: {exc}") from exc
+    try:
+        with conn:
             if where.schema is not None:
                 row = conn.execute(
                     "SELECT 1 FROM pg_namespace WHERE nspname = %s", (where.schema,)
@@ -421,7 +423,7 @@ def _check_target(where: DatabaseUrl) -> None:
             if _target_columns(conn, "entries") is not None:
                 _refuse_filled(conn, where.display, [])
     except psycopg.Error as exc:
-        raise StorageError(f"cannot connect to {where.display}: {exc}") from exc
+        raise StorageError(f"cannot read {where.display}: {exc}") from exc
 
 
 def _target_store(where: DatabaseUrl, signer: NoteSigner) -> PostgresLogStore:

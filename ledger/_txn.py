@@ -28,9 +28,11 @@ from .merkle import node_hash, stored_hash_index
 from .note import NoteSigner
 from .store import Appended, Command, StoredCheckpoint
 
-__all__ = ["LogTxn", "Mark"]
+__all__ = ["KeySource", "LogTxn", "Mark"]
 
 Mark = tuple[int, bytes | None, NoteSigner, list[tuple[int, bytes]] | None]
+KeySource = Callable[[str], NoteSigner | None]
+"""Finds the signer of a key id (hex) this process has not loaded yet, or None."""
 
 
 def in_order(indexes: Sequence[int], found: dict[int, bytes]) -> list[bytes]:
@@ -118,6 +120,29 @@ class LogTxn(ABC):
         """Sign the entries that follow with ``signer`` (key rotation)."""
         self._signer = signer
         self._key = signer.key_id.hex()
+
+    def adopt_current_key(self, source: KeySource | None) -> None:
+        """Sign with the key the log names as current, or refuse to sign at all.
+
+        A key rotation commits the new key's id in ``meta`` with its
+        ``key_rotated`` entry. Another process appending to the same log
+        still holds the retired key: each group first reads that row, and a
+        process whose key is not the current one takes the new key from
+        ``source`` (the data folder it shares) or fails the group, rather
+        than sign an entry no verifier would accept.
+        """
+        rows = self.execute("SELECT value FROM meta WHERE key = 'signing_key'")
+        if not rows or rows[0][0] == self._key:
+            return
+        wanted = str(rows[0][0])
+        found = None if source is None else source(wanted)
+        if found is None or found.key_id.hex() != wanted:
+            raise StorageError(
+                f"the ledger's signing key was handed over to key {wanted} by a key rotation "
+                f"in another process; this process holds the retired key {self._key} and "
+                "signs nothing more: restart it with the data folder's current keys"
+            )
+        self.use_signer(found)
 
     def mark(self) -> Mark:
         edge = None if self._edge is None else list(self._edge)

@@ -279,6 +279,12 @@ class Ledger:
                 raise InvalidRequest("the new key is the key in use")
             appended = txn.append(draft)
             txn.use_signer(new)
+            # Other processes on this log read it before each group (``adopt_current_key``).
+            txn.execute(
+                "INSERT INTO meta (key, value) VALUES ('signing_key', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (new.key_id.hex(),),
+            )
             cut_checkpoint(txn, origin, [old, new])
             return appended
 

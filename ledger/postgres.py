@@ -58,7 +58,7 @@ from psycopg.rows import TupleRow
 
 from ._reads import RecordReads
 from ._snapshots import SnapshotPool
-from ._txn import LogTxn, in_order
+from ._txn import KeySource, LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
 from .errors import StorageError
@@ -309,6 +309,7 @@ class PostgresLogStore(RecordReads):
             max_batch=max_batch,
             name="memseal-pg-writer",
         )
+        self._key_source: KeySource | None = None
         self._closed = False
         self._tree_conn: Conn | None = None
         self._tree_lock = threading.Lock()
@@ -335,6 +336,10 @@ class PostgresLogStore(RecordReads):
     def use_signer(self, signer: NoteSigner) -> None:
         """Sign later groups with ``signer`` (after a committed key rotation)."""
         self._signer = signer
+
+    def set_key_source(self, source: KeySource) -> None:
+        """Where to find the key another process rotated to (see ``adopt_current_key``)."""
+        self._key_source = source
 
     def _where(self) -> str:
         return "PostgreSQL" if self.schema is None else f"PostgreSQL schema {self.schema}"
@@ -516,6 +521,7 @@ class PostgresLogStore(RecordReads):
             raise StorageError(f"cannot begin a write transaction: {exc}") from exc
         try:
             txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
+            txn.adopt_current_key(self._key_source)
             for job in batch:
                 job.outcome = txn.run_command(job.command, _translate)
             for hook in self._commit_hooks:

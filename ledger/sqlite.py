@@ -28,7 +28,7 @@ import aiosqlite
 
 from ._reads import RecordReads
 from ._snapshots import SnapshotPool
-from ._txn import LogTxn, in_order
+from ._txn import KeySource, LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
 from .errors import StorageError
@@ -216,6 +216,7 @@ class SqliteLogStore(RecordReads):
             max_batch=max_batch,
             name="memseal-writer",
         )
+        self._key_source: KeySource | None = None
         self._closed = False
         self._tree_conn: sqlite3.Connection | None = None
         self._tree_lock = threading.Lock()
@@ -246,6 +247,10 @@ class SqliteLogStore(RecordReads):
     def use_signer(self, signer: NoteSigner) -> None:
         """Sign later groups with ``signer`` (after a committed key rotation)."""
         self._signer = signer
+
+    def set_key_source(self, source: KeySource) -> None:
+        """Where to find the key another process rotated to (see ``adopt_current_key``)."""
+        self._key_source = source
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -356,6 +361,7 @@ class SqliteLogStore(RecordReads):
             raise StorageError(f"cannot begin a write transaction: {exc}") from exc
         try:
             txn = SqliteTxn(conn, self.signer, self._clock, self._hooks)
+            txn.adopt_current_key(self._key_source)
             for job in batch:
                 job.outcome = txn.run_command(job.command, _translate)
             for hook in self._commit_hooks:

@@ -203,6 +203,10 @@ class SqlStore(LogStore, Protocol):
 
     def use_signer(self, signer: NoteSigner) -> None: ...
 
+    def set_key_source(self, source: Callable[[str], NoteSigner | None]) -> None:
+        """Where a process finds the key another process rotated the log to."""
+        ...
+
     def add_schema(self, ddl: str) -> None:
         """Tables of the layers above, made with the log's own when the store opens."""
         ...

@@ -97,7 +97,8 @@ class Memory:
     @property
     def vkey(self) -> str:
         """The current signing key's public half, as a C2SP vkey line."""
-        return self._keys.vkey
+        # The store's: another process may have rotated the key since this one opened.
+        return self.ledger.store.signer.verifier.text
 
     @property
     def trust_root(self) -> str:
@@ -173,6 +174,8 @@ class Memory:
         the new key, the checkpoint cut in the same transaction; then its
         private half is deleted. Auditors keep trusting the first key.
         """
+        # Another process on this ledger may have rotated since: start from the folder's key.
+        self._keys = await asyncio.to_thread(load_keys, self.folder)
         new = await asyncio.to_thread(begin_rotation, self.folder, name or self._keys.signer.name)
         try:
             await self.ledger.rotate_key(new)
@@ -335,6 +338,7 @@ async def _open(
     )
     keys = await asyncio.to_thread(_prepare, folder, key_name, create, url)
     db = _new_store(folder, url, keys.signer, clock)
+    db.set_key_source(functools.partial(_folder_key, folder))
     Engine.register_schema(db)
     db.add_schema(memo_ddl_for(db.dialect))
     await db.open()
@@ -367,6 +371,18 @@ async def _open(
     return Memory(
         folder, keys, ledger, engine, history, location=None if url is None else url.display
     )
+
+
+def _folder_key(folder: Path, key_id: str) -> NoteSigner | None:
+    """The signer of ``key_id`` if the folder holds it (a rotation by another process)."""
+    found: list[NoteSigner] = []
+    with contextlib.suppress(KeyFileError):
+        found.append(load_keys(folder).signer)
+    with contextlib.suppress(KeyFileError):
+        pending = pending_rotation(folder)
+        if pending is not None:
+            found.append(pending)
+    return next((s for s in found if s.key_id.hex() == key_id), None)
 
 
 async def _check_first_key(store: SqlStore, first: VerifierKey, folder: Path) -> None:

@@ -25,18 +25,20 @@ async def test_a_process_sharing_the_folder_signs_with_the_new_key(
     tmp_path: Path, store_url: str | None
 ) -> None:
     folder = tmp_path / "data"
-    async with memseal.open(folder, store=store_url, embedder=None) as a:
-        async with memseal.open(folder, store=store_url, embedder=None) as b:
-            await b.engine.store(Learning(text="before the rotation"), namespace=PLACE)
-            old = b.vkey
-            new = await a.rotate_key()
-            assert new != old
-            stored = await b.engine.store(Learning(text="after the rotation"), namespace=PLACE)
-            assert b.vkey == new
-            record = await b.ledger.read(stored.seq)
-            assert record.entry().key == a.ledger.store.signer.key_id.hex()
-            summary = await b.ledger.verify(b.trust_root)
-            assert len(summary.keys) == 2
+    async with (
+        memseal.open(folder, store=store_url, embedder=None) as a,
+        memseal.open(folder, store=store_url, embedder=None) as b,
+    ):
+        await b.engine.store(Learning(text="before the rotation"), namespace=PLACE)
+        old = b.vkey
+        new = await a.rotate_key()
+        assert new != old
+        stored = await b.engine.store(Learning(text="after the rotation"), namespace=PLACE)
+        assert b.vkey == new
+        record = await b.ledger.read(stored.seq)
+        assert record.entry().key == a.ledger.store.signer.key_id.hex()
+        summary = await b.ledger.verify(b.trust_root)
+        assert len(summary.keys) == 2
 
 
 async def test_a_process_with_only_the_old_key_is_refused_and_writes_nothing(

@@ -10,7 +10,7 @@ import pytest
 
 import memseal
 from memseal.ledger.checkpoint import parse_checkpoint, parse_tlog_proof
-from memseal.ledger.errors import InvalidRequest, NotFound, VerificationError
+from memseal.ledger.errors import InvalidRequest, NotFound, StorageError, VerificationError
 from memseal.ledger.merkle import reference_root, verify_consistency, verify_inclusion
 from memseal.ledger.note import NoteSigner, open_note, parse_vkey
 from memseal.ledger.transparency import LogClient, open_checkpoint
@@ -248,7 +248,19 @@ async def test_a_retired_or_foreign_key_cannot_sign_after_the_hand_over(tmp_path
         await memory.rotate_key()
         await _fill(memory, 1)
         trust = memory.trust_root
-        # The old key (stolen, say) appends: the store still chains, but verify refuses it.
+        # The store itself refuses to sign with a retired key when the key in use is
+        # not to be found...
+        new_signer = memory.ledger.signer
+        memory.ledger.store.set_key_source(lambda key_id: None)
+        memory.ledger.store.use_signer(old_signer)
+        with pytest.raises(StorageError, match="retired key"):
+            await memory.ledger.append("note", {"by": "retired key, refused"})
+        # ...so the old key (stolen, say) writes around it, erasing the log's record of
+        # the hand-over: the store chains the entry, but verify refuses it.
+        memory.ledger.store.use_signer(new_signer)
+        await memory.ledger.store.run(
+            lambda txn: txn.execute("DELETE FROM meta WHERE key = 'signing_key'")
+        )
         memory.ledger.store.use_signer(old_signer)
         bad = await memory.ledger.append("note", {"by": "retired key"})
         memory.ledger.store.use_signer(NoteSigner.generate("intruder"))

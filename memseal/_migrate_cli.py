@@ -58,7 +58,7 @@ from memseal.ledger.location import DatabaseUrl, hide_password, parse_database_u
 from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.postgres import PostgresLogStore
-from memseal.memory import DATABASE, STORE_ENV, Memory, open, open_audit
+from memseal.memory import DATABASE, LOCATION, STORE_ENV, Memory, open, open_audit
 from memseal.replay.memo import ddl_for as memo_ddl_for
 
 # hide_password is re-exported: the service verbs took it from here before it moved to the ledger.
@@ -498,6 +498,11 @@ async def _open_quietly(folder: Path, url: str | None) -> Memory:
     return await open(folder, store=url, create=False, embedder=None, checkpoint_interval=None)
 
 
+def _stay_home(folder: Path) -> None:
+    """A failed migration leaves the folder's ledger where it was (see memory.LOCATION)."""
+    (folder / LOCATION).write_text("sqlite\n", encoding="utf-8")
+
+
 async def _migrate(args: argparse.Namespace) -> int:
     url: str = args.target
     try:
@@ -546,6 +551,7 @@ async def _run(folder: Path, url: str) -> int:
     finally:
         await source.close()
     if not agree:
+        _stay_home(folder)
         print(
             "memseal migrate: FAILED: the copy disagrees with the source (committed; "
             "drop the target schema before trying again)",
@@ -558,6 +564,7 @@ async def _run(folder: Path, url: str) -> int:
             summary = await ledger.verify(trust, progress=progress)
         except VerificationError as exc:
             progress.close()
+            _stay_home(folder)
             print(f"memseal migrate: FAILED: {exc}", file=sys.stderr)
             return FAILED
     progress.close()

@@ -60,6 +60,9 @@ DATABASE = "ledger.db"
 STORE_ENV = "MEMSEAL_STORE"
 #: The data folder (keys) for ``memseal.open(URL)``, which names only the database.
 DATA_ENV = "MEMSEAL_DATA"
+#: The file in a data folder naming where its ledger lives ("sqlite", or the store URL
+#: with its password hidden), so its key never signs two ledgers.
+LOCATION = "ledger.location"
 Clock = Callable[[], datetime]
 
 
@@ -337,6 +340,7 @@ async def _open(
         (await asyncio.to_thread(_shared_default_embedder)) if embedder == "default" else embedder
     )
     keys = await asyncio.to_thread(_prepare, folder, key_name, create, url)
+    await asyncio.to_thread(_check_location, folder, url)
     db = _new_store(folder, url, keys.signer, clock)
     db.set_key_source(functools.partial(_folder_key, folder))
     Engine.register_schema(db)
@@ -371,6 +375,43 @@ async def _open(
     return Memory(
         folder, keys, ledger, engine, history, location=None if url is None else url.display
     )
+
+
+def _check_location(folder: Path, url: DatabaseUrl | None) -> None:
+    """Refuse to let one folder's key start a second ledger (see :data:`LOCATION`).
+
+    A folder whose ledger moved to PostgreSQL (``memseal migrate``) keeps its old
+    SQLite file; opened without the store, it would go on appending there. A
+    folder whose ledger is in its SQLite file, opened on an empty PostgreSQL
+    store, would start a new ledger with the same key. Both would fork the
+    history a verifier trusts; both are refused.
+    """
+    marker = folder / LOCATION
+    try:
+        said = marker.read_text(encoding="utf-8").strip() if marker.exists() else None
+    except OSError as exc:
+        raise StorageError(f"cannot read {marker}: {exc.strerror}") from exc
+    if url is None:
+        if said not in (None, "sqlite"):
+            raise StorageError(
+                f"the ledger of {folder} moved to {said}; open it with that store "
+                f"(store=URL, --store or {STORE_ENV}); {DATABASE} here is a frozen copy"
+            )
+        wanted = "sqlite"
+    else:
+        here = said == "sqlite" or (said is None and _ledger_has_entries(folder / DATABASE))
+        if here and not _postgres_has_entries(url):
+            raise StorageError(
+                f"the ledger of {folder} is its {DATABASE}; a new ledger in {url.display} "
+                f"would be signed by the same key: move it with memseal migrate --from {folder} "
+                "--to URL"
+            )
+        wanted = said if said not in (None, "sqlite") else url.display
+    if said != wanted:
+        try:
+            marker.write_text(wanted + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise StorageError(f"cannot write {marker}: {exc.strerror}") from exc
 
 
 def _folder_key(folder: Path, key_id: str) -> NoteSigner | None:

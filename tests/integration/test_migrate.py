@@ -28,7 +28,8 @@ import memseal
 from memseal import ToolScope
 from memseal.cli import main
 from memseal.engine import HashingEmbedder, Learning
-from memseal.memory import STORE_ENV
+from memseal.ledger.errors import StorageError
+from memseal.memory import STORE_ENV, open_audit
 
 needs_postgres = pytest.mark.skipif(
     not POSTGRES,
@@ -100,12 +101,20 @@ def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Source:
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Source:
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(STORE_ENV, raising=False)
         made = asyncio.run(_fill(tmp_path_factory.mktemp("migrate") / "data"))
     assert made.vectors > 0
     return made
+
+
+@pytest.fixture
+def source(filled: Source, tmp_path: Path) -> Source:
+    """A copy of the filled folder for this test: a migrate marks the folder as moved."""
+    folder = tmp_path / "source"
+    shutil.copytree(filled.folder, folder)
+    return msgspec.structs.replace(filled, folder=folder)
 
 
 def _with_schema(url: str, schema: str) -> str:
@@ -334,11 +343,15 @@ def test_migrate_copies_a_consistent_prefix_of_a_source_being_written(
             copied = await there.ledger.size()
             root = await there.ledger.root()
             await there.ledger.verify(trust=source.trust)
+        # The folder now names the store as its ledger's home: memseal.open(folder) alone is
+        # refused from here on; its old file is read as an auditor reads it.
         with pytest.MonkeyPatch.context() as patch:
             patch.delenv(STORE_ENV, raising=False)
-            async with memseal.open(folder, embedder=None, checkpoint_interval=None) as here:
-                assert await here.ledger.size() > copied  # the writer went on after the copy
-                assert await here.ledger.root(copied) == root
+            with pytest.raises(StorageError, match="moved to"):
+                await memseal.open(folder, embedder=None)
+            async with open_audit(folder) as here:
+                assert await here.size() > copied  # the writer went on after the copy
+                assert await here.root(copied) == root
 
     asyncio.run(check())
 

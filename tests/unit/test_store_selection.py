@@ -125,3 +125,22 @@ async def test_another_ledgers_keys_or_none_are_refused(tmp_path: Path) -> None:
             await memseal.open(tmp_path / "c", store=url, embedder=None)
     finally:
         await drop_schemas([schema])
+
+
+@needs_postgres
+async def test_a_folder_whose_ledger_is_its_file_does_not_start_a_second_one(
+    tmp_path: Path,
+) -> None:
+    url, schema = fresh_url("sel")
+    try:
+        folder = tmp_path / "data"
+        async with memseal.open(folder, embedder=None) as memory:
+            await memory.engine.store(memseal.engine.Learning(text="here"), namespace="user:a")
+        # The same key would sign a new, empty ledger there: a fork of this one.
+        with pytest.raises(StorageError, match="memseal migrate"):
+            await memseal.open(folder, store=url, embedder=None)
+        assert (folder / "ledger.location").read_text() == "sqlite\n"
+        async with memseal.open(folder, embedder=None) as memory:  # still fine at home
+            assert await memory.ledger.size() > 0
+    finally:
+        await drop_schemas([schema])

@@ -61,8 +61,7 @@ from memseal.ledger.postgres import PostgresLogStore
 from memseal.memory import DATABASE, LOCATION, STORE_ENV, Memory, open, open_audit
 from memseal.replay.memo import ddl_for as memo_ddl_for
 
-# hide_password is re-exported: the service verbs took it from here before it moved to the ledger.
-__all__ = ["Copied", "add_verbs", "copy_into", "hide_password", "migrate"]
+__all__ = ["Copied", "add_verbs", "copy_into", "migrate"]
 
 OK, FAILED, USAGE = 0, 1, 2
 

@@ -39,7 +39,7 @@ def _scrub(text: str, store: str | None) -> str:
     """``text`` without the store's password: a driver's message may quote the URL it got."""
     if store is None:
         return text.rstrip()
-    from ._migrate_cli import hide_password
+    from memseal.ledger.location import hide_password
 
     return hide_password(text, store).rstrip()
 

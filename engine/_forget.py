@@ -22,6 +22,7 @@ from ._projection import Projection
 from ._query import scope_sql
 from ._vectors import Resident
 from .events import Keyring, MemoryForgotten, event_body
+from .explore import CLOSED_FACETS
 from .filters import Filter
 from .messages import Forgotten
 from .namespaces import Reach
@@ -71,7 +72,8 @@ def forget_command(
             # The ledger's own index of which payloads mention these ids, read in this
             # transaction so a payload written a moment ago is not missed.
             # Payloads that show one of these items' facet values (explore buckets) go
-            # too: a value can be as personal as the text (a tag, a path, a url).
+            # too: a value can be as personal as the text (a tag, a path, a url). Not
+            # the closed facets: "fact" or "document" is nobody's secret.
             facet_refs = sorted(
                 {
                     keyring.facet_ref(facet, value)
@@ -80,6 +82,7 @@ def forget_command(
                         f"ON i.seq = f.seq WHERE i.id IN ({marks})",
                         chunk,
                     )
+                    if facet not in CLOSED_FACETS
                 }
             )
             refs = [*chunk, *facet_refs]

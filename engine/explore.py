@@ -25,9 +25,20 @@ from memseal.ledger.errors import InvalidRequest
 from ._projection import FACETS
 from ._reader import Execute
 
-__all__ = ["EXPLORE_CAP", "FACETS", "Bucket", "Exploration", "check_facet", "explore"]
+__all__ = [
+    "CLOSED_FACETS",
+    "EXPLORE_CAP",
+    "FACETS",
+    "Bucket",
+    "Exploration",
+    "check_facet",
+    "explore",
+]
 
 EXPLORE_CAP: Final = 100_000
+#: Facets whose values come from a fixed vocabulary (the item kinds): a bucket of one says
+#: nothing about any memory, so a forget does not erase the explores that showed it.
+CLOSED_FACETS: Final = frozenset({"kind"})
 
 
 class Bucket(msgspec.Struct, frozen=True, kw_only=True):

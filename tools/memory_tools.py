@@ -44,6 +44,7 @@ from typing import Any, Final
 import msgspec
 
 from memseal.engine import Engine, Meta, Namespace, Reach, Source, Trust
+from memseal.engine.explore import CLOSED_FACETS
 from memseal.engine.trust import trust_rank
 from memseal.ledger.errors import InvalidRequest, Unsupported
 from memseal.ledger.store import WriteTxn
@@ -126,7 +127,7 @@ class PreparedCall:
         refs = self.cites(result)
         if self.facet_ref is not None and self.name == "memory_explore":
             facet, buckets = result.get("facet"), result.get("buckets")
-            if isinstance(facet, str) and isinstance(buckets, list):
+            if isinstance(facet, str) and facet not in CLOSED_FACETS and isinstance(buckets, list):
                 refs += [
                     self.facet_ref(facet, b["value"])
                     for b in buckets

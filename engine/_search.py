@@ -121,9 +121,8 @@ def exact(
     ranked = []
     for seq, r in found:
         coverage = matched.get(seq, 1) / len(terms) if len(terms) > 1 else 1.0
-        ranked.append((seq, round(-r * coverage, 4), coverage))
-    ranked.sort(key=lambda p: (-p[1], -p[0]))
-    return ranked
+        ranked.append((seq, -r * coverage, coverage))
+    return _in_order(ranked)
 
 
 # ts_rank's weights, in its order {D, C, B, A}: text (D), tags (B) and title (A) as
@@ -148,9 +147,18 @@ def _postgres_exact(
     ranked = []
     for seq, r, hits in found:
         coverage = hits / len(terms) if len(terms) > 1 else 1.0
-        ranked.append((seq, round(r * _PG_SCALE * coverage, 4), coverage))
+        ranked.append((seq, r * _PG_SCALE * coverage, coverage))
+    return _in_order(ranked)
+
+
+def _in_order(ranked: list[tuple[int, float, float]]) -> list[tuple[int, float, float]]:
+    """Best first by the unrounded score (ties to the newer item), then rounded for show.
+
+    Rounding first would tie what BM25 told apart: FTS5 weighs a word found in half the
+    items or more at 1e-6, so in a small memory every score rounds to 0.0.
+    """
     ranked.sort(key=lambda p: (-p[1], -p[0]))
-    return ranked
+    return [(seq, round(score, 4), coverage) for seq, score, coverage in ranked]
 
 
 def fuse(

@@ -23,8 +23,9 @@ both keep, and what these tests hold each store to:
 Each test runs on the folder's SQLite file and, when the test server is
 there, on a fresh PostgreSQL schema (the ``store_url`` fixture). The word
 weights need a memory where the words asked for are in fewer than half of
-the items (``FILLERS``); in a tinier one SQLite's order is known to break
-(``test_the_contract_holds_in_a_tiny_memory``, expected to fail there).
+the items (``FILLERS``) to show; ``test_the_contract_holds_in_a_tiny_memory``
+checks the order holds without them too (SQLite's BM25 then weighs every
+word at 1e-6, and only the unrounded scores tell the items apart).
 """
 
 from __future__ import annotations
@@ -192,21 +193,7 @@ async def test_ties_go_to_the_newer_item(engine: Engine) -> None:
     assert await _ids(engine, "receipt") == ids[::-1]
 
 
-@pytest.fixture
-def tiny(request: pytest.FixtureRequest, store_url: str | None) -> None:
-    """The known failure of the tiny-memory case on SQLite, expected until it is fixed."""
-    if store_url is None:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="SQLite: exact() in engine/_search.py sorts on scores already rounded to "
-                "four places; FTS5's BM25 gives a word found in half the items or more an IDF of "
-                "1e-6, so in a tiny memory every score rounds to 0.0 and the newer item wins",
-            )
-        )
-
-
-async def test_the_contract_holds_in_a_tiny_memory(engine: Engine, tiny: None) -> None:
+async def test_the_contract_holds_in_a_tiny_memory(engine: Engine) -> None:
     # Two items: each word of the question is in half of them or more.
     complete = await _learn(engine, "deploy pipeline")
     partial = await _learn(engine, "deploy")

@@ -13,6 +13,8 @@
 # itself never creates extensions, it uses one that is there). Idempotent; everything but the
 # export line goes to stderr. Needs root.
 set -euo pipefail
+# shellcheck source=.ci/pg-common.sh
+. "$(dirname "$0")/pg-common.sh"
 
 HOME_DIR=${MEMSEAL_PGVECTOR_HOME:-/opt/memseal-pgvector}
 PORT=${MEMSEAL_PGVECTOR_PORT:-55433}
@@ -74,22 +76,9 @@ else
     as_pg "$BIN/pg_ctl" -D "$DATA" reload >&2
 fi
 
-secret=$(dirname "$DATA")/memseal-test.password
-if [ ! -s "$secret" ]; then
-    (umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$secret")
-fi
-password=$(cat "$secret")
-
 psql_admin() { as_pg "$BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$RUN" -p "$PORT" "$@"; }
-psql_admin -d postgres -v role="$ROLE" -v password="$password" >&2 <<'SQL'
-SELECT format('CREATE ROLE %I LOGIN', :'role')
- WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
-ALTER ROLE :"role" LOGIN PASSWORD :'password';
-SQL
-psql_admin -d postgres -v role="$ROLE" -v db="$DATABASE" >&2 <<'SQL'
-SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'role')
- WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
-SQL
+password=$(test_password "$(dirname "$DATA")/memseal-test.password")
+test_role_and_database "$password"
 psql_admin -d "$DATABASE" -c "CREATE EXTENSION IF NOT EXISTS vector" >&2
 
 echo "export MEMSEAL_TEST_PGVECTOR=postgresql://$ROLE:$password@127.0.0.1:$PORT/$DATABASE"

@@ -10,6 +10,8 @@
 # make and drop one schema per test in it. Idempotent: a second run starts what is stopped and
 # prints the same line. Everything but the export line goes to stderr. Needs root.
 set -euo pipefail
+# shellcheck source=.ci/pg-common.sh
+. "$(dirname "$0")/pg-common.sh"
 
 CLUSTER=${MEMSEAL_PG_CLUSTER:-memseal}
 PORT=${MEMSEAL_PG_PORT:-55432}
@@ -76,13 +78,6 @@ for _ in $(seq 1 60); do
 done
 pg_isready -q -h 127.0.0.1 -p "$PORT" || { log "the server did not come up"; exit 1; }
 
-# The role's password is made once and kept beside the cluster's config (root-only).
-secret="$CONF/memseal-test.password"
-if [ ! -s "$secret" ]; then
-    (umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$secret")
-fi
-password=$(cat "$secret")
-
 psql_admin() { runuser -u postgres -- psql -X -q -At -v ON_ERROR_STOP=1 -p "$PORT" "$@"; }
 
 # ALTER SYSTEM (postgresql.auto.conf) would override conf.d: check what the server really does.
@@ -98,14 +93,8 @@ if [ "$listening" != "127.0.0.1" ]; then
         exit 1
     fi
 fi
-psql_admin -d postgres -v role="$ROLE" -v password="$password" >&2 <<'SQL'
-SELECT format('CREATE ROLE %I LOGIN', :'role')
- WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'role') \gexec
-ALTER ROLE :"role" LOGIN PASSWORD :'password';
-SQL
-psql_admin -d postgres -v role="$ROLE" -v db="$DATABASE" >&2 <<'SQL'
-SELECT format('CREATE DATABASE %I OWNER %I', :'db', :'role')
- WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'db') \gexec
-SQL
+# The role's password is made once and kept beside the cluster's config (root-only).
+password=$(test_password "$CONF/memseal-test.password")
+test_role_and_database "$password"
 
 echo "export MEMSEAL_TEST_POSTGRES=postgresql://$ROLE:$password@127.0.0.1:$PORT/$DATABASE"

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from clock import Clock
 from stores import POSTGRES, drop_schemas, fresh_url
 
 import memseal
@@ -57,17 +57,6 @@ pytestmark = pytest.mark.skipif(
 WRITER = "team:acme/agent:writer"
 READER = "team:acme/agent:reader"
 ENCODER = msgspec.json.Encoder(order="deterministic")
-
-
-class Clock:
-    """The same readings for both stores: 2026-11-30 09:00 UTC, then a millisecond a reading."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(milliseconds=1)
-        return self.now
 
 
 @pytest.fixture

@@ -32,28 +32,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clock import Clock
 
 from memseal._engine_cli import open_engine
 from memseal.engine import Document, Engine, HashingEmbedder, Learning, Reach
 
 PLACE = "team:acme/agent:writer"
 MODES = ("exact", "semantic", "hybrid")
-
-
-class Clock:
-    """Starts at 2026-11-30 09:00 UTC; each reading is one millisecond after the last."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(milliseconds=1)
-        return self.now
 
 
 @pytest.fixture

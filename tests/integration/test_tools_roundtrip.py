@@ -9,12 +9,13 @@ together with an entry of its own.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from clock import Clock
 
 from memseal._engine_cli import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning, Reach
@@ -25,15 +26,6 @@ from memseal.tools import MemoryTools, ToolScope, cited_ids
 
 PLACE = "team:acme/agent:writer"
 SIBLING = "team:acme/agent:reader"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(milliseconds=1)
-        return self.now
 
 
 @pytest.fixture

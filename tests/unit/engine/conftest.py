@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from clock import Clock
 
 from memseal._engine_cli import open_engine
 from memseal.engine import Engine, HashingEmbedder
-
-
-class Clock:
-    """Starts at 2026-11-30 09:00 UTC; each reading is one millisecond after the last."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(milliseconds=1)
-        return self.now
-
-    def set(self, when: datetime) -> None:
-        self.now = when
 
 
 @pytest.fixture

@@ -186,8 +186,14 @@ class Projection:
         self.total = (self.total + row_digest(table, row)) % _MOD
 
     def _insert_many(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
-        for row in rows:
-            self._insert(table, row)
+        # One statement for all the rows: on PostgreSQL each statement is a round trip.
+        for start in range(0, len(rows), 100):
+            part = rows[start : start + 100]
+            marks = ", ".join("(" + ", ".join("?" * len(row)) + ")" for row in part)
+            params = [value for row in part for value in row]
+            self._x(f"INSERT INTO {table} ({', '.join(HASHED[table])}) VALUES {marks}", params)
+            for row in part:
+                self.total = (self.total + row_digest(table, row)) % _MOD
 
     def _delete(self, table: str, where: str, params: Sequence[Any]) -> None:
         columns = ", ".join(HASHED[table])
@@ -208,6 +214,8 @@ class Projection:
         event: MemoryStored,
         payload: StoredPayload | None,
         derived: Derived | None = None,
+        *,
+        absent: bool = False,
     ) -> bool:
         """Add the item; False when there is nothing to add.
 
@@ -216,10 +224,12 @@ class Projection:
         again, so skipping it here ends in the same state. An id already
         present cannot come from this engine (it dedupes in the writer);
         the first one stands. ``derived`` is :func:`derive` of the same
-        event and payload, computed before the writer by a caller that has it.
+        event and payload, computed before the writer by a caller that has it;
+        ``absent`` says the caller has just found no item with this id (in this
+        transaction), so it is not looked up again.
         """
         self.position = seq
-        if payload is None or self.item_row(event.item) is not None:
+        if payload is None or (not absent and self.item_row(event.item) is not None):
             return False
         d = derived if derived is not None else derive(event, payload, self._keyring)
         row = (

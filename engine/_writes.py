@@ -62,7 +62,12 @@ def store_command(
         appended = txn.append(prepared.draft)
         projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
         projection.stored(
-            appended.seq, appended.at, prepared.event, prepared.payload, prepared.derived
+            appended.seq,
+            appended.at,
+            prepared.event,
+            prepared.payload,
+            prepared.derived,
+            absent=True,
         )
         projection.save()
         if prepared.vector is not None and embedder_id is not None:

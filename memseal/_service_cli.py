@@ -116,6 +116,12 @@ def _scope(args: argparse.Namespace, role: str) -> Any:
 
 def first_admin(folder: Path) -> str | None:
     """On a data folder's first serve: make the admin token (returned, to print once)."""
+    made = _first_admin(folder)
+    return None if made is None else made[0]
+
+
+def _first_admin(folder: Path) -> tuple[str, str] | None:
+    """(token, token id) of a new first admin, or None when the folder has one."""
     from ._service_app import scope_from
     from ._service_tokens import TokenStore
 
@@ -123,8 +129,19 @@ def first_admin(folder: Path) -> str | None:
     try:
         if store.has_admin():
             return None
-        token, _ = store.add("admin", scope_from(role="admin", place="/"), label="first admin")
-        return token
+        token, info = store.add("admin", scope_from(role="admin", place="/"), label="first admin")
+        return token, info.id
+    finally:
+        store.close()
+
+
+def _withdraw(folder: Path, token_id: str) -> None:
+    """A start that failed gives back the admin token it printed: the next start makes one."""
+    from ._service_tokens import TokenStore
+
+    store = TokenStore(folder)
+    try:
+        store.revoke(token_id)
     finally:
         store.close()
 
@@ -141,9 +158,9 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         # On a thread: another process may hold the lock for as long as its start-up takes.
         await asyncio.to_thread(lock.acquire)
-        admin = first_admin(folder)
-        if admin is not None:
-            print(f"admin token (shown once, stored hashed): {admin}", flush=True)
+        made = _first_admin(folder)
+        if made is not None:
+            print(f"admin token (shown once, stored hashed): {made[0]}", flush=True)
             print(
                 f"make an agent token: memseal tokens add --data {folder} --role agent "
                 "--place team:acme/agent:writer",
@@ -176,8 +193,16 @@ async def _serve(args: argparse.Namespace) -> int:
             await server.serve()
         except SystemExit:
             # uvicorn exits when the app's start-up fails (or the port is taken).
+            if made is not None:
+                _withdraw(folder, made[1])
             if isinstance(app.error, MemsealError):
                 print(f"memseal serve: {_scrub(str(app.error), store)}", file=sys.stderr)
+                if made is not None:
+                    print(
+                        "memseal serve: the admin token above is withdrawn; "
+                        "the next start makes a new one",
+                        file=sys.stderr,
+                    )
                 return USAGE
             if app.traceback:
                 print(_scrub(app.traceback, store), file=sys.stderr)

@@ -235,3 +235,16 @@ def test_a_bad_store_is_refused_in_one_line_without_its_password(
             )
             assert "Traceback" not in done.stderr, done.stderr
             assert "s3cret" not in done.stdout + done.stderr, done.stderr
+            if verb == "serve" and "admin token" in done.stdout:
+                # The first start made an admin token, then failed: it is withdrawn.
+                assert "admin token above is withdrawn" in done.stderr, done.stderr
+    # No live admin token came of the failed starts: the first good start makes one.
+    tokens = subprocess.run(
+        [str(BIN / "memseal"), "tokens", "list", "--data", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert tokens.returncode == 0, tokens.stderr
+    admins = [line for line in tokens.stdout.splitlines() if "\tadmin\t" in line]
+    assert admins and all("revoked" in line for line in admins), tokens.stdout

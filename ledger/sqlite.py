@@ -17,9 +17,12 @@ two processes can never fork the chain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -217,6 +220,7 @@ class SqliteLogStore(RecordReads):
             name="memseal-writer",
         )
         self._key_source: KeySource | None = None
+        self._turn: int | None = None  # the writers' turn lock (see _writers_turn)
         self._closed = False
         self._tree_conn: sqlite3.Connection | None = None
         self._tree_lock = threading.Lock()
@@ -290,7 +294,15 @@ class SqliteLogStore(RecordReads):
             )
 
     def _open_writer(self) -> sqlite3.Connection:
-        conn = _connect_writer(self.path)
+        try:
+            self._turn = os.open(f"{self.path}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StorageError(f"cannot open {self.path}.writer: {exc.strerror}") from exc
+        try:
+            conn = _connect_writer(self.path)
+        except BaseException:
+            self._close_turn()
+            raise
         conn.execute("BEGIN IMMEDIATE")
         try:
             for ddl in self._schema:
@@ -310,6 +322,7 @@ class SqliteLogStore(RecordReads):
         except BaseException:
             conn.execute("ROLLBACK")
             conn.close()
+            self._close_turn()
             raise
         return conn
 
@@ -325,6 +338,7 @@ class SqliteLogStore(RecordReads):
             self._tree_conn.close()
         if self._writer is not None and not self._group.running:
             self._writer.close()
+            self._close_turn()
 
     # -- writing --------------------------------------------------------------
 
@@ -346,13 +360,44 @@ class SqliteLogStore(RecordReads):
 
     def _run_raw(self, work: Callable[[sqlite3.Connection], T]) -> T:
         assert self._writer is not None
-        return work(self._writer)
+        with self._writers_turn():
+            return work(self._writer)
+
+    @contextlib.contextmanager
+    def _writers_turn(self) -> Iterator[None]:
+        """Wait, blocked in the kernel, for this process's turn to write.
+
+        SQLite's own lock wait is a busy handler that sleeps and retries: with
+        several processes writing, a waiter can sleep through turn after turn
+        (a p99 over a second with four servers). A ``flock`` on the file beside
+        the database hands the turn on as soon as the holder lets go; SQLite's
+        locks still guard the file itself, whoever skips this one.
+        """
+        fd = self._turn
+        if fd is None:
+            yield
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _finish(self) -> None:
         assert self._writer is not None
         self._writer.close()
+        self._close_turn()
+
+    def _close_turn(self) -> None:
+        if self._turn is not None:
+            os.close(self._turn)
+            self._turn = None
 
     def _commit(self, batch: list[Job[sqlite3.Connection]]) -> None:
+        with self._writers_turn():
+            self._commit_turn(batch)
+
+    def _commit_turn(self, batch: list[Job[sqlite3.Connection]]) -> None:
         conn = self._writer
         assert conn is not None
         try:

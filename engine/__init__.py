@@ -6,6 +6,7 @@ docs/engine.md. The public names are re-exported here; modules whose names
 start with ``_`` are internal.
 """
 
+from ._projection import state_hash
 from .embedders import Embedder, HashingEmbedder, default_embedder
 from .engine import RANK_CAP, Clock, Engine, Progress
 from .events import (
@@ -99,4 +100,5 @@ __all__ = [
     "Turn",
     "Verdict",
     "default_embedder",
+    "state_hash",
 ]

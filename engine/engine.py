@@ -171,19 +171,24 @@ class Engine:
         embedder: Embedder | None = None,
         zone: tzinfo = UTC,
         answerer: Answerer | None = None,
+        progress: Progress | None = None,
     ) -> Engine:
-        """An engine over an open store: projections built if new, scrubs and vectors caught up."""
+        """An engine over an open store: projections built if new, scrubs and vectors caught up.
+
+        ``progress`` is called as a rebuild goes, when the open needs one (a new
+        store, a migrated log, an older projection layout).
+        """
         engine = cls(
             ledger, store, secret, clock=clock, embedder=embedder, zone=zone, answerer=answerer
         )
-        await engine.start()
+        await engine.start(progress)
         return engine
 
-    async def start(self) -> None:
+    async def start(self, progress: Progress | None = None) -> None:
         version = await self._reader.rows("SELECT value FROM engine_meta WHERE key = 'projection'")
         if not version or version[0][0] != PROJECTION_VERSION:
             # New here (or an older layout): the projections are derived, so build them.
-            await self.rebuild()
+            await self.rebuild(progress)
         if await self._reader.rows("SELECT 1 FROM engine_scrub LIMIT 1"):
             await self.scrub()  # a forget's scrub was interrupted: finish it now
         if self._vectors is not None:

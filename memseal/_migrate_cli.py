@@ -50,8 +50,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from memseal._progress import ProgressLine
-from memseal.engine import Engine
-from memseal.engine._projection import state_hash
+from memseal.engine import Engine, state_hash
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.keys import load_keys
 from memseal.ledger.location import DatabaseUrl, hide_password, parse_database_url
@@ -492,9 +491,16 @@ async def _compare(source: Memory, target: Memory, copied: Copied) -> bool:
     return there == size and root == expected_root and state == expected_state
 
 
-async def _open_quietly(folder: Path, url: str | None) -> Memory:
+async def _open_quietly(folder: Path, url: str | None, progress: Progress | None = None) -> Memory:
     # No embedder (the vectors were copied; none is made here), no timed checkpoints.
-    return await open(folder, store=url, create=False, embedder=None, checkpoint_interval=None)
+    return await open(
+        folder,
+        store=url,
+        create=False,
+        embedder=None,
+        checkpoint_interval=None,
+        progress=progress,
+    )
 
 
 def _stay_home(folder: Path) -> None:
@@ -535,11 +541,15 @@ async def _run(folder: Path, url: str) -> int:
             progress.close()
         listed = ", ".join(f"{n:,} {_LABELS.get(table, table)}" for table, n in copied.rows.items())
         print(f"copied: {listed} ({time.perf_counter() - started:.2f} s)")
-        if sys.stderr.isatty():  # one writer command, no progress to show: say what waits
-            print(f"rebuilding the projections from {copied.size:,} entries ...", file=sys.stderr)
         started = time.perf_counter()
         # Opening the target finds no projection and rebuilds it from the copied log.
-        async with await _open_quietly(folder, url) as target:
+        rebuilding = ProgressLine("rebuilding")
+        try:
+            opened = await _open_quietly(folder, url, rebuilding)
+            await asyncio.sleep(0)  # the last progress call (scheduled on the loop) draws
+        finally:
+            rebuilding.close()
+        async with opened as target:
             rows = await target.ledger.store.rows("SELECT count(*) FROM engine_items")
             print(
                 f"rebuilt: {int(rows[0][0]):,} items from {copied.size:,} entries "

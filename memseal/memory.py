@@ -319,6 +319,7 @@ async def _open(
     embedder: Embedder | Literal["default"] | None = "default",
     zone: tzinfo = UTC,
     answerer: Answerer | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
@@ -331,6 +332,8 @@ async def _open(
     )
     if not callable(clock):
         raise InvalidRequest("`clock` must be a callable returning an aware datetime")
+    if progress is not None and not callable(progress):
+        raise InvalidRequest("`progress` must be a callable taking (done, total) or None")
     if key_name is not None and not isinstance(key_name, str):
         raise InvalidRequest("`key_name` must be text")
     if not isinstance(zone, tzinfo):
@@ -367,6 +370,7 @@ async def _open(
             embedder=chosen,
             zone=zone,
             answerer=answerer,
+            progress=progress,
         )
     except BaseException:
         await ledger.close()
@@ -517,6 +521,7 @@ def open(
     embedder: Embedder | Literal["default"] | None = "default",
     zone: tzinfo = UTC,
     answerer: Answerer | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> _Opening:
     """Open (creating on first use) the data folder at ``path``.
 
@@ -530,7 +535,9 @@ def open(
     (None turns either off), and on demand. ``embedder`` serves semantic and
     hybrid search (default: the offline MiniLM model when installed; None
     serves exact search only); ``zone`` is the host's time zone, in which
-    dates in memories and ``refers_to`` are read.
+    dates in memories and ``refers_to`` are read. ``progress(done, total)`` is
+    called as the projections are rebuilt, when the open has to (a new or
+    migrated log, an older layout).
     """
     return _Opening(
         lambda: _open(
@@ -545,6 +552,7 @@ def open(
             embedder=embedder,
             zone=zone,
             answerer=answerer,
+            progress=progress,
         )
     )
 

@@ -70,3 +70,24 @@ def test_rebuild_usage_and_io_errors_exit_2(
     shutil.rmtree(folder / "keys")
     assert _run(["rebuild", "--data", str(folder)]) == 2
     assert "keys" in capsys.readouterr().err
+
+
+async def test_an_open_that_rebuilds_reports_its_progress(tmp_path: Path) -> None:
+    import memseal
+
+    folder = tmp_path / "data"
+    expected = await _fill(folder)
+    async with memseal.open(folder, embedder=None) as memory:
+        size = await memory.ledger.size()
+        # An older projection layout: the next open rebuilds from the log.
+        await memory.ledger.store.run(
+            lambda txn: txn.execute("DELETE FROM engine_meta WHERE key = 'projection'")
+        )
+    seen: list[tuple[int, int]] = []
+    async with memseal.open(folder, embedder=None, progress=lambda *p: seen.append(p)) as memory:
+        await asyncio.sleep(0)  # progress calls are scheduled on the loop
+        assert await memory.engine.state_hash() == expected
+    assert seen and seen[-1] == (size, size)
+    assert all(done <= total == size for done, total in seen)
+    with pytest.raises(memseal.InvalidRequest, match="`progress`"):
+        await memseal.open(folder, embedder=None, progress=42)  # type: ignore[arg-type]

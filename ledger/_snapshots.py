@@ -42,6 +42,11 @@ class Session(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def broken(self) -> bool:
+        """The server dropped the connection (a restart): a new session may succeed."""
+        ...
+
 
 class SnapshotPool:
     """Runs read functions ``fn(execute)`` on a small pool of read-only sessions."""
@@ -79,19 +84,25 @@ class SnapshotPool:
             session.close()
 
     def _call(self, fn: Callable[[Execute], T]) -> T:
-        try:
-            session = self._session()
-        except self._errors as exc:
-            raise StorageError(f"cannot open a read connection: {exc}") from exc
-        try:
-            session.begin()
+        # A read changes nothing: on a session the server dropped, it runs once more.
+        for attempt in range(2):
             try:
-                return fn(session.execute)
-            finally:
-                session.end()
-        except self._errors as exc:
-            self._drop(session)
-            raise StorageError(f"query failed: {exc}") from exc
+                session = self._session()
+            except self._errors as exc:
+                raise StorageError(f"cannot open a read connection: {exc}") from exc
+            try:
+                session.begin()
+                try:
+                    return fn(session.execute)
+                finally:
+                    session.end()
+            except self._errors as exc:
+                broken = session.broken
+                self._drop(session)
+                if attempt == 0 and broken:
+                    continue
+                raise StorageError(f"query failed: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def run(self, fn: Callable[[Execute], T]) -> T:
         """``fn(execute)`` on a reader thread, inside one read transaction."""

@@ -269,6 +269,10 @@ class _ReadSession:
     def close(self) -> None:
         self._conn.close()
 
+    @property
+    def broken(self) -> bool:
+        return self._conn.broken
+
 
 class PostgresLogStore(RecordReads):
     """The log store on PostgreSQL (see the module docstring).
@@ -371,13 +375,7 @@ class PostgresLogStore(RecordReads):
         try:
             if not readonly:
                 self._writer = await asyncio.to_thread(self._open_writer)
-            try:
-                self._reader = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-            except psycopg.Error as exc:
-                raise psycopg.OperationalError(hide_password(str(exc), self.dsn)) from None
-            for statement in self._session():
-                await self._reader.execute(statement)
-            await self._reader.execute("SET default_transaction_read_only TO on")
+            self._reader = await self._connect_reader()
             if readonly:
                 await self._check_schema()
         except psycopg.Error as exc:
@@ -510,15 +508,29 @@ class PostgresLogStore(RecordReads):
                     conn.execute("ROLLBACK")  # work left a transaction open
                 conn.execute("SELECT pg_advisory_unlock(%s)", (self._lock_key,))
 
+    def _begin(self) -> Conn:
+        """The writer's connection inside a new transaction holding the writer lock.
+
+        A connection the server dropped since the last group (a restart) shows
+        only when used: the transaction is then begun once more on a new
+        connection. Nothing was written yet, so that is safe.
+        """
+        for attempt in range(2):
+            conn = self._conn()
+            try:
+                conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                # One writer at a time across processes; the head is read after the lock.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                return conn
+            except psycopg.Error as exc:
+                self._abandon(conn)
+                if attempt == 0 and conn.broken:
+                    continue
+                raise StorageError(f"cannot begin a write transaction: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def _commit(self, batch: list[Job[Conn]]) -> None:
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            # One writer at a time across processes; the head is read after the lock is held.
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-        except psycopg.Error as exc:
-            self._abandon(conn)
-            raise StorageError(f"cannot begin a write transaction: {exc}") from exc
+        conn = self._begin()
         try:
             txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
             txn.adopt_current_key(self._key_source)
@@ -549,15 +561,47 @@ class PostgresLogStore(RecordReads):
 
     # -- reading --------------------------------------------------------------
 
+    async def _connect_reader(self) -> psycopg.AsyncConnection[TupleRow]:
+        try:
+            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise psycopg.OperationalError(hide_password(str(exc), self.dsn)) from None
+        try:
+            for statement in self._session():
+                await conn.execute(statement)
+            await conn.execute("SET default_transaction_read_only TO on")
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
     def _db(self) -> psycopg.AsyncConnection[TupleRow]:
         if self._reader is None or self._closed:
             raise StorageError("the ledger store is closed")
         return self._reader
 
+    async def _read(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """One read; on a connection the server dropped (a restart), once more on a new one.
+
+        A read changes nothing, so trying it again is safe; the reconnect happens
+        only when the connection says it is broken, never for a failing query.
+        """
+        conn = self._db()
+        try:
+            cur = await conn.execute(query, list(params))
+            return list(await cur.fetchall()) if cur.description is not None else []
+        except psycopg.OperationalError:
+            if not conn.broken or self._closed:
+                raise
+        with contextlib.suppress(psycopg.Error):
+            await conn.close()
+        self._reader = await self._connect_reader()
+        cur = await self._reader.execute(query, list(params))
+        return list(await cur.fetchall()) if cur.description is not None else []
+
     async def _query(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
-            cur = await self._db().execute(query, list(params))
-            return await cur.fetchall() if cur.description is not None else []
+            return await self._read(query, params)
         except psycopg.Error as exc:
             raise StorageError(f"cannot read the ledger: {exc}") from exc
 
@@ -582,8 +626,7 @@ class PostgresLogStore(RecordReads):
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """A read-only query of the adapter's own dialect (``?`` placeholders, see above)."""
         try:
-            cur = await self._db().execute(translate_placeholders(sql), list(params))
-            return list(await cur.fetchall()) if cur.description is not None else []
+            return await self._read(translate_placeholders(sql), params)
         except psycopg.Error as exc:
             raise StorageError(f"query failed: {exc}") from exc
 

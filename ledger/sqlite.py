@@ -186,6 +186,10 @@ class _ReadSession:
     def close(self) -> None:
         self._conn.close()
 
+    @property
+    def broken(self) -> bool:
+        return False  # a file does not hang up
+
 
 class SqliteLogStore(RecordReads):
     """The embedded default log store (see the module docstring)."""

@@ -57,7 +57,16 @@ from memseal.ledger.location import DatabaseUrl, hide_password, parse_database_u
 from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.postgres import PostgresLogStore
-from memseal.memory import DATABASE, LOCATION, STORE_ENV, Memory, open, open_audit
+from memseal.memory import (
+    DATABASE,
+    STORE_ENV,
+    Location,
+    Memory,
+    open,
+    open_audit,
+    read_location,
+    write_location,
+)
 from memseal.replay.memo import ddl_for as memo_ddl_for
 
 __all__ = ["Copied", "add_verbs", "copy_into", "migrate"]
@@ -505,7 +514,9 @@ async def _open_quietly(folder: Path, url: str | None, progress: Progress | None
 
 def _stay_home(folder: Path) -> None:
     """A failed migration leaves the folder's ledger where it was (see memory.LOCATION)."""
-    (folder / LOCATION).write_text("sqlite\n", encoding="utf-8")
+    said = read_location(folder)
+    genesis = None if said is None else said.genesis
+    write_location(folder, Location(store="sqlite", genesis=genesis))
 
 
 async def _migrate(args: argparse.Namespace) -> int:

@@ -22,6 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
+import msgspec
+
 from memseal.engine import Answerer, Embedder, Engine, default_embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, StorageError
 from memseal.ledger.keys import (
@@ -51,7 +53,19 @@ from memseal.replay.memo import ddl_for as memo_ddl_for
 from memseal.replay.run import Run, new_run_id
 from memseal.tools import MemoryTools, ToolScope, Toolset, runner_for
 
-__all__ = ["DATABASE", "STORE_ENV", "Memory", "SyncMemory", "open", "open_audit", "open_sync"]
+__all__ = [
+    "DATABASE",
+    "LOCATION",
+    "STORE_ENV",
+    "Location",
+    "Memory",
+    "SyncMemory",
+    "open",
+    "open_audit",
+    "open_sync",
+    "read_location",
+    "write_location",
+]
 
 T = TypeVar("T")
 
@@ -92,6 +106,7 @@ class Memory:
         #: Where the log lives, fit to print: the database file, or the store URL
         #: with its password hidden.
         self.location = location if location is not None else str(folder / DATABASE)
+        self._url: DatabaseUrl | None = None
         self._keys = keys
         self.ledger = ledger
         self.engine = engine
@@ -114,6 +129,9 @@ class Memory:
 
     async def close(self) -> None:
         try:
+            # A ledger begun by this open may have its first entry now: record its identity.
+            with contextlib.suppress(StorageError):
+                await _record_location(self.folder, self._url, self.ledger.store)
             await self.engine.close()
         finally:
             await self.ledger.close()
@@ -201,23 +219,25 @@ class Memory:
         await self.close()
 
 
-def _ledger_has_entries(db: Path) -> bool:
+def _sqlite_genesis(db: Path) -> bytes | None:
+    """The leaf hash of the file's first entry (the ledger's identity), None if it has none."""
     if not db.exists():
-        return False
+        return None
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
             row = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entries'"
             ).fetchone()
-            return (
-                row is not None
-                and conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is not None
-            )
+            if row is None:
+                return None
+            first = conn.execute("SELECT hash FROM entries WHERE seq = 0").fetchone()
+            return None if first is None else bytes(first[0])
     except sqlite3.Error as exc:
         raise StorageError(f"cannot read {db}: {exc}") from exc
 
 
-def _postgres_has_entries(url: DatabaseUrl) -> bool:
+def _postgres_genesis(url: DatabaseUrl) -> bytes | None:
+    """The leaf hash of the store's first entry, None if it has none (or no tables)."""
     import psycopg
     from psycopg import sql
 
@@ -233,11 +253,11 @@ def _postgres_has_entries(url: DatabaseUrl) -> bool:
                 ("entries" if url.schema is None else f'"{url.schema}".entries',),
             ).fetchone()
             if found is None or found[0] is None:
-                return False
-            return (
-                conn.execute(sql.SQL("SELECT 1 FROM {} LIMIT 1").format(table)).fetchone()
-                is not None
-            )
+                return None
+            first = conn.execute(
+                sql.SQL("SELECT hash FROM {} WHERE seq = 0").format(table)
+            ).fetchone()
+            return None if first is None else bytes(first[0])
     except psycopg.Error as exc:
         said = hide_password(str(exc), url.dsn)
         raise StorageError(f"cannot reach the store {url.display}: {said}") from None
@@ -287,7 +307,7 @@ def _prepare(
     if folder.is_dir() and key_files_exist(folder):
         return load_keys(folder)
     # Asked before anything is made: an unreachable store leaves no folder behind.
-    existing = _ledger_has_entries(folder / DATABASE) if url is None else _postgres_has_entries(url)
+    existing = _sqlite_genesis(folder / DATABASE) if url is None else _postgres_genesis(url)
     if existing:
         where = folder if url is None else url.display
         raise KeyFileError(
@@ -375,47 +395,107 @@ async def _open(
     except BaseException:
         await ledger.close()
         raise
+    try:
+        await _record_location(folder, url, db)
+    except BaseException:
+        await engine.close()
+        await ledger.close()
+        raise
     ledger.start()
-    return Memory(
+    memory = Memory(
         folder, keys, ledger, engine, history, location=None if url is None else url.display
     )
+    memory._url = url
+    return memory
+
+
+class Location(msgspec.Struct, frozen=True, kw_only=True):
+    """What a folder's :data:`LOCATION` file says: where its ledger lives, and which it is."""
+
+    store: str
+    """``"sqlite"`` (the folder's file) or the store's URL, password hidden."""
+    genesis: str | None = None
+    """The hex leaf hash of the ledger's first entry: its identity, wherever it lives."""
+
+
+def read_location(folder: Path) -> Location | None:
+    marker = folder / LOCATION
+    try:
+        lines = marker.read_text(encoding="utf-8").split() if marker.exists() else None
+    except OSError as exc:
+        raise StorageError(f"cannot read {marker}: {exc.strerror}") from exc
+    if not lines:
+        return None
+    return Location(store=lines[0], genesis=lines[1] if len(lines) > 1 else None)
+
+
+def write_location(folder: Path, location: Location) -> None:
+    """Record where the folder's ledger lives (after an open or a migration succeeded)."""
+    marker = folder / LOCATION
+    text = location.store + "\n" + (f"{location.genesis}\n" if location.genesis else "")
+    try:
+        marker.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise StorageError(f"cannot write {marker}: {exc.strerror}") from exc
 
 
 def _check_location(folder: Path, url: DatabaseUrl | None) -> None:
-    """Refuse to let one folder's key start a second ledger (see :data:`LOCATION`).
+    """Refuse to let one folder's key sign a second ledger (see :data:`LOCATION`).
 
     A folder whose ledger moved to PostgreSQL (``memseal migrate``) keeps its old
     SQLite file; opened without the store, it would go on appending there. A
-    folder whose ledger is in its SQLite file, opened on an empty PostgreSQL
-    store, would start a new ledger with the same key. Both would fork the
-    history a verifier trusts; both are refused.
+    folder opened on an empty store while its ledger lives elsewhere (its own
+    file, or another store) would start a new ledger with the same key. Both
+    would fork the history a verifier trusts; both are refused. Nothing is
+    written here: the file is updated once the open has succeeded.
     """
-    marker = folder / LOCATION
-    try:
-        said = marker.read_text(encoding="utf-8").strip() if marker.exists() else None
-    except OSError as exc:
-        raise StorageError(f"cannot read {marker}: {exc.strerror}") from exc
+    said = read_location(folder)
     if url is None:
-        if said not in (None, "sqlite"):
+        if said is not None and said.store != "sqlite":
             raise StorageError(
-                f"the ledger of {folder} moved to {said}; open it with that store "
+                f"the ledger of {folder} moved to {said.store}; open it with that store "
                 f"(store=URL, --store or {STORE_ENV}); {DATABASE} here is a frozen copy"
             )
-        wanted = "sqlite"
-    else:
-        here = said == "sqlite" or (said is None and _ledger_has_entries(folder / DATABASE))
-        if here and not _postgres_has_entries(url):
-            raise StorageError(
-                f"the ledger of {folder} is its {DATABASE}; a new ledger in {url.display} "
-                f"would be signed by the same key: move it with memseal migrate --from {folder} "
-                "--to URL"
+        return
+    genesis = said.genesis if said is not None else None
+    if said is None or (said.store == "sqlite" and genesis is None):
+        first = _sqlite_genesis(folder / DATABASE)
+        genesis = None if first is None else first.hex()
+    if genesis is None:
+        if said is not None and said.store not in ("sqlite", url.display):
+            there = _postgres_genesis(url)
+            if there is None:
+                raise StorageError(
+                    f"the ledger of {folder} lives in {said.store}; {url.display} is another "
+                    "store: open the folder with the store it names"
+                )
+        return
+    there = _postgres_genesis(url)
+    if there is None:
+        home = DATABASE if said is None or said.store == "sqlite" else said.store
+        raise StorageError(
+            f"the ledger of {folder} is in {home}; a new ledger in {url.display} would be "
+            "signed by the same key"
+            + (
+                f": move it with memseal migrate --from {folder} --to URL"
+                if home == DATABASE
+                else ""
             )
-        wanted = said if said not in (None, "sqlite") else url.display
-    if said != wanted:
-        try:
-            marker.write_text(wanted + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise StorageError(f"cannot write {marker}: {exc.strerror}") from exc
+        )
+    if there.hex() != genesis:
+        raise StorageError(
+            f"{url.display} holds another ledger than the one of {folder} "
+            f"(first entry {there.hex()[:16]}, the folder's {genesis[:16]})"
+        )
+
+
+async def _record_location(folder: Path, url: DatabaseUrl | None, store: SqlStore) -> None:
+    genesis = None
+    if (await store.head()).size > 0:
+        genesis = (await store.read(0)).leaf_hash.hex()
+    wanted = Location(store="sqlite" if url is None else url.display, genesis=genesis)
+    if await asyncio.to_thread(read_location, folder) != wanted:
+        await asyncio.to_thread(write_location, folder, wanted)
 
 
 def _folder_key(folder: Path, key_id: str) -> NoteSigner | None:

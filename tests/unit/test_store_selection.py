@@ -139,8 +139,50 @@ async def test_a_folder_whose_ledger_is_its_file_does_not_start_a_second_one(
         # The same key would sign a new, empty ledger there: a fork of this one.
         with pytest.raises(StorageError, match="memseal migrate"):
             await memseal.open(folder, store=url, embedder=None)
-        assert (folder / "ledger.location").read_text() == "sqlite\n"
+        assert (folder / "ledger.location").read_text().startswith("sqlite\n")
         async with memseal.open(folder, embedder=None) as memory:  # still fine at home
+            assert await memory.ledger.size() > 0
+    finally:
+        await drop_schemas([schema])
+
+
+@needs_postgres
+async def test_a_folder_never_signs_a_second_ledger_on_another_store(tmp_path: Path) -> None:
+    a_url, a_schema = fresh_url("sel")
+    b_url, b_schema = fresh_url("sel")
+    try:
+        folder = tmp_path / "data"
+        async with memseal.open(folder, store=a_url, embedder=None) as memory:
+            await memory.engine.store(memseal.engine.Learning(text="in A"), namespace="user:a")
+        marker = (folder / "ledger.location").read_text()
+        # Store B is empty: the folder's key would start a second ledger there.
+        with pytest.raises(StorageError, match="would be signed by the same key"):
+            await memseal.open(folder, store=b_url, embedder=None)
+        # Store B holds another ledger: refused, and the folder still points at A.
+        async with memseal.open(tmp_path / "other", store=b_url, embedder=None) as other:
+            await other.engine.store(memseal.engine.Learning(text="in B"), namespace="user:b")
+        with pytest.raises((StorageError, KeyFileError), match=r"another ledger|not this"):
+            await memseal.open(folder, store=b_url, embedder=None)
+        assert (folder / "ledger.location").read_text() == marker
+        async with memseal.open(folder, store=a_url, embedder=None) as memory:
+            assert await memory.ledger.size() > 0
+    finally:
+        await drop_schemas([a_schema, b_schema])
+
+
+@needs_postgres
+async def test_a_refused_open_leaves_the_folder_at_home(tmp_path: Path) -> None:
+    url, schema = fresh_url("sel")
+    try:
+        async with memseal.open(tmp_path / "other", store=url, embedder=None) as other:
+            await other.engine.store(memseal.engine.Learning(text="theirs"), namespace="user:b")
+        folder = tmp_path / "data"
+        async with memseal.open(folder, embedder=None) as memory:
+            await memory.engine.store(memseal.engine.Learning(text="ours"), namespace="user:a")
+        with pytest.raises(StorageError, match="another ledger"):
+            await memseal.open(folder, store=url, embedder=None)
+        assert (folder / "ledger.location").read_text().startswith("sqlite\n")
+        async with memseal.open(folder, embedder=None) as memory:
             assert await memory.ledger.size() > 0
     finally:
         await drop_schemas([schema])

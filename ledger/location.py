@@ -60,6 +60,15 @@ def parse_database_url(url: str, field: str = "store") -> DatabaseUrl:
     """Split ``url`` into the driver's DSN and memseal's schema; refuse what cannot work."""
     if not is_database_url(url):
         raise InvalidRequest(f"`{field}` must be a postgresql:// URL")
+    # user:password@host: an '@' past the first '/', '?' or '#' after the scheme means the
+    # user or password holds one of those unencoded, and the URL would be split inside it.
+    rest = url.split("://", 1)[1]
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    if "@" in rest[cut:] and "@" not in rest[:cut] and ":" in rest.rsplit("@", 1)[0]:
+        raise InvalidRequest(
+            f"`{field}`: the user or password in the URL holds a '/', '?' or '#'; "
+            "percent-encode it (%2F, %3F, %23) or give the password through PGPASSWORD"
+        )
     try:
         parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
@@ -103,10 +112,14 @@ def hide_password(text: str, url: str) -> str:
             if key == "password":
                 found |= {value, unquote(value)}
     except ValueError:
-        # Unparseable: hide whatever sits between the user's colon and the @.
-        head = url.split("//", 1)[-1].split("@", 1)
-        if len(head) == 2 and ":" in head[0]:
-            secret = head[0].split(":", 1)[1]
+        pass
+    # Whatever sits between the user's colon and the last '@' (a password holding an
+    # unencoded '/', '?' or '#' is split elsewhere by the URL parser).
+    rest = url.split("://", 1)[-1]
+    if "@" in rest:
+        credentials = rest.rsplit("@", 1)[0]
+        if ":" in credentials:
+            secret = credentials.split(":", 1)[1]
             found |= {secret, unquote(secret)}
     for secret in sorted((s for s in found if s), key=len, reverse=True):
         text = text.replace(secret, "***")

@@ -186,3 +186,15 @@ async def test_a_refused_open_leaves_the_folder_at_home(tmp_path: Path) -> None:
             assert await memory.ledger.size() > 0
     finally:
         await drop_schemas([schema])
+
+
+@pytest.mark.parametrize("password", ["pa#ss", "s3?cret", "s3/cret"])
+def test_a_password_the_url_would_split_is_refused_without_showing_it(password: str) -> None:
+    url = f"postgresql://memseal:{password}@127.0.0.1:5432/mem?schema=a"
+    with pytest.raises(InvalidRequest, match="percent-encode") as caught:
+        parse_database_url(url)
+    assert password not in str(caught.value)
+    assert hide_password(f"said {password}", url) == "said ***"
+    # Encoded, it is fine, and still hidden.
+    encoded = url.replace(password, password.replace("#", "%23").replace("?", "%3F"))
+    assert password not in parse_database_url(encoded.replace("/cret", "%2Fcret")).display

@@ -16,7 +16,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
@@ -99,7 +99,7 @@ class Memory:
         keys: Keys,
         ledger: Ledger,
         engine: Engine,
-        history: Sequence[VerifierKey],
+        history: list[VerifierKey],
         location: str | None = None,
     ) -> None:
         self.folder = folder
@@ -110,7 +110,8 @@ class Memory:
         self._keys = keys
         self.ledger = ledger
         self.engine = engine
-        self._history = list(history)
+        # Shared with the store's key source and every run: see _folder_key.
+        self._history = history
 
     @property
     def vkey(self) -> str:
@@ -365,13 +366,13 @@ async def _open(
     keys = await asyncio.to_thread(_prepare, folder, key_name, create, url)
     await asyncio.to_thread(_check_location, folder, url)
     db = _new_store(folder, url, keys.signer, clock)
-    db.set_key_source(functools.partial(_folder_key, folder))
     Engine.register_schema(db)
     db.add_schema(memo_ddl_for(db.dialect))
     await db.open()
     try:
         keys = await _finish_rotation(folder, db, keys)
         history = await asyncio.to_thread(key_history, folder)
+        db.set_key_source(functools.partial(_folder_key, folder, history))
         await _check_first_key(db, history[0], folder)
         fixed = await _fix_origin(db, origin or keys.signer.name)
         policy = CheckpointPolicy(
@@ -498,8 +499,12 @@ async def _record_location(folder: Path, url: DatabaseUrl | None, store: SqlStor
         await asyncio.to_thread(write_location, folder, wanted)
 
 
-def _folder_key(folder: Path, key_id: str) -> NoteSigner | None:
-    """The signer of ``key_id`` if the folder holds it (a rotation by another process)."""
+def _folder_key(folder: Path, history: list[VerifierKey], key_id: str) -> NoteSigner | None:
+    """The signer of ``key_id`` if the folder holds it (a rotation by another process).
+
+    Its public half joins ``history``, the list this instance's runs check memos
+    against, so the entries it signs from now on verify there too.
+    """
     found: list[NoteSigner] = []
     with contextlib.suppress(KeyFileError):
         found.append(load_keys(folder).signer)
@@ -507,7 +512,10 @@ def _folder_key(folder: Path, key_id: str) -> NoteSigner | None:
         pending = pending_rotation(folder)
         if pending is not None:
             found.append(pending)
-    return next((s for s in found if s.key_id.hex() == key_id), None)
+    signer = next((s for s in found if s.key_id.hex() == key_id), None)
+    if signer is not None and signer.verifier not in history:
+        history.append(signer.verifier)
+    return signer
 
 
 async def _check_first_key(store: SqlStore, first: VerifierKey, folder: Path) -> None:

@@ -167,7 +167,9 @@ class Run:
         self._ledger = ledger
         self._store = store
         self._secret = secret
-        self._keys = {k.key_id.hex(): VerifyKey(k.public_key) for k in keys}
+        # The list itself, not a copy: a key another process rotated to joins it (memseal.open).
+        self._key_list = keys
+        self._known: dict[str, VerifyKey] = {}
         self._ttl = lease_ttl
         # A one-call run under a fresh id: its start, its call and its release commit
         # together, one transaction instead of three (a call made outside any run).
@@ -349,7 +351,7 @@ class Run:
             if row is None:  # unreachable below the first gap; kept for safety
                 raise ReplayDivergence(f"run {self.run_id!r} step {step} has no memo")
             verified = await check_memo(
-                self._store, self._keys, self._secret, row, self.run_id, step
+                self._store, self._keys(), self._secret, row, self.run_id, step
             )
             if verified.call.fingerprint != fp:
                 recorded = _recorded_call(verified)
@@ -367,7 +369,7 @@ class Run:
         if row is not None and (revalidate or self.mode == "revalidate"):
             with contextlib.suppress(MemsealError):
                 old = await check_memo(
-                    self._store, self._keys, self._secret, row, self.run_id, step
+                    self._store, self._keys(), self._secret, row, self.run_id, step
                 )
         try:
             result = await self._live(
@@ -385,6 +387,12 @@ class Run:
             diff = field_diff(old.result, _normal(new))
             if diff:
                 self.changes.append(Change(step=step, tool=name, diff=tuple(diff)))
+
+    def _keys(self) -> dict[str, VerifyKey]:
+        """The ledger's keys by id, including any the history gained since the last call."""
+        if len(self._known) != len(self._key_list):
+            self._known = {k.key_id.hex(): VerifyKey(k.public_key) for k in self._key_list}
+        return self._known
 
     async def _memo(self, step: int) -> MemoRow | None:
         rows = await self._store.rows(

@@ -57,3 +57,22 @@ async def test_a_process_with_only_the_old_key_is_refused_and_writes_nothing(
                 await b.engine.store(Learning(text="signed by whom?"), namespace=PLACE)
             assert await a.ledger.size() == size
             await a.ledger.verify(a.trust_root)
+
+
+async def test_runs_of_the_process_that_took_the_new_key_resume_from_their_memos(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    from memseal import ToolScope
+
+    folder = tmp_path / "data"
+    scope = ToolScope.placed_at("team:acme/agent:writer")
+    call = ("memory_store", {"learning": {"text": "recorded after the hand-over"}})
+    async with (
+        memseal.open(folder, store=store_url, embedder=None) as a,
+        memseal.open(folder, store=store_url, embedder=None) as b,
+    ):
+        await a.rotate_key()
+        async with b.run("r1", scope) as run:  # b signs with the key a rotated to
+            recorded = await run.call(*call)
+        async with b.run("r1", scope, mode="strict") as run:
+            assert await run.call(*call) == recorded  # the memo verifies against the new key

@@ -42,6 +42,7 @@ __all__ = [
     "SIGNATURE_CONTEXT",
     "Draft",
     "Entry",
+    "check_mention",
     "decode_entry",
     "encode_entry",
     "format_time",
@@ -99,6 +100,12 @@ def payload_hash(salt: bytes, payload: bytes) -> str:
     return blake3.blake3(salt + payload).hexdigest()
 
 
+def check_mention(ref: object, field: str = "ref") -> None:
+    """What may be indexed as mentioned: 1 to 256 printable ASCII characters."""
+    if not isinstance(ref, str) or not _MENTION.fullmatch(ref):
+        raise InvalidRequest(f"`{field}` must be 1 to 256 printable ASCII characters")
+
+
 def make_draft(
     kind: str,
     body: Mapping[str, Any],
@@ -132,8 +139,7 @@ def make_draft(
     if len(mentions) > MAX_MENTIONS:
         raise InvalidRequest(f"`mentions` lists {len(mentions)} ids; the limit is {MAX_MENTIONS}")
     for i, ref in enumerate(mentions):
-        if not isinstance(ref, str) or not _MENTION.fullmatch(ref):
-            raise InvalidRequest(f"`mentions[{i}]` must be 1 to 256 printable ASCII characters")
+        check_mention(ref, f"mentions[{i}]")
     if data is None and mentions:
         raise InvalidRequest("`mentions` needs a payload: it indexes what a payload mentions")
     if type(redacts) not in (tuple, list) and (

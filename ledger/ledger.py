@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from .checkpoint import parse_checkpoint
-from .entry import make_draft
+from .entry import check_mention, make_draft
 from .errors import InvalidRequest, NotFound, VerificationError
 from .merkle import consistency_proof, inclusion_proof, stored_hash_count, tree_hash
 from .note import NoteSigner, VerifierKey, parse_vkey, split_note
@@ -152,6 +152,8 @@ class Ledger:
         return self.store.scan(start, stop)
 
     async def mentioning(self, ref: str) -> list[int]:
+        """Seqs whose payload mentions ``ref`` (an id, or a keyed facet ref)."""
+        check_mention(ref)  # the same rule as at append: the same answer on every store
         return await self.store.mentioning(ref)
 
     # -- checkpoints and proofs -------------------------------------------------

@@ -499,7 +499,13 @@ class PostgresLogStore(RecordReads):
 
     def _run_raw(self, work: Callable[[Conn], T]) -> T:
         conn = self._conn()
-        conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
+        except psycopg.OperationalError:
+            if not conn.broken:
+                raise
+            conn = self._conn()  # dropped by the server since the last use: a new one
+            conn.execute("SELECT pg_advisory_lock(%s)", (self._lock_key,))
         try:
             return work(conn)
         finally:
@@ -654,21 +660,30 @@ class PostgresLogStore(RecordReads):
         REPEATABLE READ transaction, so all of them see the same snapshot.
         """
 
+        def once() -> T:
+            if self._closed:
+                raise StorageError("the ledger store is closed")
+            if self._tree_conn is None or self._tree_conn.broken:
+                if self._tree_conn is not None:
+                    self._tree_conn.close()
+                self._tree_conn = self._connect()
+            conn = self._tree_conn
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                return work(lambda indexes: _read_tree(conn, indexes))
+            finally:
+                if not conn.broken:
+                    conn.execute("COMMIT")
+
         def run() -> T:
             with self._tree_lock:
-                if self._closed:
-                    raise StorageError("the ledger store is closed")
-                if self._tree_conn is None or self._tree_conn.broken:
-                    if self._tree_conn is not None:
-                        self._tree_conn.close()
-                    self._tree_conn = self._connect()
-                conn = self._tree_conn
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 try:
-                    return work(lambda indexes: _read_tree(conn, indexes))
-                finally:
-                    if not conn.broken:
-                        conn.execute("COMMIT")
+                    return once()
+                except psycopg.OperationalError:
+                    # A read: on a connection the server dropped, once more on a new one.
+                    if self._tree_conn is None or not self._tree_conn.broken:
+                        raise
+                return once()
 
         if self._closed:
             raise StorageError("the ledger store is closed")

@@ -77,5 +77,7 @@ async def test_reads_and_writes_go_on_after_the_server_drops_the_connections(
             await run.call("memory_fetch", {"query": "deploy"})
             await run.call("memory_store", {"learning": {"text": "written after the drop"}})
         await _drop_every_connection_but_mine()
+        assert await memory.ledger.inclusion_proof(0, size)  # the Merkle reads' connection
+        await _drop_every_connection_but_mine()
         summary = await memory.ledger.verify(memory.trust_root)
         assert summary.size == await memory.ledger.size() > size

@@ -17,7 +17,8 @@ matters.
 
 On PostgreSQL the index is a ``tsvector`` per item of the words FTS5 would
 index (see :mod:`._dialect`) with a GIN index, and the question's words
-become one ``plainto_tsquery`` each, joined by OR. The rank is
+become one ``phraseto_tsquery`` each (a word FTS5 splits, such as
+``foo_bar``, is the phrase "foo bar" in both), joined by OR. The rank is
 ``ts_rank`` with the same column weights, normalised by document length
 (PostgreSQL keeps no corpus statistics, so a rare word weighs no more
 than a common one); coverage and the order of ties are computed as on
@@ -134,7 +135,7 @@ _PG_SCALE: Final = 10.0
 def _postgres_exact(
     execute: Execute, where: str, params: Sequence[Any], terms: Sequence[str], cap: int
 ) -> list[tuple[int, float, float]]:
-    words = ", ".join(f"plainto_tsquery('simple', ?) AS t{k}" for k in range(len(terms)))
+    words = ", ".join(f"phraseto_tsquery('simple', ?) AS t{k}" for k in range(len(terms)))
     any_word = " || ".join(f"q.t{k}" for k in range(len(terms)))
     matched = " + ".join(f"(f.doc @@ q.t{k})::int" for k in range(len(terms)))
     found = execute(

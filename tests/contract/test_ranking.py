@@ -321,3 +321,11 @@ async def test_pages_add_up_to_the_long_page(engine: Engine) -> None:
             )
         assert paged == whole, mode
         assert len(set(paged)) == len(paged) >= 9, mode
+
+
+async def test_a_word_the_index_splits_is_searched_as_a_phrase(engine: Engine) -> None:
+    await _fill(engine)
+    joined = await _learn(engine, "set config_value before the deploy")
+    await _learn(engine, "the value of the config was wrong")
+    assert await _ids(engine, "config_value") == [joined]
+    assert await _ids(engine, "value_config") == []

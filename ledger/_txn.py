@@ -130,11 +130,22 @@ class LogTxn(ABC):
         process whose key is not the current one takes the new key from
         ``source`` (the data folder it shares) or fails the group, rather
         than sign an entry no verifier would accept.
+
+        A log that ``memseal migrate`` is moving (or has moved) to another
+        store carries ``moved_to``: a process still writing here would make
+        the same key sign two logs, so every group fails, naming the store.
         """
-        rows = self.execute("SELECT value FROM meta WHERE key = 'signing_key'")
-        if not rows or rows[0][0] == self._key:
+        said: dict[str, str] = dict(
+            self.execute("SELECT key, value FROM meta WHERE key IN ('signing_key', 'moved_to')")
+        )
+        if "moved_to" in said:
+            raise StorageError(
+                f"this ledger moved to {said['moved_to']} (memseal migrate); nothing more is "
+                "written here: restart this process with that store (--store or MEMSEAL_STORE)"
+            )
+        if said.get("signing_key", self._key) == self._key:
             return
-        wanted = str(rows[0][0])
+        wanted = str(said["signing_key"])
         found = None if source is None else source(wanted)
         if found is None or found.key_id.hex() != wanted:
             raise StorageError(

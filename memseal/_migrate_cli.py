@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import sqlite3
 import sys
@@ -57,6 +58,7 @@ from memseal.ledger.location import DatabaseUrl, hide_password, parse_database_u
 from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.postgres import PostgresLogStore
+from memseal.ledger.store import WriteTxn
 from memseal.memory import (
     DATABASE,
     STORE_ENV,
@@ -154,7 +156,7 @@ _TABLES: Final = (
         name="meta",
         columns=("key", "value"),
         select="key, value",
-        where="key <> 'schema'",
+        where="key NOT IN ('schema', 'moved_to')",
         bound=None,
         order="key",
         required=True,
@@ -512,6 +514,22 @@ async def _open_quietly(folder: Path, url: str | None, progress: Progress | None
     )
 
 
+def _mark_moved(display: str, txn: WriteTxn) -> None:
+    """In the source's own write transaction: its writers refuse from now on (see
+    ``LogTxn.adopt_current_key``); the copy's snapshot, taken after, is the final log."""
+    txn.execute(
+        "INSERT INTO meta (key, value) VALUES ('moved_to', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (display,),
+    )
+
+
+def _unmark_moved(db: Path) -> None:
+    """A migration that did not finish gives the file back to its writers."""
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn, conn:
+        conn.execute("DELETE FROM meta WHERE key = 'moved_to'")
+
+
 def _stay_home(folder: Path) -> None:
     """A failed migration leaves the folder's ledger where it was (see memory.LOCATION)."""
     said = read_location(folder)
@@ -542,6 +560,24 @@ async def _run(folder: Path, url: str) -> int:
     with _folder_store():
         source = await _open_quietly(folder, None)
     try:
+        # From here no process appends to the folder's file: each refuses, naming the store.
+        await source.ledger.store.run(functools.partial(_mark_moved, where.display))
+    except BaseException:
+        await source.close()
+        raise
+    done = False
+    try:
+        code = await _copy_and_check(folder, url, where, source)
+        done = code == OK
+        return code
+    finally:
+        if not done:
+            await asyncio.to_thread(_unmark_moved, folder / DATABASE)
+            _stay_home(folder)
+
+
+async def _copy_and_check(folder: Path, url: str, where: DatabaseUrl, source: Memory) -> int:
+    try:
         print(f"from: {source.location}")
         print(f"to:   {where.display}")
         progress = ProgressLine("copying")
@@ -571,7 +607,6 @@ async def _run(folder: Path, url: str) -> int:
     finally:
         await source.close()
     if not agree:
-        _stay_home(folder)
         print(
             "memseal migrate: FAILED: the copy disagrees with the source (committed; "
             "drop the target schema before trying again)",
@@ -584,7 +619,6 @@ async def _run(folder: Path, url: str) -> int:
             summary = await ledger.verify(trust, progress=progress)
         except VerificationError as exc:
             progress.close()
-            _stay_home(folder)
             print(f"memseal migrate: FAILED: {exc}", file=sys.stderr)
             return FAILED
     progress.close()

@@ -22,7 +22,6 @@ import fcntl
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -375,9 +374,9 @@ class SqliteLogStore(RecordReads):
         SQLite's own lock wait is a busy handler that sleeps and retries, up to
         100 ms at a time: with several processes writing, a waiter can sleep
         through turn after turn (a p99 over a second with four servers). A
-        ``flock`` on the file beside the database, polled every millisecond or
-        two, hands the turn on almost as soon as the holder lets go; SQLite's
-        locks still guard the file itself, whoever skips this one.
+        ``flock`` on the file beside the database hands the turn on as soon as
+        the holder lets go; SQLite's locks still guard the file itself, whoever
+        skips this one.
         """
         fd = self._turn
         if fd is None:
@@ -517,26 +516,42 @@ class SqliteLogStore(RecordReads):
 def _wait_for_turn(fd: int, name: str) -> None:
     """``flock`` the turn file, waiting at most the writer's busy timeout.
 
-    A blocking ``flock`` cannot time out, so the wait polls, starting at a tenth
-    of a millisecond: still a small fraction of a commit, where SQLite's busy
-    handler sleeps up to 100 ms at a time. A holder that never lets go (a
-    process stopped mid-commit) fails the waiting writes after the timeout,
-    as SQLite's own lock would.
+    A blocking ``flock`` is woken the moment the holder lets go, but it cannot
+    time out; so when the turn is taken, a helper thread blocks in it while
+    this one waits on an event with the timeout. (The lock belongs to the open
+    file, not to the thread that took it.) A holder that never lets go (a
+    process stopped mid-commit) fails the waiting writes after the timeout, as
+    SQLite's own lock would; the helper then lets go at once if it ever gets
+    the turn. SQLite's locks still guard the file whatever happens here.
     """
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-    pause = 0.0001
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    got = threading.Event()
+    guard = threading.Lock()
+    abandoned = False
+
+    def take() -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with guard:
+            if abandoned:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            else:
+                got.set()
+
+    threading.Thread(target=take, name="memseal-writer-turn", daemon=True).start()
+    if got.wait(_BUSY_TIMEOUT_MS / 1000):
+        return
+    with guard:
+        if got.is_set():
             return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise StorageError(
-                    f"another process has held the ledger's writer turn ({name}) for "
-                    f"{_BUSY_TIMEOUT_MS // 1000} s; is it stopped mid-write?"
-                ) from None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.002)
+        abandoned = True
+    raise StorageError(
+        f"another process has held the ledger's writer turn ({name}) for "
+        f"{_BUSY_TIMEOUT_MS // 1000} s; is it stopped mid-write?"
+    )
 
 
 def _translate(exc: BaseException) -> BaseException:

@@ -57,8 +57,9 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from ._reads import RecordReads
+from ._setup import StoreSetup
 from ._snapshots import SnapshotPool
-from ._txn import KeySource, LogTxn, in_order
+from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
 from .errors import StorageError
@@ -274,7 +275,7 @@ class _ReadSession:
         return self._conn.broken
 
 
-class PostgresLogStore(RecordReads):
+class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
     """The log store on PostgreSQL (see the module docstring).
 
     ``dsn`` is a libpq connection string or URI. ``schema``, when given, holds
@@ -296,12 +297,9 @@ class PostgresLogStore(RecordReads):
     ) -> None:
         self.dsn = dsn
         self.schema = schema
-        self._signer = signer
+        super().__init__(signer, _SCHEMA)
         self._clock = clock
         self._max_batch = max_batch
-        self._hooks: list[PostgresAppendHook] = []
-        self._commit_hooks: list[Callable[[PostgresTxn], None]] = []
-        self._schema_ddl: list[str] = [_SCHEMA]
         self._lock_key = 0
         self._writer: Conn | None = None
         self._reader: psycopg.AsyncConnection[TupleRow] | None = None
@@ -313,37 +311,11 @@ class PostgresLogStore(RecordReads):
             max_batch=max_batch,
             name="memseal-pg-writer",
         )
-        self._key_source: KeySource | None = None
         self._closed = False
         self._tree_conn: Conn | None = None
         self._tree_lock = threading.Lock()
 
     # -- set-up ---------------------------------------------------------------
-
-    def add_schema(self, ddl: str) -> None:
-        """Tables of the layers above, created with the log's own (before :meth:`open`)."""
-        self._schema_ddl.append(ddl)
-
-    def add_append_hook(self, hook: PostgresAppendHook) -> None:
-        self._hooks.append(hook)
-
-    def add_commit_hook(self, hook: Callable[[PostgresTxn], None]) -> None:
-        """Run ``hook(txn)`` after a group's commands, inside its transaction (see SQLite)."""
-        self._commit_hooks.append(hook)
-
-    @property
-    def signer(self) -> NoteSigner:
-        if self._signer is None:
-            raise StorageError("this ledger store is open read-only")
-        return self._signer
-
-    def use_signer(self, signer: NoteSigner) -> None:
-        """Sign later groups with ``signer`` (after a committed key rotation)."""
-        self._signer = signer
-
-    def set_key_source(self, source: KeySource) -> None:
-        """Where to find the key another process rotated to (see ``adopt_current_key``)."""
-        self._key_source = source
 
     def _where(self) -> str:
         return "PostgreSQL" if self.schema is None else f"PostgreSQL schema {self.schema}"
@@ -423,7 +395,7 @@ class PostgresLogStore(RecordReads):
             try:
                 # Two processes opening one fresh database must not race on CREATE TABLE.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-                for ddl in self._schema_ddl:
+                for ddl in self._schema:
                     conn.execute(ddl)
                 found = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
                 if found is None:

@@ -30,8 +30,9 @@ from typing import Any, Final, TypeVar
 import aiosqlite
 
 from ._reads import RecordReads
+from ._setup import StoreSetup
 from ._snapshots import SnapshotPool
-from ._txn import KeySource, LogTxn, in_order
+from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
 from .entry import Draft
 from .errors import StorageError
@@ -191,7 +192,7 @@ class _ReadSession:
         return False  # a file does not hang up
 
 
-class SqliteLogStore(RecordReads):
+class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
     """The embedded default log store (see the module docstring)."""
 
     #: The SQL the store's ``execute`` and ``rows`` take (see :class:`~.store.SqlStore`).
@@ -207,12 +208,9 @@ class SqliteLogStore(RecordReads):
     ) -> None:
         """A store over the file at ``path``; ``signer`` None opens it read-only (audits)."""
         self.path = path
-        self._signer = signer
+        super().__init__(signer, _SCHEMA)
         self._clock = clock
         self._max_batch = max_batch
-        self._hooks: list[AppendHook] = []
-        self._commit_hooks: list[Callable[[SqliteTxn], None]] = []
-        self._schema: list[str] = [_SCHEMA]
         self._writer: sqlite3.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._group: GroupCommitWriter[sqlite3.Connection] = GroupCommitWriter(
@@ -223,42 +221,12 @@ class SqliteLogStore(RecordReads):
             max_batch=max_batch,
             name="memseal-writer",
         )
-        self._key_source: KeySource | None = None
         self._turn: int | None = None  # the writers' turn lock (see _writers_turn)
         self._closed = False
         self._tree_conn: sqlite3.Connection | None = None
         self._tree_lock = threading.Lock()
 
     # -- set-up ---------------------------------------------------------------
-
-    def add_schema(self, ddl: str) -> None:
-        """Tables of the layers above, created with the log's own (before :meth:`open`)."""
-        self._schema.append(ddl)
-
-    def add_append_hook(self, hook: AppendHook) -> None:
-        self._hooks.append(hook)
-
-    def add_commit_hook(self, hook: Callable[[SqliteTxn], None]) -> None:
-        """Run ``hook(txn)`` after a group's commands, inside its transaction.
-
-        A hook that raises fails the whole group: it guards the log itself
-        (the checkpoint policy refuses to sign an inconsistent tree).
-        """
-        self._commit_hooks.append(hook)
-
-    @property
-    def signer(self) -> NoteSigner:
-        if self._signer is None:
-            raise StorageError("this ledger store is open read-only")
-        return self._signer
-
-    def use_signer(self, signer: NoteSigner) -> None:
-        """Sign later groups with ``signer`` (after a committed key rotation)."""
-        self._signer = signer
-
-    def set_key_source(self, source: KeySource) -> None:
-        """Where to find the key another process rotated to (see ``adopt_current_key``)."""
-        self._key_source = source
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()

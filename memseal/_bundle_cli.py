@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
 from memseal.ledger.keys import key_history
-from memseal.memory import open
+from memseal.memory import STORE_ENV, open
 from memseal.replay.bundle import (
     VerifiedBundle,
     decode_bundle,
@@ -38,6 +39,11 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     """Add ``export`` and ``replay`` to the ``memseal`` parser."""
     export = verbs.add_parser("export", help="write one run as a session bundle")
     export.add_argument("--data", default="memseal-data", help="the data folder")
+    export.add_argument(
+        "--store",
+        default=None,
+        help=f"a postgresql:// URL holding the log (default: ${STORE_ENV}, else the folder)",
+    )
     export.add_argument("--run", required=True, dest="run_id", help="the run id")
     export.add_argument("-o", "--output", required=True, help="the bundle file to write")
     export.set_defaults(run=_export)
@@ -85,10 +91,13 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 async def _export(args: argparse.Namespace) -> int:
     folder = Path(args.data)
-    if not (folder / "ledger.db").is_file():
+    store = args.store or os.environ.get(STORE_ENV) or None
+    if store is None and not (folder / "ledger.db").is_file():
         print(f"memseal export: no ledger in {folder}", file=sys.stderr)
         return USAGE
-    async with open(folder, create=False, checkpoint_interval=None, embedder=None) as memory:
+    async with open(
+        folder, store=store, create=False, checkpoint_interval=None, embedder=None
+    ) as memory:
         rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
         bundle = await export_bundle(
             memory.ledger,

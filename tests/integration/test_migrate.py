@@ -522,3 +522,19 @@ def test_memseal_store_naming_the_target_does_not_redirect_the_source(
     assert code == 0, err
     assert f"from: {source.folder / 'ledger.db'}" in out
     assert f"state hash: {source.state_hash} (equal)" in out
+
+
+@needs_postgres
+def test_a_run_exports_from_the_store_as_it_did_from_the_folder(
+    source: Source, target: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    before, after = tmp_path / "before.bundle", tmp_path / "after.bundle"
+    argv = ["export", "--data", str(source.folder), "--run", "run-a"]
+    assert _cli(capsys, *argv, "-o", str(before))[0] == 0
+    assert _cli(capsys, "migrate", "--from", str(source.folder), "--to", target)[0] == 0
+    code, out, err = _cli(capsys, *argv, "--store", target, "-o", str(after))
+    assert code == 0, err
+    assert _password(target) not in out + err
+    assert after.read_bytes() == before.read_bytes()  # the same signed entries, the same bytes
+    code, out, err = _cli(capsys, "verify", str(after), "--trust", source.trust)
+    assert code == 0, err

@@ -92,28 +92,40 @@ class PgVector:
     def rank(
         self, execute: Execute, where: str, params: Sequence[Any], target: str, cap: int
     ) -> tuple[list[tuple[int, float]], list[str], list[str]]:
-        """(ranking, contents with no vector, contents whose ``emb`` is unfilled)."""
+        """(ranking, contents with no vector, contents whose ``emb`` is unfilled).
+
+        One scan of the candidates ranks them and counts those without a vector;
+        only when some lack one are their contents looked up (the rare path).
+        """
+        found = self._scan(execute, where, params, target, cap)
+        if not found or not found[0][2]:
+            return [(int(seq), float(score)) for seq, score, _ in found], [], []
         gaps = execute(
             "SELECT DISTINCT i.content, v.vec IS NULL FROM engine_items i "
             "LEFT JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "
             f"WHERE ({where}) AND v.emb IS NULL",
             [self._embedder, *params],
         )
-        if gaps:
-            absent = sorted(str(c) for c, none in gaps if none)
-            unfilled = sorted(str(c) for c, none in gaps if not none)
-            return [], absent, unfilled
-        return self.rank_filled(execute, where, params, target, cap), [], []
+        absent = sorted(str(c) for c, none in gaps if none)
+        unfilled = sorted(str(c) for c, none in gaps if not none)
+        return [], absent, unfilled
 
     def rank_filled(
         self, execute: Execute, where: str, params: Sequence[Any], target: str, cap: int
     ) -> list[tuple[int, float]]:
         """(seq, cosine) of the items under ``where`` that have a vector, best first."""
-        found = execute(
-            f"SELECT i.seq, round((-(v.emb {self._op} ?::{self.type}))::numeric, 4) AS s "
-            "FROM engine_items i JOIN engine_vectors v "
+        found = self._scan(execute, where, params, target, cap)
+        return [(int(seq), float(score)) for seq, score, _ in found if score is not None]
+
+    def _scan(
+        self, execute: Execute, where: str, params: Sequence[Any], target: str, cap: int
+    ) -> list[tuple[Any, ...]]:
+        # (seq, rounded score or NULL without a vector, how many candidates lack one).
+        return execute(
+            f"SELECT i.seq, round((-(v.emb {self._op} ?::{self.type}))::numeric, 4) AS s, "
+            "count(*) FILTER (WHERE v.emb IS NULL) OVER () "
+            "FROM engine_items i LEFT JOIN engine_vectors v "
             "ON v.embedder = ? AND v.content = i.content "
-            f"WHERE {where} AND v.emb IS NOT NULL ORDER BY s DESC, i.seq DESC LIMIT ?",
+            f"WHERE {where} ORDER BY s DESC NULLS LAST, i.seq DESC LIMIT ?",
             [target, self._embedder, *params, cap],
         )
-        return [(int(seq), float(score)) for seq, score in found]

@@ -58,14 +58,16 @@ class LogTxn(ABC):
         signer: NoteSigner,
         clock: Callable[[], datetime],
         hooks: Sequence[Callable[[Any, int, bytes], None]],
-        head: tuple[int, bytes] | None,
     ) -> None:
+        """Called by the adapter once its connection is set (the head is read through it)."""
         self._signer = signer
         self._key = signer.key_id.hex()
         self._clock = clock
         self._hooks = hooks
-        self._size: int = 0 if head is None else head[0] + 1
-        self._prev: bytes | None = None if head is None else head[1]
+        # Read inside the write transaction, after the writer lock: never a cached head.
+        head = self.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
+        self._size: int = 0 if not head else head[0][0] + 1
+        self._prev: bytes | None = None if not head else bytes(head[0][1])
         self._edge: list[tuple[int, bytes]] | None = None
         self._depth = 0
 

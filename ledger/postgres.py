@@ -197,8 +197,7 @@ class PostgresTxn(LogTxn):
         hooks: Sequence[PostgresAppendHook],
     ) -> None:
         self.conn = conn
-        row = conn.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-        super().__init__(signer, clock, hooks, None if row is None else (row[0], row[1]))
+        super().__init__(signer, clock, hooks)
 
     def _sql(self, statement: str) -> None:
         self.conn.execute(statement)

@@ -45,7 +45,7 @@ from memseal.tools import MAX_ARGUMENT_BYTES, ToolScope
 
 from ._service_ledger import MAX_ENTRIES, EntryView
 from ._service_runs import RunRegistry
-from ._service_tokens import ROLES, Principal, TokenStore, parse_reach
+from ._service_tokens import ROLES, OutsideReach, Principal, TokenStore, check_mint, parse_reach
 
 __all__ = ["MAX_BODY_BYTES", "ApiError", "Service", "create_app"]
 
@@ -70,6 +70,7 @@ class ApiError(Exception):
 
 _STATUS: Final[list[tuple[type[MemsealError], int, str]]] = [
     (InvalidRequest, 400, "invalid_request"),
+    (OutsideReach, 403, "forbidden"),
     (Unsupported, 403, "unsupported"),
     (NotFound, 404, "not_found"),
     (ReplayDivergence, 409, "replay_divergence"),
@@ -888,12 +889,19 @@ def _routes(app: FastAPI) -> None:
             frozen=body.frozen,
             allow=body.allow,
         )
+        check_mint(who.scope, body.role, scope)
         token, info = service.tokens.add(body.role, scope, label=body.label)
         return _json({"token": token, "info": info.as_dict()}, status=201)
 
-    @app.get("/v1/admin/tokens", tags=["admin"], summary="Every token", response_model=TokensOut)
+    @app.get(
+        "/v1/admin/tokens",
+        tags=["admin"],
+        summary="Every token within the admin's reach",
+        response_model=TokensOut,
+    )
     async def list_tokens(request: Request, who: Admin) -> Response:
-        return _json({"tokens": [t.as_dict() for t in _service(request).tokens.listed()]})
+        listed = _service(request).tokens.listed(within=who.scope)
+        return _json({"tokens": [t.as_dict() for t in listed]})
 
     @app.delete(
         "/v1/admin/tokens/{token_id}",
@@ -906,7 +914,7 @@ def _routes(app: FastAPI) -> None:
         who: Admin,
         token_id: Annotated[str, PathParam(max_length=64)],
     ) -> Response:
-        return _json(_service(request).tokens.revoke(token_id).as_dict())
+        return _json(_service(request).tokens.revoke(token_id, within=who.scope).as_dict())
 
     async def _trust(
         request: Request, who: Principal, item_id: str, action: str, reason: str

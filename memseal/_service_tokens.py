@@ -9,6 +9,13 @@ again with :func:`hmac.compare_digest`. Nothing in a request can change a
 token's role or scope; a revoked token is refused from the next request on
 (the table is read on every request, so ``memseal tokens revoke`` works while
 the service runs).
+
+An admin's reach bounds what it may do with tokens (:func:`manages`,
+:func:`check_mint`): it lists and revokes only tokens placed at or below its
+own place and inside its reach, and mints only tokens placed there that are no
+wider than itself in any scope field. The root admin (place ``/``, reach every
+namespace) is the only one that manages every token. ``memseal tokens`` acts
+as the operator and is not bounded.
 """
 
 from __future__ import annotations
@@ -23,17 +30,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from memseal.engine import Reach
-from memseal.ledger.errors import InvalidRequest, NotFound
+from memseal.engine import Namespace, Reach
+from memseal.engine.trust import trust_rank
+from memseal.ledger.errors import InvalidRequest, NotFound, Unsupported
 from memseal.tools import ToolScope
 
 __all__ = [
     "ROLES",
     "TOKENS_FILE",
+    "OutsideReach",
     "Principal",
     "Role",
     "TokenInfo",
     "TokenStore",
+    "check_mint",
+    "manages",
     "parse_reach",
     "reach_text",
 ]
@@ -86,6 +97,108 @@ def parse_reach(text: str | None, place: str, role: str) -> Reach | None:
 
 def reach_text(reach: Reach | None) -> str:
     return "all" if reach is None else f"{reach.mode}:{reach.node}"
+
+
+class OutsideReach(Unsupported):
+    """An admin asked to make a token outside its reach or wider than itself (HTTP 403)."""
+
+
+def _shown(namespace: str) -> str:
+    return namespace or "/"
+
+
+def manages(admin: ToolScope, place: str) -> bool:
+    """Whether an admin of scope ``admin`` manages tokens placed at ``place``.
+
+    The place must be at or below the admin's own place (whole path segments:
+    ``team:acme`` does not hold ``team:acme-corp``) and inside its reach; so
+    only an admin placed at the root with every namespace in reach manages all.
+    """
+    ns = Namespace(place, field="place")
+    inside_place = Namespace(admin.place).contains(ns)
+    return inside_place and (admin.reach is None or admin.reach.admits(ns))
+
+
+def _beyond(inner: Reach | None, outer: Reach | None) -> str | None:
+    """Something ``inner`` reaches that ``outer`` does not, in words; None if none.
+
+    Reaches are compared as the sets of namespaces they admit: ``of:N`` is N and
+    its ancestors up to the root, ``subtree:N`` N and everything below it.
+    """
+    if outer is None or (outer.mode == "subtree" and not outer.node):
+        return None
+    if inner is None or (inner.mode == "subtree" and not inner.node):
+        return "every namespace"
+    if inner.mode == "of":
+        for ancestor in Namespace(inner.node).ancestors():
+            if not outer.admits(ancestor):
+                return _shown(ancestor.text)
+        return None
+    if not outer.admits(inner.node):
+        return _shown(inner.node)
+    if inner.mode == "subtree" and not (
+        outer.mode == "subtree" and Namespace(outer.node).contains(Namespace(inner.node))
+    ):
+        # Below any node there are namespaces (only depth limits them): an exact or
+        # ancestors' reach never holds a whole subtree.
+        return f"the namespaces below {inner.node}"
+    return None
+
+
+def _cannot_write(scope: ToolScope) -> bool:
+    return not scope.writes or scope.frozen
+
+
+def check_mint(admin: ToolScope, role: str, scope: ToolScope) -> None:
+    """Refuse (:class:`OutsideReach`) a token an admin of scope ``admin`` may not make.
+
+    1. The token is placed where the admin manages (:func:`manages`).
+    2. Its reach admits no namespace the admin's reach does not.
+    3. It may write only if the admin may (``writes`` and not ``frozen``).
+    4. Its floor is not below the admin's (``default_trust`` is at least the
+       floor already, and reads never go below the floor).
+    5. Its tools are among the admin's allowlist, if the admin has one.
+    Any role may be made: the role decides which routes a token uses, its scope
+    how far it reaches there, and that scope is what the steps above bound.
+    """
+    if role not in ROLES:
+        raise InvalidRequest(f"`role` {role!r} is not one of {', '.join(ROLES)}")
+    mine = f"this admin (place {_shown(admin.place)}, reach {reach_text(admin.reach)})"
+    # 1. Where the token is placed.
+    if not manages(admin, scope.place):
+        raise OutsideReach(
+            f"`place` {_shown(scope.place)} is outside the reach of {mine}: an admin makes "
+            "tokens only at or below its own place, inside its reach"
+        )
+    # 2. What the token reaches.
+    beyond = _beyond(scope.reach, admin.reach)
+    if beyond is not None:
+        hint = f"; e.g. subtree:{scope.place}" if scope.place else ""
+        raise OutsideReach(
+            f"`reach` {reach_text(scope.reach)} reaches {beyond}, outside the reach of "
+            f"{mine}: a token is never wider than the admin that makes it{hint}"
+        )
+    # 3. Whether it writes.
+    if _cannot_write(admin) and not _cannot_write(scope):
+        raise OutsideReach(
+            f"`read_only`: {mine} cannot write (read-only or frozen), so the tokens it "
+            "makes cannot either"
+        )
+    # 4. How little trust it may read.
+    if trust_rank(scope.floor) < trust_rank(admin.floor):
+        raise OutsideReach(f"`floor` {scope.floor} is below the floor {admin.floor} of {mine}")
+    # 5. Which tools it is offered.
+    if admin.allowlist is not None:
+        if scope.allowlist is None:
+            raise OutsideReach(
+                f"`allow` is required: {mine} is limited to {','.join(admin.allowlist)}"
+            )
+        extra = [name for name in scope.allowlist if name not in admin.allowlist]
+        if extra:
+            raise OutsideReach(
+                f"`allow`: {','.join(extra)} not among the tools of {mine} "
+                f"({','.join(admin.allowlist)})"
+            )
 
 
 def _hash(token: str) -> bytes:
@@ -199,17 +312,29 @@ class TokenStore:
             raise NotFound(f"no token {token_id!r}")
         return _info(row)
 
-    def listed(self) -> list[TokenInfo]:
+    def listed(self, within: ToolScope | None = None) -> list[TokenInfo]:
+        """Every token, or with ``within`` (an admin's scope) those it manages."""
         with self._lock:
             rows = self._conn.execute(
                 "SELECT id, role, place, reach, writes, floor, default_trust, frozen, allowlist,"
                 " label, created_at, revoked_at FROM tokens ORDER BY created_at, id"
             ).fetchall()
-        return [_info(r) for r in rows]
+        infos = [_info(r) for r in rows]
+        return infos if within is None else [t for t in infos if manages(within, t.place)]
 
-    def revoke(self, token_id: str) -> TokenInfo:
+    def revoke(self, token_id: str, within: ToolScope | None = None) -> TokenInfo:
+        """Revoke a token; with ``within`` (an admin's scope) only one it manages.
+
+        A token outside ``within`` gets the same :class:`NotFound` as one that does
+        not exist: an admin learns nothing of the ids beyond its reach.
+        """
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         with self._lock:
+            row = self._conn.execute(
+                "SELECT place FROM tokens WHERE id = ?", (token_id,)
+            ).fetchone()
+            if row is None or (within is not None and not manages(within, row[0])):
+                raise NotFound(f"no token {token_id!r}")
             self._conn.execute(
                 "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 (now, token_id),

@@ -8,6 +8,9 @@ Layout under the data folder::
       instance.secret   mode 0600  32 random bytes keying item ids and fingerprints
       history           mode 0644  every vkey this ledger has used, oldest first
 
+The data folder itself is 0700 (:func:`secure_folder` tightens one made wider,
+and the key folder and private files with it).
+
 Keys are made on first use only. Once a folder has any key file, or a
 ledger with entries, a missing or malformed file is a :class:`KeyFileError`,
 never a reason to make a new key: a silently new key would orphan every
@@ -22,6 +25,7 @@ import os
 import secrets
 from pathlib import Path
 
+from ._files import tighten, tighten_folder
 from .errors import InvalidRequest, KeyFileError
 from .note import NoteSigner, VerifierKey, format_skey, parse_skey, parse_vkey
 
@@ -36,6 +40,7 @@ __all__ = [
     "key_history",
     "load_keys",
     "pending_rotation",
+    "secure_folder",
 ]
 
 SECRET_SIZE = 32
@@ -90,6 +95,20 @@ def key_files_exist(folder: Path) -> bool:
     return any((d / name).exists() for name in (_SKEY, _VKEY, _SECRET))
 
 
+def secure_folder(folder: Path) -> None:
+    """Tighten a data folder open to group or others to 0700, with ``keys/`` and its secrets.
+
+    Raises :class:`~.errors.StorageError` where that is not this process's to do (a
+    shared sticky folder such as ``/tmp``, a folder of another user): nothing is
+    made in a data folder others may read.
+    """
+    tighten_folder(folder)
+    d = _dir(folder)
+    tighten(d, 0o700)
+    for name in (_SKEY, _SECRET, _NEXT):
+        tighten(d / name)
+
+
 def _write_new(path: Path, data: bytes, mode: int) -> None:
     # O_EXCL: two processes racing to create keys must not overwrite each other.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -110,6 +129,7 @@ def create_keys(folder: Path, name: str) -> Keys:
     except InvalidRequest as exc:
         raise InvalidRequest(f"key name: {exc}") from exc
     secret = secrets.token_bytes(SECRET_SIZE)
+    secure_folder(folder)
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         _write_new(d / _SECRET, secret, 0o600)

@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar
 
 import aiosqlite
 
+from ._files import create_private, private_database
 from ._reads import RecordReads
 from ._setup import StoreSetup
 from ._snapshots import SnapshotPool
@@ -265,10 +266,14 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
             )
 
     def _open_writer(self) -> sqlite3.Connection:
+        # 0600 before SQLite first opens the file: it gives -wal and -shm the same mode.
+        private_database(self.path)
+        turn = Path(f"{self.path}.writer")
+        create_private(turn)
         try:
-            self._turn = os.open(f"{self.path}.writer", os.O_RDWR | os.O_CREAT, 0o600)
+            self._turn = os.open(turn, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise StorageError(f"cannot open {self.path}.writer: {exc.strerror}") from exc
+            raise StorageError(f"cannot open {turn}: {exc.strerror}") from exc
         try:
             conn = _connect_writer(self.path)
         except BaseException:

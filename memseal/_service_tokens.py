@@ -32,7 +32,9 @@ from typing import Any, Final, Literal
 
 from memseal.engine import Namespace, Reach
 from memseal.engine.trust import trust_rank
+from memseal.ledger._files import private_database
 from memseal.ledger.errors import InvalidRequest, NotFound, Unsupported
+from memseal.ledger.keys import secure_folder
 from memseal.tools import ToolScope
 
 __all__ = [
@@ -241,11 +243,11 @@ class TokenStore:
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        secure_folder(folder)
         self.path = folder / TOKENS_FILE
-        fresh = not self.path.exists()
+        # 0600 before SQLite opens it: its -wal and -shm get the same mode.
+        private_database(self.path)
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        if fresh:
-            self.path.chmod(0o600)
         self._lock = threading.Lock()
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")

@@ -36,6 +36,7 @@ from memseal.ledger.keys import (
     key_history,
     load_keys,
     pending_rotation,
+    secure_folder,
 )
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.location import (
@@ -305,6 +306,8 @@ def _prepare(
 ) -> Keys:
     if folder.exists() and not folder.is_dir():
         raise InvalidRequest(f"`path` {folder} exists and is not a folder")
+    if folder.is_dir():
+        secure_folder(folder)  # 0700 before anything is read or made in it
     if folder.is_dir() and key_files_exist(folder):
         return load_keys(folder)
     # Asked before anything is made: an unreachable store leaves no folder behind.

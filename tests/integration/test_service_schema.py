@@ -1,6 +1,7 @@
 """schemathesis against the OpenAPI document a real uvicorn server serves on 127.0.0.1.
 
-For every operation of ``/openapi.json`` and for an admin and an agent token,
+For every operation of ``/openapi.json`` and for the root admin's, an agent's
+and a placed admin's token,
 schemathesis generates a bounded number of requests, valid (positive) and
 invalid (negative) by the document, and sends them to the server. Whatever
 it sends: no 5xx (schemathesis's ``not_a_server_error``), and every 4xx is
@@ -15,6 +16,11 @@ is "an object"; the last test turns each tool's own JSON Schema (from
 ``GET /v1/tools``) into an operation of its own, so that positive bodies are
 valid arguments that run the tools for real, and negative ones are near
 misses, both under the same two checks.
+
+The placed admin (at ``team:schema-admin``, a look-alike of the agent's tenant)
+has its token ids biased towards real ones, inside its reach and beyond it:
+whatever it sends, no 5xx, and afterwards every token beyond its reach is
+still live.
 """
 
 from __future__ import annotations
@@ -33,10 +39,15 @@ from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from test_service_support import ServerThread
 
+from memseal._service_tokens import TokenStore
+from memseal.engine import Namespace
 from memseal.tools import TOOL_NAMES
 
 #: Hypothesis examples per operation and token (positive and negative cases mixed).
 EXAMPLES = 20
+#: For the placed admin's run: about 30 s on two loaded cores, under the minute it may take.
+PLACED_EXAMPLES = 20
+PLACED = "team:schema-admin"
 CODE = re.compile(r"[a-z][a-z_]{0,63}")
 TOP_LEVEL = {"error", "run_id", "step"}
 
@@ -52,6 +63,12 @@ class Served:
         self.tools = tools
         self.agent = agent
         self.item = item
+        self.placed = server.token("admin", PLACED)
+        server.token("agent", f"{PLACED}/agent:victim", reach=f"subtree:{PLACED}")
+        listed = _tokens(server)
+        #: Token ids: (inside the placed admin's reach, beyond it); never the admin's own.
+        self.inside = [t.id for t in listed if t.place == f"{PLACED}/agent:victim"]
+        self.beyond = [t.id for t in listed if not Namespace(PLACED).contains(Namespace(t.place))]
 
 
 def _tools_document(served: dict[str, Any], specs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -68,6 +85,14 @@ def _tools_document(served: dict[str, Any], specs: list[dict[str, Any]]) -> dict
         }
         paths[f"/v1/tools/{spec['name']}"] = {"post": operation}
     return {**served, "paths": paths}
+
+
+def _tokens(server: ServerThread) -> list[Any]:
+    store = TokenStore(server.folder)
+    try:
+        return store.listed()
+    finally:
+        store.close()
 
 
 @pytest.fixture(scope="module")
@@ -108,18 +133,22 @@ def error_in_documented_shape(ctx: CheckContext, response: Response, case: Case)
     return None
 
 
-def _known(served: Served) -> dict[str, st.SearchStrategy[str]]:
-    return {
+def _known(served: Served, role: str) -> dict[str, st.SearchStrategy[str]]:
+    known = {
         "name": st.sampled_from(TOOL_NAMES),
         "run_id": st.just("schema-run"),
         "item_id": st.just(served.item),
     }
+    if role == "placed-admin":
+        # Only this run aims at real token ids: the others' tokens must stay live.
+        known["token_id"] = st.sampled_from(served.inside + served.beyond)
+    return known
 
 
-def _cases(operation: Any, served: Served, bias: bool) -> st.SearchStrategy[Case]:
+def _cases(operation: Any, served: Served, role: str, bias: bool) -> st.SearchStrategy[Case]:
     """Positive and negative cases; with ``bias``, some with the path naming things that exist."""
     names = [p.name for p in operation.path_parameters]
-    known = {k: v for k, v in _known(served).items() if k in names and bias}
+    known = {k: v for k, v in _known(served, role).items() if k in names and bias}
     options: list[st.SearchStrategy[Case]] = []
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
         options.append(operation.as_strategy(generation_mode=mode))
@@ -134,8 +163,15 @@ def _cases(operation: Any, served: Served, bias: bool) -> st.SearchStrategy[Case
     return st.one_of(options)
 
 
-def _run(served: Served, schema: Any, role: str, token: str | None, known: bool) -> None:
-    """Every operation of ``schema``, EXAMPLES cases per mode; all failures reported at once."""
+def _run(
+    served: Served,
+    schema: Any,
+    role: str,
+    token: str | None,
+    known: bool,
+    examples: int = EXAMPLES,
+) -> None:
+    """Every operation of ``schema``, ``examples`` cases per mode; all failures reported at once."""
     assert token is not None
     headers = {"Authorization": f"Bearer {token}"}
     operations = [result.ok() for result in schema.get_all_operations()]
@@ -143,11 +179,11 @@ def _run(served: Served, schema: Any, role: str, token: str | None, known: bool)
     for operation in operations:
 
         @settings(
-            max_examples=EXAMPLES,
+            max_examples=examples,
             deadline=None,
             suppress_health_check=list(HealthCheck),
         )
-        @given(case=_cases(operation, served, known))
+        @given(case=_cases(operation, served, role, known))
         def check(case: Case) -> None:
             case.call_and_validate(
                 base_url=served.server.url,
@@ -168,6 +204,14 @@ def test_no_5xx_and_every_error_in_the_documented_shape(served: Served, role: st
     assert len(list(served.schema.get_all_operations())) >= 20
     token = served.server.admin if role == "admin" else served.agent
     _run(served, served.schema, role, token, known=True)
+
+
+def test_placed_admin_gets_no_5xx_and_revokes_nothing_beyond_its_reach(served: Served) -> None:
+    _run(served, served.schema, "placed-admin", served.placed, True, PLACED_EXAMPLES)
+    live = {t.id for t in _tokens(served.server) if t.revoked_at is None}
+    assert set(served.beyond) <= live
+    with served.server.client(served.agent) as agent:
+        assert agent.get("/v1/tools").status_code == 200
 
 
 def test_tool_arguments_from_the_tool_specs(served: Served) -> None:

@@ -16,6 +16,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -112,6 +113,7 @@ class Memory:
         self.engine = engine
         # Shared with the store's key source and every run: see _folder_key.
         self._history = history
+        self._closed = False
 
     @property
     def vkey(self) -> str:
@@ -129,6 +131,7 @@ class Memory:
         return self.ledger.trust_root.text
 
     async def close(self) -> None:
+        self._closed = True
         try:
             # A ledger begun by this open may have its first entry now: record its identity.
             with contextlib.suppress(StorageError):
@@ -210,6 +213,18 @@ class Memory:
 
     async def __aenter__(self) -> Memory:
         return self
+
+    def __del__(self) -> None:
+        # A memory dropped open holds its runs' leases until they expire (another process
+        # waits out the lease before resuming them): say so where the host can see it.
+        if not getattr(self, "_closed", True):
+            warnings.warn(
+                f"memseal memory at {self.location} was never closed: its run leases are "
+                "held until they expire; use `async with memseal.open(...)` or `await "
+                "memory.close()`",
+                ResourceWarning,
+                stacklevel=2,
+            )
 
     async def __aexit__(
         self,

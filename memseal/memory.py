@@ -37,6 +37,7 @@ from memseal.ledger.keys import (
     key_history,
     load_keys,
     pending_rotation,
+    signers_on_disk,
 )
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.location import (
@@ -520,14 +521,7 @@ def _folder_key(folder: Path, history: list[VerifierKey], key_id: str) -> NoteSi
     Its public half joins ``history``, the list this instance's runs check memos
     against, so the entries it signs from now on verify there too.
     """
-    found: list[NoteSigner] = []
-    with contextlib.suppress(KeyFileError):
-        found.append(load_keys(folder).signer)
-    with contextlib.suppress(KeyFileError):
-        pending = pending_rotation(folder)
-        if pending is not None:
-            found.append(pending)
-    signer = next((s for s in found if s.key_id.hex() == key_id), None)
+    signer = next((s for s in signers_on_disk(folder) if s.key_id.hex() == key_id), None)
     if signer is not None and signer.verifier not in history:
         history.append(signer.verifier)
     return signer

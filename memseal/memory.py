@@ -39,7 +39,7 @@ from memseal.ledger.keys import (
     pending_rotation,
     signers_on_disk,
 )
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.ledger import KEY_ROTATED, Ledger
 from memseal.ledger.location import (
     DatabaseUrl,
     hide_password,
@@ -390,6 +390,7 @@ async def _open(
         history = await asyncio.to_thread(key_history, folder)
         db.set_key_source(functools.partial(_folder_key, folder, history))
         await _check_first_key(db, history[0], folder)
+        await _check_key_chain(db, history, folder)
         fixed = await _fix_origin(db, origin or keys.signer.name)
         policy = CheckpointPolicy(
             origin=fixed, every=checkpoint_every, interval=checkpoint_interval
@@ -538,6 +539,46 @@ async def _check_first_key(store: SqlStore, first: VerifierKey, folder: Path) ->
             f"{signed_by}, the folder's first key is {first.key_id.hex()}); "
             "open the ledger with its own data folder"
         )
+
+
+async def _check_key_chain(store: SqlStore, history: list[VerifierKey], folder: Path) -> None:
+    """Refuse a ``keys/history`` that is not the ledger's signed chain of keys.
+
+    Exports list the keys from it and a rotation appends to it: a history cut or
+    edited would hand auditors too few keys and extend a list that no longer
+    leads from the trust root to the current key.
+    """
+    said = await store.rows("SELECT value FROM meta WHERE key = 'signing_key'")
+    if not said and len(history) == 1:
+        return  # never rotated: the first key is the whole chain (checked above)
+    holds = "instr(leaf, ?) > 0" if store.dialect == "sqlite" else "position(? in leaf) > 0"
+    rows = await store.rows(
+        f"SELECT seq FROM entries WHERE {holds} ORDER BY seq", (b'"kind":"key_rotated"',)
+    )
+    chain = [history[0].text]
+    for (seq,) in rows:
+        entry = (await store.read(int(seq))).entry()
+        if entry.kind != KEY_ROTATED:
+            continue
+        try:
+            chain.append(str(msgspec.json.decode(entry.body)["vkey"]))
+        except (msgspec.DecodeError, KeyError, TypeError) as exc:
+            raise StorageError(
+                f"the key_rotated entry at seq {seq} names no key; run memseal verify"
+            ) from exc
+    listed = [key.text for key in history]
+    if listed == chain:
+        return
+    # One key more in the log than in the file is another process's rotation between its
+    # commit and its history line, its new key still in the folder: not a cut file.
+    rotating = await asyncio.to_thread(signers_on_disk, folder)
+    if listed == chain[:-1] and chain[-1] in [s.verifier.text for s in rotating]:
+        return
+    raise KeyFileError(
+        f"{folder / 'keys' / 'history'} lists {len(listed)} key(s) but the ledger's signed "
+        f"chain of key_rotated entries has {len(chain)}: the file was cut or edited. "
+        "Restore it from a backup, or write these lines back, oldest first: " + " | ".join(chain)
+    )
 
 
 async def _finish_rotation(folder: Path, store: SqlStore, keys: Keys) -> Keys:

@@ -41,6 +41,7 @@ __all__ = [
     "load_keys",
     "pending_rotation",
     "secure_folder",
+    "signers_on_disk",
 ]
 
 SECRET_SIZE = 32
@@ -223,6 +224,31 @@ def pending_rotation(folder: Path) -> NoteSigner | None:
         raise KeyFileError(f"next signing key {path} is malformed") from None
 
 
+def signers_on_disk(folder: Path) -> list[NoteSigner]:
+    """The signing keys the folder holds now: the pending next key, then the current one.
+
+    For a process that finds the ledger signed over to a new key by another process.
+    In that order, a rotation finishing at the same moment cannot hide the new key:
+    step 3 moves the next key onto the current one, so a reader that misses it in the
+    first file finds it in the second. Each file is parsed alone, not checked against
+    ``ledger.vkey`` as :func:`load_keys` does: between step 3's two renames the pair
+    does not match, and the key id the caller looks for is what identifies the key.
+    """
+    d = _dir(folder)
+    found: list[NoteSigner] = []
+    for name in (_NEXT, _SKEY):
+        try:
+            text = (d / name).read_bytes().decode("utf-8").strip()
+            found.append(parse_skey(text))
+        except (OSError, UnicodeDecodeError, InvalidRequest):
+            continue
+    return found
+
+
+def _move(source: Path, target: Path) -> None:
+    os.replace(source, target)
+
+
 def discard_rotation(folder: Path) -> None:
     (_dir(folder) / _NEXT).unlink(missing_ok=True)
 
@@ -244,8 +270,8 @@ def complete_rotation(folder: Path, old: Keys, new: NoteSigner) -> Keys:
         tmp = d / "ledger.vkey.tmp"
         tmp.unlink(missing_ok=True)
         _write_new(tmp, (new.verifier.text + "\n").encode(), 0o644)
-        os.replace(d / _NEXT, d / _SKEY)
-        os.replace(tmp, d / _VKEY)
+        _move(d / _NEXT, d / _SKEY)
+        _move(tmp, d / _VKEY)
     except OSError as exc:
         raise KeyFileError(f"cannot complete the key rotation in {d}: {exc.strerror}") from exc
     return Keys(new, old.secret)

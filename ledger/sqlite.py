@@ -236,9 +236,9 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
         try:
             if not readonly:
                 self._writer = await asyncio.to_thread(self._open_writer)
-                self._reader = await aiosqlite.connect(self.path)
+                self._reader = await _daemon_reader(self.path)
             else:
-                self._reader = await aiosqlite.connect(f"file:{self.path}?mode=ro", uri=True)
+                self._reader = await _daemon_reader(f"file:{self.path}?mode=ro", uri=True)
             await self._reader.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             await self._reader.execute("PRAGMA query_only = ON")
             if readonly:
@@ -532,3 +532,13 @@ def _translate(exc: BaseException) -> BaseException:
         error.__cause__ = exc
         return error
     return exc
+
+
+def _daemon_reader(database: str | Path, *, uri: bool = False) -> aiosqlite.Connection:
+    """An aiosqlite connection whose worker thread never holds the interpreter at exit."""
+    conn = aiosqlite.connect(database, uri=uri)
+    # aiosqlite's worker is a plain thread: a memory a failing script never closed kept the
+    # interpreter waiting on it for ever after its traceback, so a supervisor never saw the
+    # crash. The reader is query-only: nothing is lost when exit stops it mid-read.
+    conn._thread.daemon = True
+    return conn

@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from memseal._trust_arg import trust_text
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
 from memseal.ledger.keys import key_history
@@ -115,17 +116,10 @@ async def _export(args: argparse.Namespace) -> int:
     return OK
 
 
-def _trust_text(value: str) -> str:
-    path = Path(value)
-    if path.is_file():
-        return path.read_text(encoding="utf-8").strip()
-    return value.strip()
-
-
 def verify_bundle_file(path: Path, trust: str) -> int:
     """``memseal verify FILE --trust VKEY`` for a bundle: 0 ok, 1 failed."""
     try:
-        verified = verify_bundle(path.read_bytes(), _trust_text(trust))
+        verified = verify_bundle(path.read_bytes(), trust_text(trust))
     except VerificationError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return FAILED
@@ -155,7 +149,7 @@ async def _replay(args: argparse.Namespace) -> int:
     try:
         bundle = decode_bundle(data)
         if args.trust is not None:
-            trust = _trust_text(args.trust)
+            trust = trust_text(args.trust)
             whose = "the given key"
         elif against is not None:
             trust = key_history(against)[0].text

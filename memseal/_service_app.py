@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
+from urllib.parse import quote
 
 import msgspec
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -744,7 +745,7 @@ def _routes(app: FastAPI) -> None:
         return Response(
             encode_bundle(bundle),
             media_type="application/json",
-            headers={"Content-Disposition": f'attachment; filename="{run_id}.bundle"'},
+            headers={"Content-Disposition": _attachment(f"{run_id}.bundle")},
         )
 
     @app.delete(
@@ -983,3 +984,14 @@ def scope_from(
         frozen=frozen,
         allowlist=None if allow is None else tuple(allow),
     )
+
+
+def _attachment(filename: str) -> str:
+    """A Content-Disposition naming ``filename`` safely, whatever characters a run id has.
+
+    RFC 6266: ``filename*`` carries the name percent-encoded as UTF-8; ``filename`` is an
+    ASCII fallback for clients without it. Formatting the id in directly broke the header on
+    a quote and answered 500 for any id outside Latin-1.
+    """
+    fallback = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"

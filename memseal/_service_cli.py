@@ -247,11 +247,10 @@ class _Startup:
 
 
 async def _mcp(args: argparse.Namespace) -> int:
-    from mcp.server.stdio import stdio_server
-
     from memseal.memory import open as open_memory
     from memseal.replay.run import new_run_id
 
+    from ._mcp_stdio import stdio_wire
     from ._service_mcp import stdio_server_for
 
     store, shown = _store(args)
@@ -272,7 +271,7 @@ async def _mcp(args: argparse.Namespace) -> int:
         run = memory.run(run_id, scope, mode="resume", fork=args.fork)
         try:
             server = stdio_server_for(run)
-            async with stdio_server() as (read, write):
+            async with stdio_wire() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         finally:
             await run.close(check=False)

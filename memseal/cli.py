@@ -20,6 +20,7 @@ from memseal._engine_cli import add_engine_verbs
 from memseal._migrate_cli import add_verbs as add_migrate_verbs
 from memseal._progress import ProgressLine
 from memseal._service_cli import add_verbs as add_service_verbs
+from memseal._trust_arg import trust_text
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
@@ -30,14 +31,6 @@ __all__ = ["main"]
 DEFAULT_DATA = "memseal-data"
 
 OK, FAILED, USAGE = 0, 1, 2
-
-
-def _read_trust(value: str) -> str:
-    """``--trust`` takes vkey text or a file holding it."""
-    path = Path(value)
-    if path.is_file():
-        return path.read_text(encoding="utf-8").strip()
-    return value.strip()
 
 
 def _store(args: argparse.Namespace) -> str | None:
@@ -68,7 +61,7 @@ async def _verify(args: argparse.Namespace) -> int:
 
 async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
     """Audit the ledger of a data folder or a store URL (an audit needs no keys)."""
-    trust = _read_trust(args.trust)
+    trust = trust_text(args.trust)
     kept = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
     progress = ProgressLine("verifying")
     async with open_audit(where) as ledger:

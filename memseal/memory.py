@@ -16,6 +16,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -37,8 +38,9 @@ from memseal.ledger.keys import (
     load_keys,
     pending_rotation,
     secure_folder,
+    signers_on_disk,
 )
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.ledger import KEY_ROTATED, Ledger
 from memseal.ledger.location import (
     DatabaseUrl,
     hide_password,
@@ -113,6 +115,7 @@ class Memory:
         self.engine = engine
         # Shared with the store's key source and every run: see _folder_key.
         self._history = history
+        self._closed = False
 
     @property
     def vkey(self) -> str:
@@ -130,6 +133,7 @@ class Memory:
         return self.ledger.trust_root.text
 
     async def close(self) -> None:
+        self._closed = True
         try:
             # A ledger begun by this open may have its first entry now: record its identity.
             with contextlib.suppress(StorageError):
@@ -211,6 +215,18 @@ class Memory:
 
     async def __aenter__(self) -> Memory:
         return self
+
+    def __del__(self) -> None:
+        # A memory dropped open holds its runs' leases until they expire (another process
+        # waits out the lease before resuming them): say so where the host can see it.
+        if not getattr(self, "_closed", True):
+            warnings.warn(
+                f"memseal memory at {self.location} was never closed: its run leases are "
+                "held until they expire; use `async with memseal.open(...)` or `await "
+                "memory.close()`",
+                ResourceWarning,
+                stacklevel=2,
+            )
 
     async def __aexit__(
         self,
@@ -377,6 +393,7 @@ async def _open(
         history = await asyncio.to_thread(key_history, folder)
         db.set_key_source(functools.partial(_folder_key, folder, history))
         await _check_first_key(db, history[0], folder)
+        await _check_key_chain(db, history, folder)
         fixed = await _fix_origin(db, origin or keys.signer.name)
         policy = CheckpointPolicy(
             origin=fixed, every=checkpoint_every, interval=checkpoint_interval
@@ -508,14 +525,7 @@ def _folder_key(folder: Path, history: list[VerifierKey], key_id: str) -> NoteSi
     Its public half joins ``history``, the list this instance's runs check memos
     against, so the entries it signs from now on verify there too.
     """
-    found: list[NoteSigner] = []
-    with contextlib.suppress(KeyFileError):
-        found.append(load_keys(folder).signer)
-    with contextlib.suppress(KeyFileError):
-        pending = pending_rotation(folder)
-        if pending is not None:
-            found.append(pending)
-    signer = next((s for s in found if s.key_id.hex() == key_id), None)
+    signer = next((s for s in signers_on_disk(folder) if s.key_id.hex() == key_id), None)
     if signer is not None and signer.verifier not in history:
         history.append(signer.verifier)
     return signer
@@ -532,6 +542,46 @@ async def _check_first_key(store: SqlStore, first: VerifierKey, folder: Path) ->
             f"{signed_by}, the folder's first key is {first.key_id.hex()}); "
             "open the ledger with its own data folder"
         )
+
+
+async def _check_key_chain(store: SqlStore, history: list[VerifierKey], folder: Path) -> None:
+    """Refuse a ``keys/history`` that is not the ledger's signed chain of keys.
+
+    Exports list the keys from it and a rotation appends to it: a history cut or
+    edited would hand auditors too few keys and extend a list that no longer
+    leads from the trust root to the current key.
+    """
+    said = await store.rows("SELECT value FROM meta WHERE key = 'signing_key'")
+    if not said and len(history) == 1:
+        return  # never rotated: the first key is the whole chain (checked above)
+    holds = "instr(leaf, ?) > 0" if store.dialect == "sqlite" else "position(? in leaf) > 0"
+    rows = await store.rows(
+        f"SELECT seq FROM entries WHERE {holds} ORDER BY seq", (b'"kind":"key_rotated"',)
+    )
+    chain = [history[0].text]
+    for (seq,) in rows:
+        entry = (await store.read(int(seq))).entry()
+        if entry.kind != KEY_ROTATED:
+            continue
+        try:
+            chain.append(str(msgspec.json.decode(entry.body)["vkey"]))
+        except (msgspec.DecodeError, KeyError, TypeError) as exc:
+            raise StorageError(
+                f"the key_rotated entry at seq {seq} names no key; run memseal verify"
+            ) from exc
+    listed = [key.text for key in history]
+    if listed == chain:
+        return
+    # One key more in the log than in the file is another process's rotation between its
+    # commit and its history line, its new key still in the folder: not a cut file.
+    rotating = await asyncio.to_thread(signers_on_disk, folder)
+    if listed == chain[:-1] and chain[-1] in [s.verifier.text for s in rotating]:
+        return
+    raise KeyFileError(
+        f"{folder / 'keys' / 'history'} lists {len(listed)} key(s) but the ledger's signed "
+        f"chain of key_rotated entries has {len(chain)}: the file was cut or edited. "
+        "Restore it from a backup, or write these lines back, oldest first: " + " | ".join(chain)
+    )
 
 
 async def _finish_rotation(folder: Path, store: SqlStore, keys: Keys) -> Keys:

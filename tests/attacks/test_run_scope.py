@@ -205,3 +205,34 @@ async def test_resumed_run_in_a_new_process_knows_the_scope_that_opened_it(
                 await run.call("memory_list", {})
         async with memory.run("across", WRITER, mode="strict") as run:
             await run.call("memory_store", STORE)
+
+
+async def test_run_recorded_before_whole_scopes_is_matched_on_its_four_fields(
+    memory: Memory,
+) -> None:
+    from memseal.ledger.entry import make_draft
+    from memseal.replay.identity import ScopeIdentity
+    from memseal.replay.memo import acquire, release
+
+    # A run_started entry as runs recorded it before: place, reach, writes and floor only.
+    known = ScopeIdentity.of(WRITER)
+    body = {
+        "run_id": "legacy",
+        "mode": "resume",
+        "place": known.place,
+        "reach": known.reach,
+        "writes": known.writes,
+        "floor": known.floor,
+    }
+
+    def command(txn: Any) -> None:
+        acquire(txn, "legacy", "old-holder", 15.0)
+        txn.append(make_draft("run_started", body))
+        release(txn, "legacy", "old-holder")
+
+    await memory.ledger.store.run(command)
+    async with memory.run("legacy", WRITER) as run:
+        await run.call("memory_list", {})
+    with pytest.raises(Conflict, match="differs in writes"):
+        async with memory.run("legacy", WRITER.replace(writes=False)) as run:
+            await run.call("memory_list", {})

@@ -7,7 +7,8 @@ token that opened it. Each MCP session is a durable run: named by the
 reconnects with the same header resumes, and replays, its run), else
 ``mcp-<session id>``. Tool errors a model can act on come back as
 ``isError`` results, and so do the run's own refusals (a divergence, a
-lease held elsewhere), worded for the model.
+lease held elsewhere, a run that belongs to another scope: a token's calls
+always run with its own scope), worded for the model.
 
 ``memseal mcp`` serves the same tools over stdio for a scope fixed on its
 command line, one run per process (``--run`` to name it and resume it).

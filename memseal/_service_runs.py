@@ -3,10 +3,17 @@
 A request naming a run gets the run this process holds for that id (opened
 in ``resume`` mode on first use, so a run recorded before a restart replays
 its memo); steps follow arrival order unless the caller passes one. A run
-id belongs to the scope that started it: a caller of another scope is told
-there is no such run, so no request can replay (or learn the arguments of)
-another tenant's run. Idle runs beyond :data:`MAX_OPEN_RUNS` are closed,
-oldest first; a closed run is opened again on its next call.
+id belongs to the whole scope that started it (place, reach, writes, floor,
+default trust, freeze, allow list), and every call runs with its caller's
+own scope, so a held run never lends its scope to anyone:
+
+* a caller placed elsewhere is told there is no such run (404), so no
+  request can replay, or learn of, another tenant's run;
+* a caller at the same place whose scope differs in any other field is
+  refused (409: the run belongs to another scope), never let in.
+
+Idle runs beyond :data:`MAX_OPEN_RUNS` are closed, oldest first; a closed
+run is opened again on its next call.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import msgspec
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound
 from memseal.memory import Memory
 from memseal.replay import Run
+from memseal.replay.identity import ScopeIdentity
+from memseal.replay.run import other_scope
 from memseal.tools import ToolScope
 
 __all__ = ["MAX_OPEN_RUNS", "MAX_STEP", "RunRegistry", "identity_of"]
@@ -34,20 +43,21 @@ MAX_STEP: Final = 1_000_000
 
 def identity_of(scope: ToolScope) -> dict[str, Any]:
     """What a ``run_started`` entry records of a scope (and what must match to use the run)."""
-    reach = scope.reach
-    return {
-        "place": scope.place,
-        "reach": None if reach is None else f"{reach.mode}:{reach.node}",
-        "writes": scope.writes,
-        "floor": scope.floor,
-    }
+    return ScopeIdentity.of(scope).recorded()
+
+
+def _refuse(run_id: str, differs: list[str]) -> None:
+    if "place" in differs:
+        raise NotFound(f"no run {run_id!r} in this scope")
+    if differs:
+        raise Conflict(other_scope(run_id, differs))
 
 
 @dataclass
 class _Held:
     run: Run
     scope: ToolScope
-    identity: dict[str, Any]
+    identity: ScopeIdentity
     busy: int = 0
     steps: set[int] = field(default_factory=set)
     used: float = field(default_factory=time.monotonic)
@@ -75,23 +85,23 @@ class RunRegistry:
         body = msgspec.json.decode(bytes(record.entry().body))
         if not isinstance(body, dict):
             return None
-        return {k: body.get(k) for k in ("place", "reach", "writes", "floor")}
+        return body
 
     async def check_owner(self, run_id: str, scope: ToolScope) -> bool:
-        """Whether ``run_id`` exists and was started by this scope."""
+        """Whether ``run_id`` exists and was started by this very scope."""
         _check_run_id(run_id)
         owner = await self._owner(run_id)
-        return owner is not None and owner == identity_of(scope)
+        return owner is not None and not ScopeIdentity.of(scope).differs_from(owner)
 
     async def _get(self, run_id: str, scope: ToolScope) -> _Held:
         _check_run_id(run_id)
-        wanted = identity_of(scope)
+        wanted = ScopeIdentity.of(scope)
         async with self._lock:
             held = self._held.get(run_id)
             if held is None:
                 owner = await self._owner(run_id)
-                if owner is not None and owner != wanted:
-                    raise NotFound(f"no run {run_id!r} in this scope")
+                if owner is not None:
+                    _refuse(run_id, wanted.differs_from(owner))
                 held = _Held(
                     run=self._memory.run(run_id, scope, mode="resume"),
                     scope=scope,
@@ -100,7 +110,9 @@ class RunRegistry:
                 self._held[run_id] = held
                 await self._evict()
             elif held.identity != wanted:
-                raise NotFound(f"no run {run_id!r} in this scope")
+                # The held run's own scope is known whole, even for a run whose entry
+                # (recorded before scopes were) holds only part of it.
+                _refuse(run_id, wanted.differs_from(held.identity.recorded()) or ["scope"])
             self._held.move_to_end(run_id)
             held.used = time.monotonic()
             return held
@@ -128,7 +140,7 @@ class RunRegistry:
         held = await self._get(run_id, scope)
         run = held.run
         if step is None:
-            step = run.steps_issued
+            step = run.next_step
             awaitable = run.call(name, arguments, revalidate=revalidate)
         else:
             if not 0 <= step <= MAX_STEP:
@@ -188,7 +200,7 @@ class RunRegistry:
         _check_run_id(run_id)
         async with self._lock:
             held = self._held.get(run_id)
-            if held is None or held.identity != identity_of(scope):
+            if held is None or held.identity != ScopeIdentity.of(scope):
                 if not await self.check_owner(run_id, scope):
                     raise NotFound(f"no run {run_id!r} in this scope")
                 return False

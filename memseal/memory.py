@@ -162,6 +162,8 @@ class Memory:
         ``mode`` is ``record``, ``resume`` (default), ``strict`` or
         ``revalidate``; ``fork=True`` lets a resumed run that diverges go live
         from there (recorded as a signed ``run_forked`` entry) instead of failing.
+        A run belongs to the whole scope that opened it: opening it with a scope
+        that differs in any field raises :class:`Conflict`.
         """
         tools = self.tools(scope)
         chosen = tools.scope
@@ -169,12 +171,7 @@ class Memory:
             run_id=new_run_id() if run_id is None else run_id,
             mode=mode,
             tools=tools,
-            scope=ScopeIdentity(
-                place=chosen.place,
-                reach=None if chosen.reach is None else f"{chosen.reach.mode}:{chosen.reach.node}",
-                writes=chosen.writes,
-                floor=chosen.floor,
-            ),
+            scope=ScopeIdentity.of(chosen),
             ledger=self.ledger,
             store=self.ledger.store,
             secret=self._keys.secret,

@@ -97,8 +97,9 @@ class BundleCall(msgspec.Struct, frozen=True, kw_only=True):
     seq: int
     at: str
     call: ToolCall
-    arguments: Any  # None when a forget erased them
+    arguments: Any  # None when a forget erased them, or the call failed (see withheld)
     result: Any  # texts restored; {"forgotten": true} where erased
+    withheld: list[str] | None = None  # a failed call's salted digest of its arguments
 
 
 class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -432,6 +433,7 @@ def _run_of(
         if result_hash(call.result) != call.result_hash:
             raise _fail("the result does not match the signed result hash", "run", seq)
         arguments: Any = None
+        withheld: list[str] | None = None
         texts: dict[str, list[str]] | None = None
         payload = payloads.get(seq)
         if payload is not None:
@@ -440,6 +442,8 @@ def _run_of(
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise _fail(f"the payload is malformed: {exc}", "run", seq) from None
             arguments, texts = decoded.arguments, decoded.texts
+            if decoded.withheld is not msgspec.UNSET:
+                withheld = decoded.withheld
         try:
             result = restore(call.result, texts, None)
         except ValueError as exc:
@@ -458,7 +462,7 @@ def _run_of(
         if previous is not None:
             superseded.append(previous.seq)
         by_step[call.step] = BundleCall(
-            seq=seq, at=entry.at, call=call, arguments=arguments, result=result
+            seq=seq, at=entry.at, call=call, arguments=arguments, result=result, withheld=withheld
         )
     if not seen_run:
         raise _fail(f"the bundle holds no entry of run {bundle.run_id!r}", "run")

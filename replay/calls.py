@@ -3,6 +3,17 @@
 Bodies hold structure only (ids, hashes, seqs and the result's skeleton);
 payloads hold what a person or model typed (the arguments and the result's
 texts), so a forget can erase them without breaking a signature.
+
+A call that failed (refused, invalid, an error the model can act on) keeps
+no arguments: its payload's ``arguments`` is null and ``withheld`` holds a
+salted digest of them (what a bundle replay matches the call against), its
+body ``input_size`` their size in bytes. Such arguments mention no item, so
+no forget could ever reach them; a refused call must cost neither storage
+nor privacy. Entries recorded before this kept the arguments, and still
+verify and replay.
+
+``run_started`` records the whole scope the run belongs to; one recorded
+before that holds only ``place``, ``reach``, ``writes`` and ``floor``.
 """
 
 from __future__ import annotations
@@ -10,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 __all__ = [
     "RUN_FORKED",
@@ -44,11 +56,15 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     cites: tuple[str, ...]
     supersedes: int | None
     result: Any
+    # Set on a failed call only: the size of the arguments it kept no copy of.
+    input_size: int | UnsetType = UNSET
 
 
 class ToolCallPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    arguments: Any
+    arguments: Any  # null for a failed call (see the module docstring)
     texts: dict[str, list[str]]
+    # A failed call: [salt hex, blake3(salt + canonical arguments) hex].
+    withheld: list[str] | UnsetType = UNSET
 
 
 class RunStarted(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,6 +74,10 @@ class RunStarted(msgspec.Struct, frozen=True, kw_only=True):
     reach: str | None
     writes: bool
     floor: str
+    # Absent from runs recorded before a run was bound to its whole scope.
+    default_trust: str | UnsetType = UNSET
+    frozen: bool | UnsetType = UNSET
+    allowlist: list[str] | UnsetType | None = UNSET
 
 
 class RunForked(msgspec.Struct, frozen=True, kw_only=True):

@@ -12,7 +12,7 @@ matching signed provenance``; ``detail`` names the failed check). In order:
 4. the body decodes and names the same memo key, run and step;
 5. the result hash is the hash of the body's result skeleton;
 6. a present payload matches its salted hash in the entry and its
-   arguments match the input hash; a missing payload was erased by a
+   arguments match the input hash (a failed call keeps none); a missing payload was erased by a
    signed entry (a forget), whose seq marks the forgotten texts;
 7. every text put back matches its reference in the skeleton.
 
@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -90,7 +91,9 @@ async def check_memo(
             payload = decode_tool_call_payload(record.payload)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             raise ProvenanceError("the payload is malformed", seq=row.seq) from None
-        if input_hash(secret, payload.arguments) != call.input_hash:
+        withheld = payload.arguments is None and call.error and call.input_size is not UNSET
+        # A failed call keeps no arguments (calls.py): its input hash stands alone.
+        if not withheld and input_hash(secret, payload.arguments) != call.input_hash:
             raise ProvenanceError("the arguments do not match the input hash", seq=row.seq)
         arguments, texts = payload.arguments, payload.texts
     elif entry_payload_hash is not None:

@@ -373,14 +373,23 @@ def _scope(verified: VerifiedBundle) -> ToolScope:
                 f"run_started names an unknown reach {started.reach!r}", step="run"
             )
         reach = makers[mode](node)
-    # The run records place, reach, writes and floor; the default trust is taken as the floor.
-    return ToolScope(
-        place=started.place,
-        reach=reach,
-        writes=started.writes,
-        floor=started.floor,  # type: ignore[arg-type]
-        default_trust=started.floor,  # type: ignore[arg-type]
-    )
+    # A run records its whole scope; one recorded before that holds place, reach, writes
+    # and floor only, and its default trust is taken as the floor.
+    fields: dict[str, Any] = {"default_trust": started.floor}
+    for name in ("default_trust", "frozen", "allowlist"):
+        value = getattr(started, name)
+        if value is not msgspec.UNSET:
+            fields[name] = None if value is None else value
+    try:
+        return ToolScope(
+            place=started.place,
+            reach=reach,
+            writes=started.writes,
+            floor=started.floor,  # type: ignore[arg-type]
+            **fields,
+        )
+    except InvalidRequest as exc:
+        raise VerificationError(f"run_started names an invalid scope: {exc}", step="run") from None
 
 
 def _error_result(error: MemsealError) -> dict[str, Any]:
@@ -510,7 +519,8 @@ async def _replay_calls(
                     step=step,
                     tool=tool,
                     status="skipped",
-                    note="its arguments were erased by a forget or were not JSON",
+                    note="its arguments were erased by a forget, were not JSON, or were not "
+                    "kept (a failed call keeps only their hash and size)",
                 )
             )
             continue

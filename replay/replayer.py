@@ -26,7 +26,7 @@ from memseal.tools.toolset import AsyncToolset
 
 from .bundle import BundleCall, VerifiedBundle, decode_bundle, verify_bundle
 from .divergence import diverged
-from .run import RECORDED_ERRORS, _plain_arguments
+from .run import RECORDED_ERRORS, sent_form, withheld_digest
 
 __all__ = ["ReplayRun", "Replayer"]
 
@@ -67,20 +67,32 @@ class ReplayRun:
         return self._call(step, name, {} if arguments is None else arguments)
 
     async def _call(self, step: int, name: Any, arguments: Any) -> Any:
-        try:
-            plain = _plain_arguments(str(name), arguments)
-        except InvalidRequest:
-            plain = {"$invalid": repr(arguments)[:200]}
-        attempt = {"tool": name, "arguments": plain}
+        sent = sent_form(name, arguments)
+        plain = sent.arguments
+        attempt = {"tool": sent.name, "arguments": plain}
         if step >= len(self._calls):
             raise diverged(self.run_id, step, None, attempt, "a call past the recorded end")
         recorded = self._calls[step]
-        shown = (
-            None
-            if recorded.arguments is None
-            else {"tool": recorded.call.tool, "arguments": recorded.arguments}
-        )
-        if recorded.call.tool != name or recorded.arguments != plain:
+        kept = recorded.withheld
+        if recorded.arguments is None and kept is not None and len(kept) == 2:
+            # A failed call keeps only a salted digest of its arguments: match on that.
+            try:
+                same = withheld_digest(bytes.fromhex(kept[0]), plain) == kept[1]
+            except ValueError:
+                same = False
+            shown: dict[str, Any] | None = {
+                "tool": recorded.call.tool,
+                "arguments": "(not kept: a failed call keeps only a digest)",
+            }
+            matches = recorded.call.tool == sent.name and same
+        else:
+            shown = (
+                None
+                if recorded.arguments is None
+                else {"tool": recorded.call.tool, "arguments": recorded.arguments}
+            )
+            matches = recorded.call.tool == sent.name and recorded.arguments == plain
+        if not matches:
             raise diverged(self.run_id, step, shown, attempt)
         self._consumed.add(step)
         result = recorded.result

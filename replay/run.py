@@ -19,6 +19,14 @@ Modes:
                 never replayed fails. The CI mode.
 ``revalidate``  every call live, replacements recorded, changed results
                 listed in :attr:`Run.changes`.
+
+A run belongs to the whole scope that opened it, recorded in its signed
+``run_started`` entry: opened with any other scope, here or in another
+process, it raises :class:`Conflict` before any call. Steps never leave a
+gap: a step is consumed only when its entry commits (a call the store
+refused hands its step back to the next call), and :meth:`Run.call_at`
+refuses a step beyond the next unrecorded one. A failed call is recorded
+without its arguments (see :mod:`memseal.replay.calls`).
 """
 
 from __future__ import annotations
@@ -27,18 +35,23 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
+import blake3
 import msgspec
+from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from memseal.ledger.canonical import MAX_PAYLOAD_BYTES, canonical_json
-from memseal.ledger.entry import Draft, make_draft
+from memseal.ledger.entry import Draft, leaf_hash, make_draft, signing_message
 from memseal.ledger.errors import (
+    Conflict,
     InvalidRequest,
     MemsealError,
     NotFound,
+    ProvenanceError,
     ReplayDivergence,
     Unsupported,
 )
@@ -62,7 +75,18 @@ from .memo import MemoRow, acquire, check_holder, put_memo, release, renew
 from .provenance import Verified, check_memo
 from .results import result_hash, split
 
-__all__ = ["MODES", "Change", "Mode", "Prepared", "Preparer", "Run", "new_run_id"]
+__all__ = [
+    "MODES",
+    "Change",
+    "Mode",
+    "Prepared",
+    "Preparer",
+    "Run",
+    "Sent",
+    "new_run_id",
+    "sent_form",
+    "withheld_digest",
+]
 
 Mode = Literal["record", "resume", "strict", "revalidate"]
 MODES: tuple[Mode, ...] = ("record", "resume", "strict", "revalidate")
@@ -130,10 +154,62 @@ def _normal(value: Any) -> Any:
     return msgspec.json.decode(_encoder.encode(value))
 
 
+#: The longest error message a failed call records (a message may quote what was sent).
+MAX_ERROR_CHARS = 1000
+
+
 def _error_result(error: MemsealError) -> dict[str, Any]:
     # A message may quote what the model sent; keep it encodable whatever that was.
     message = str(error).encode("utf-8", "replace").decode("utf-8")
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[: MAX_ERROR_CHARS - 1] + "\u2026"
     return {"error": {"type": type(error).__name__, "message": message}}
+
+
+def _as_recorded(error: MemsealError) -> MemsealError:
+    """The error as its step recorded it: a replay raises the same message."""
+    message = _error_result(error)["error"]["message"]
+    if message == str(error):
+        return error
+    bounded = type(error)(message)
+    bounded.__cause__ = error
+    return bounded
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A call as sent: what its fingerprint and input hash cover, and its size in bytes."""
+
+    name: str
+    arguments: Any
+    size: int
+    invalid: InvalidRequest | None
+
+
+def sent_form(name: Any, arguments: Any) -> Sent:
+    """What a call is, for recording and matching: the plain JSON arguments, or for junk
+    (no tool name, arguments that are not a JSON object) a description of it, so that a
+    different piece of junk at a recorded step is a divergence, not a replay of the old
+    error. The description's form is the one recorded runs have always used."""
+    if not isinstance(name, str) or not name.isidentifier() or len(name) > 64:
+        invalid = InvalidRequest(f"the tool name must be a tool's name, not {name!r:.40}")
+        sent_name = name if isinstance(name, str) else repr(name)
+        described = {"$invalid": str(invalid), "$name": sent_name[:4096]}
+        return Sent(
+            name="(invalid)", arguments=described, size=_sent_size(arguments), invalid=invalid
+        )
+    try:
+        plain, size = _plain_arguments_sized(name, arguments)
+    except InvalidRequest as exc:
+        described = {"$invalid": str(exc), "$sent": _sent_text(arguments)}
+        return Sent(name=name, arguments=described, size=_sent_size(arguments), invalid=exc)
+    return Sent(name=name, arguments=plain, size=size, invalid=None)
+
+
+def withheld_digest(salt: bytes, arguments: Any) -> str:
+    """What a failed call keeps of its arguments: blake3 over a salt and their canonical JSON
+    (the salt sits beside it in the erasable payload; without the arguments it says nothing)."""
+    return blake3.blake3(salt + _encoder.encode(arguments)).hexdigest()
 
 
 class Run:
@@ -181,6 +257,12 @@ class Run:
         self._live_from: int | None = None
         self._recorded: set[int] = set()
         self._consumed: set[int] = set()
+        # Steps handed out whose call failed before its entry committed: the next call
+        # takes the lowest of them, so a failure never leaves a gap in the run.
+        self._holes: set[int] = set()
+        # Steps handed out again after such a failure: their entry is written only if no
+        # memo appeared at the step meanwhile (a commit whose outcome was unknown).
+        self._reissued: set[int] = set()
         self._start_lock = asyncio.Lock()
         self._started = False
         self._closed = False
@@ -214,11 +296,23 @@ class Run:
                 self._started = True
                 return
 
-            def command(txn: WriteTxn) -> None:
+            def command(txn: WriteTxn) -> bool:
                 if acquire(txn, self.run_id, self._holder, self._ttl):
                     txn.append(draft)
+                    return True
+                return False
 
-            await self._store.run(command)
+            if not await self._store.run(command):
+                try:
+                    await self._check_scope()
+                except BaseException:
+
+                    def give_back(txn: WriteTxn) -> None:
+                        release(txn, self.run_id, self._holder)
+
+                    with contextlib.suppress(MemsealError):
+                        await self._store.run(give_back)
+                    raise
             rows = await self._store.rows(
                 "SELECT step FROM memos WHERE run_id = ? ORDER BY step", (self.run_id,)
             )
@@ -231,8 +325,38 @@ class Run:
             self._started = True
             self._renewer = asyncio.create_task(self._renew())
 
+    async def _check_scope(self) -> None:
+        """Refuse a run another scope opened: its signed ``run_started`` entry says which.
+
+        Checked on the entry itself (signature and all), never on the ``runs`` table alone.
+        """
+        rows = await self._store.rows(
+            "SELECT started_seq FROM runs WHERE run_id = ?", (self.run_id,)
+        )
+        failed = "the run's run_started entry does not check"
+        if not rows:
+            raise ProvenanceError(failed)
+        seq = int(rows[0][0])
+        try:
+            record = await self._store.read(seq)
+            entry = record.entry()
+            key = self._keys().get(entry.key)
+            if key is None or leaf_hash(record.leaf) != record.leaf_hash:
+                raise ProvenanceError(failed, seq=seq)
+            key.verify(signing_message(record.leaf_hash), record.signature)
+            body = msgspec.json.decode(bytes(entry.body))
+        except (NotFound, BadSignatureError, ValueError, TypeError, msgspec.DecodeError):
+            raise ProvenanceError(failed, seq=seq) from None
+        if entry.kind != RUN_STARTED or not isinstance(body, dict):
+            raise ProvenanceError(failed, seq=seq)
+        if body.get("run_id") != self.run_id:
+            raise ProvenanceError(failed, seq=seq)
+        differs = self._scope.differs_from(body)
+        if differs:
+            raise Conflict(other_scope(self.run_id, differs))
+
     def _started_draft(self) -> Draft:
-        started = RunStarted(run_id=self.run_id, mode=self.mode, **_scope_fields(self._scope))
+        started = RunStarted(run_id=self.run_id, mode=self.mode, **self._scope.recorded())
         return make_draft(RUN_STARTED, msgspec.to_builtins(started))
 
     async def _renew(self) -> None:
@@ -272,7 +396,13 @@ class Run:
 
     @property
     def steps_issued(self) -> int:
+        """One more than the highest step handed out so far."""
         return self._next
+
+    @property
+    def next_step(self) -> int:
+        """The step the next :meth:`call` takes (a step freed by a failed call first)."""
+        return min(self._holes) if self._holes else self._next
 
     def specs(self) -> Sequence[Any]:
         """The specs of the tools this run offers (its tools' scope decides)."""
@@ -291,13 +421,29 @@ class Run:
         revalidate: bool = False,
     ) -> Awaitable[Any]:
         """Call an explicit ``step`` (a caller numbering its own steps, as HTTP and MCP
-        clients may); the next step :meth:`call` reserves moves past it."""
+        clients may); the next step :meth:`call` reserves moves past it.
+
+        A step may be one already recorded or handed out, or the next one: a step
+        beyond that would leave a gap no export could ever fill, so it is refused
+        (:class:`Conflict` naming the step expected).
+        """
         if self._closed:
             raise InvalidRequest(f"run {self.run_id!r} is closed")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise InvalidRequest(f"`step` must be an integer >= 0, not {step!r:.40}")
+        return self._call_at(step, name, {} if arguments is None else arguments, revalidate)
+
+    async def _call_at(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
+        await self._start()
+        assert self._live_from is not None
+        expected = max(self._next, self._live_from)
+        if step > expected and step not in self._recorded:
+            raise Conflict(
+                f"run {self.run_id!r}: step {step} would leave a gap; the next step is {expected}"
+            )
         self._next = max(self._next, step + 1)
-        return self._call(step, name, {} if arguments is None else arguments, revalidate)
+        self._holes.discard(step)
+        return await self._call(step, name, arguments, revalidate)
 
     def skip_to(self, step: int) -> None:
         """Number the next :meth:`call` from ``step`` on (a reopened run continuing)."""
@@ -317,27 +463,44 @@ class Run:
         """
         if self._closed:
             raise InvalidRequest(f"run {self.run_id!r} is closed")
-        step = self._next
-        self._next += 1
+        if self._holes:
+            step = min(self._holes)
+            self._holes.discard(step)
+        else:
+            step = self._next
+            self._next += 1
         return self._call(step, name, {} if arguments is None else arguments, revalidate)
 
     async def _call(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
+        # A step is consumed only when its entry commits: a call that fails before (the
+        # store refused it, the lease was lost) hands its step back, so the run never has
+        # a gap that every export of it would fail on. A call whose step was recorded (an
+        # error the model can act on is recorded too) keeps it.
+        try:
+            return await self._call_step(step, name, arguments, revalidate)
+        except _Taken:
+            self._recorded.add(step)
+            raise
+        except MemsealError:
+            if step not in self._recorded:
+                self._give_back(step)
+            raise
+
+    def _give_back(self, step: int) -> None:
+        self._reissued.add(step)
+        if step != self._next - 1:
+            self._holes.add(step)
+            return
+        self._next = step
+        while self._next - 1 in self._holes:
+            self._next -= 1
+            self._holes.discard(self._next)
+
+    async def _call_step(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
         # Junk is recorded too (as a description of itself), so the step is not left as a
         # gap that would turn every later step of a resumed run live.
-        # The description keeps what was sent (as text), so a different piece of junk at a
-        # recorded step is a divergence, not a replay of the old error.
-        invalid: InvalidRequest | None = None
-        if not isinstance(name, str) or not name.isidentifier() or len(name) > 64:
-            invalid = InvalidRequest(f"the tool name must be a tool's name, not {name!r:.40}")
-            sent_name = name if isinstance(name, str) else repr(name)
-            arguments = {"$invalid": str(invalid), "$name": sent_name[:4096]}
-            name = "(invalid)"
-        else:
-            try:
-                arguments = _plain_arguments(name, arguments)
-            except InvalidRequest as exc:
-                invalid = exc
-                arguments = {"$invalid": str(exc), "$sent": _sent_text(arguments)}
+        sent = sent_form(name, arguments)
+        name, arguments = sent.name, sent.arguments
         if revalidate and self.mode == "strict":
             raise InvalidRequest("a strict run makes no live calls; revalidate is refused")
         await self._start()
@@ -358,7 +521,7 @@ class Run:
                 if self.mode == "strict" or not self.fork:
                     raise diverged(self.run_id, step, recorded, attempt)
                 await self._fork(step, verified, fp)
-                return await self._live(step, name, arguments, fp, verified.seq, invalid)
+                return await self._live(step, sent, fp, verified.seq)
             self._consumed.add(step)
             return _outcome(verified)
         if self.mode == "strict":
@@ -372,9 +535,7 @@ class Run:
                     self._store, self._keys(), self._secret, row, self.run_id, step
                 )
         try:
-            result = await self._live(
-                step, name, arguments, fp, None if row is None else row.seq, invalid
-            )
+            result = await self._live(step, sent, fp, None if row is None else row.seq)
         except RECORDED_ERRORS as exc:
             result = _error_result(exc)
             self._note_change(step, name, old, result)
@@ -417,15 +578,8 @@ class Run:
         await self._store.run(command)
         self._live_from = min(self._live_from or 0, step)
 
-    async def _live(
-        self,
-        step: int,
-        name: str,
-        arguments: Any,
-        fp: str,
-        supersedes: int | None,
-        invalid: InvalidRequest | None = None,
-    ) -> Any:
+    async def _live(self, step: int, sent: Sent, fp: str, supersedes: int | None) -> Any:
+        name, arguments, invalid = sent.name, sent.arguments, sent.invalid
         observed = (await self._store.head()).size
         error: MemsealError | None = invalid
         prepared: Prepared | None = None
@@ -452,6 +606,7 @@ class Run:
                 else tuple(dict.fromkeys(prepared.mentions(recorded)))
             )
             parts = split(recorded)
+            failed = failure is not None
             body = ToolCall(
                 run_id=self.run_id,
                 step=step,
@@ -466,8 +621,16 @@ class Run:
                 cites=cites,
                 supersedes=supersedes,
                 result=parts.skeleton,
+                input_size=sent.size if failed else msgspec.UNSET,
             )
-            payload = ToolCallPayload(arguments=arguments, texts=parts.texts)
+            if failed:
+                # A failed call keeps no arguments (see calls.py): a refused 500 KB store
+                # costs a few hundred bytes, and nothing a forget cannot reach stays behind.
+                salt = secrets.token_bytes(16)
+                withheld = [salt.hex(), withheld_digest(salt, arguments)]
+                payload = ToolCallPayload(arguments=None, texts=parts.texts, withheld=withheld)
+            else:
+                payload = ToolCallPayload(arguments=arguments, texts=parts.texts)
             # Arguments and results here were decoded by msgspec: plain JSON by construction.
             return make_draft(
                 TOOL_CALL,
@@ -487,6 +650,7 @@ class Run:
         opening = self._started_draft() if self._oneshot else None
         if self._oneshot and step > 0:
             raise InvalidRequest("a one-shot run makes a single call")
+        guard = supersedes is None and step in self._reissued
 
         def command(txn: WriteTxn) -> tuple[Any, MemsealError | None]:
             if opening is not None:
@@ -494,6 +658,13 @@ class Run:
                     txn.append(opening)
             else:
                 check_holder(txn, self.run_id, self._holder)
+            if guard and txn.execute(
+                "SELECT 1 FROM memos WHERE run_id = ? AND step = ?", (self.run_id, step)
+            ):
+                raise _Taken(
+                    f"run {self.run_id!r} step {step} was recorded by a call whose outcome "
+                    "was unknown; nothing was recorded now, call the next step"
+                )
             if ready is not None:
                 draft, recorded = ready
                 failure = error
@@ -517,14 +688,28 @@ class Run:
         recorded, failure = await self._store.run(command)
         self._recorded.add(step)
         self._consumed.add(step)
+        self._reissued.discard(step)
         if failure is not None:
-            raise failure
+            raise _as_recorded(failure)
         if prepared is not None and prepared.after is not None:
             await prepared.after()
         return recorded
 
 
+class _Taken(Conflict):
+    """A handed-back step turned out recorded after all (see :meth:`Run._call`)."""
+
+
+def other_scope(run_id: str, fields: Sequence[str]) -> str:
+    """The refusal of a call into a run another scope opened (HTTP 409)."""
+    return (
+        f"run {run_id!r} belongs to another scope (it differs in {', '.join(fields)}); "
+        "a run is used only with the scope that opened it: name a run of your own"
+    )
+
+
 def _sent_text(arguments: Any) -> str:
+    # Part of the description of junk that the fingerprint covers (never recorded as such).
     if isinstance(arguments, bytes):
         return arguments.decode("utf-8", errors="replace")[:4096]
     if isinstance(arguments, str):
@@ -532,8 +717,23 @@ def _sent_text(arguments: Any) -> str:
     return repr(arguments)[:4096]
 
 
+def _sent_size(arguments: Any) -> int:
+    if isinstance(arguments, bytes):
+        return len(arguments)
+    if isinstance(arguments, str):
+        return len(arguments.encode("utf-8", errors="surrogatepass"))
+    try:
+        return len(_encoder.encode(arguments))
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
+        return len(repr(arguments).encode("utf-8", errors="replace"))
+
+
 def _plain_arguments(name: str, arguments: Any) -> Any:
     """The arguments as plain JSON (an object, or the JSON text a model API returns)."""
+    return _plain_arguments_sized(name, arguments)[0]
+
+
+def _plain_arguments_sized(name: str, arguments: Any) -> tuple[Any, int]:
     if isinstance(arguments, str | bytes):
         try:
             arguments = msgspec.json.decode(arguments)
@@ -541,22 +741,15 @@ def _plain_arguments(name: str, arguments: Any) -> Any:
             raise InvalidRequest(f"{name}: the arguments are not valid JSON") from None
     if not isinstance(arguments, Mapping):
         raise InvalidRequest(f"{name}: the arguments must be a JSON object")
-    return msgspec.json.decode(
-        canonical_json(arguments, field=f"{name}: arguments", limit=MAX_PAYLOAD_BYTES)
-    )
-
-
-def _scope_fields(scope: ScopeIdentity) -> dict[str, Any]:
-    return {
-        "place": scope.place,
-        "reach": scope.reach,
-        "writes": scope.writes,
-        "floor": scope.floor,
-    }
+    data = canonical_json(arguments, field=f"{name}: arguments", limit=MAX_PAYLOAD_BYTES)
+    return msgspec.json.decode(data), len(data)
 
 
 def _recorded_call(verified: Verified) -> dict[str, Any] | None:
     if verified.arguments is None:
+        if verified.call.error and verified.call.input_size is not msgspec.UNSET:
+            kept = f"(not kept: a failed call of {verified.call.input_size} bytes)"
+            return {"tool": verified.call.tool, "arguments": kept}
         return None
     return {"tool": verified.call.tool, "arguments": verified.arguments}
 

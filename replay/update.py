@@ -101,9 +101,12 @@ async def update(
 
     for call in verified.calls:
         if call.arguments is None:
-            raise UpdateRefused(
-                f"step {call.call.step}'s arguments were erased by a forget: it cannot be re-run"
+            why = (
+                "a failed call keeps no arguments"
+                if call.withheld is not None
+                else "its arguments were erased by a forget"
             )
+            raise UpdateRefused(f"step {call.call.step} cannot be re-run: {why}")
     scope = _scope(verified)
     notes: list[str] = []
     folder_source: _FolderSource | None = None

@@ -288,8 +288,11 @@ async def test_a_forgotten_text_replays_as_a_marker_and_leaves_the_files(
 
 async def test_explicit_steps_are_served_at_their_position(memory: Memory) -> None:
     async with memory.run("run-steps", SCOPE) as run:
-        second = await run.call_at(1, "memory_list", {})
+        # A step beyond the next one would leave a gap: refused, naming the step expected.
+        with pytest.raises(memseal.Conflict, match="the next step is 0"):
+            await run.call_at(1, "memory_list", {})
         first = await run.call_at(0, "memory_store", STORE)
+        second = await run.call_at(1, "memory_list", {})
         third = await run.call("memory_list", {})  # numbered after the highest explicit step
     async with memory.run("run-steps", SCOPE, mode="strict") as replayed:
         assert await replayed.call("memory_store", STORE) == first

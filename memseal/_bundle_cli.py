@@ -118,8 +118,17 @@ async def _export(args: argparse.Namespace) -> int:
 def _trust_text(value: str) -> str:
     path = Path(value)
     if path.is_file():
-        return path.read_text(encoding="utf-8").strip()
+        try:
+            return path.read_text(encoding="utf-8").strip()
+        except UnicodeDecodeError:
+            raise InvalidRequest(f"--trust {path}: not a vkey file (not UTF-8 text)") from None
     return value.strip()
+
+
+def _failed(exc: VerificationError) -> int:
+    """One line on stderr, whatever the bundle put in the message."""
+    print(f"FAILED: {' '.join(str(exc).split())}", file=sys.stderr)
+    return FAILED
 
 
 def verify_bundle_file(path: Path, trust: str) -> int:
@@ -127,8 +136,7 @@ def verify_bundle_file(path: Path, trust: str) -> int:
     try:
         verified = verify_bundle(path.read_bytes(), _trust_text(trust))
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     print(verified.line())
     return OK
 
@@ -165,17 +173,15 @@ async def _replay(args: argparse.Namespace) -> int:
             whose = "the bundle's own first key (integrity only: pass --trust for identity)"
         verified = verify_bundle(bundle, trust)
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     print(f"{verified.line()}; trusted: {whose}")
-    embedder = await asyncio.to_thread(embedder_for, bundle, args.embedder)
+    embedder = await asyncio.to_thread(embedder_for, verified, args.embedder)
     try:
         report = await regress(
             verified, against=against, embedder=embedder, tolerance=args.tolerance
         )
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     print(report.text())
     if args.update:
         return await _update(args, path, verified, against, embedder, len(report.changed))
@@ -199,8 +205,7 @@ async def _update(
         print(f"memseal replay --update: {exc}", file=sys.stderr)
         return USAGE
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     except (InvalidRequest, KeyFileError) as exc:
         print(f"memseal replay --update: {exc}", file=sys.stderr)
         return USAGE

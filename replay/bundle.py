@@ -542,10 +542,10 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
                 "the entry is not the one the signed manifest lists", "completeness", item.seq
             )
         if (item.payload is not None) != listed.payload:
-            held = "holds" if item.payload is not None else "lacks"
             raise _fail(
-                f"the bundle {held} a payload the signed manifest says it "
-                f"{'lacks' if listed.payload else 'holds'}",
+                "the payload is missing, but the signed manifest says the export held it"
+                if listed.payload
+                else "a payload is given, but the signed manifest says the export held none",
                 "completeness",
                 item.seq,
             )

@@ -116,13 +116,18 @@ async def _export(args: argparse.Namespace) -> int:
     return OK
 
 
+def _failed(exc: VerificationError) -> int:
+    """One line on stderr, whatever the bundle put in the message."""
+    print(f"FAILED: {' '.join(str(exc).split())}", file=sys.stderr)
+    return FAILED
+
+
 def verify_bundle_file(path: Path, trust: str) -> int:
     """``memseal verify FILE --trust VKEY`` for a bundle: 0 ok, 1 failed."""
     try:
         verified = verify_bundle(path.read_bytes(), trust_text(trust))
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     print(verified.line())
     return OK
 
@@ -159,17 +164,15 @@ async def _replay(args: argparse.Namespace) -> int:
             whose = "the bundle's own first key (integrity only: pass --trust for identity)"
         verified = verify_bundle(bundle, trust)
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     print(f"{verified.line()}; trusted: {whose}")
-    embedder = await asyncio.to_thread(embedder_for, bundle, args.embedder)
+    embedder = await asyncio.to_thread(embedder_for, verified, args.embedder)
     try:
         report = await regress(
             verified, against=against, embedder=embedder, tolerance=args.tolerance
         )
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     print(report.text())
     if args.update:
         return await _update(args, path, verified, against, embedder, len(report.changed))
@@ -193,8 +196,7 @@ async def _update(
         print(f"memseal replay --update: {exc}", file=sys.stderr)
         return USAGE
     except VerificationError as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
-        return FAILED
+        return _failed(exc)
     except (InvalidRequest, KeyFileError) as exc:
         print(f"memseal replay --update: {exc}", file=sys.stderr)
         return USAGE

@@ -1,15 +1,22 @@
-"""Session bundles (format ``memseal/bundle@v1``): one run, exported and verified offline.
+"""Session bundles (format ``memseal/bundle@v2``): one run, exported and verified offline.
 
 A bundle is one JSON document (see docs/formats.md for every byte): the
 run's own entries (``run_started``, ``memory_tool_call``, ``run_forked``),
 the memory entries its results cite and its writes made (``memory_stored``,
 ``trust_changed``, ``memory_forgotten``), every ``key_rotated`` entry, each
 with its stored bytes, signature, payload (unless a signed forget erased it)
-and an RFC 6962 inclusion proof against the signed checkpoint it carries.
+and an RFC 6962 inclusion proof against the signed checkpoint it carries;
+and a signed *manifest*, a note made at export by the key that signed the
+checkpoint, stating the bundle's extent (every entry's seq, leaf hash and
+whether its payload is present; the run's last step and call count) and
+every other field a verifier or a replay reads (run id, origin, keys,
+embedders), bound to the checkpoint's size and root.
 
 :func:`export_bundle` cuts a checkpoint and collects all of that from a
 ledger; :func:`verify_bundle` checks a bundle against one trusted vkey with
-the rigour of a full ledger audit, then decodes the run's calls.
+the rigour of a full ledger audit, then decodes the run's calls. A bundle
+is read only in its canonical bytes, so each bundle has one spelling and a
+changed byte is always a changed value.
 """
 
 from __future__ import annotations
@@ -30,10 +37,17 @@ from memseal.ledger.entry import (
     payload_hash,
     signing_message,
 )
-from memseal.ledger.errors import InvalidRequest, VerificationError
+from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.ledger import KEY_ROTATED, Ledger
 from memseal.ledger.merkle import verify_inclusion
-from memseal.ledger.note import VerifierKey, open_note, parse_vkey, split_note
+from memseal.ledger.note import (
+    Note,
+    VerifierKey,
+    open_note,
+    parse_vkey,
+    sign_note,
+    split_note,
+)
 from memseal.ledger.verify import _decode as decode_checked_entry
 
 from .calls import (
@@ -49,10 +63,13 @@ from .results import restore, result_hash
 
 __all__ = [
     "FORMAT",
+    "MANIFEST_HEADER",
     "MEMORY_KINDS",
     "Bundle",
     "BundleCall",
     "BundleEntry",
+    "Listed",
+    "Manifest",
     "VerifiedBundle",
     "decode_bundle",
     "encode_bundle",
@@ -60,7 +77,12 @@ __all__ = [
     "verify_bundle",
 ]
 
-FORMAT: Final = "memseal/bundle@v1"
+FORMAT: Final = "memseal/bundle@v2"
+#: Formats this memseal knows but refuses: they carry no signed statement of their extent.
+RETIRED_FORMATS: Final = frozenset({"memseal/bundle@v1"})
+#: The first line of a manifest note's text (never a valid checkpoint's: its second line is
+#: JSON, not a tree size, so neither signature can pass as the other).
+MANIFEST_HEADER: Final = "memseal/bundle-manifest/v1"
 RUN_KINDS: Final = frozenset({RUN_STARTED, TOOL_CALL, RUN_FORKED})
 MEMORY_KINDS: Final = frozenset({"memory_stored", "trust_changed", "memory_forgotten"})
 #: A bundle larger than this is refused before it is parsed.
@@ -87,8 +109,33 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     origin: str
     keys: tuple[str, ...]
     checkpoint: str
+    manifest: str
     embedders: tuple[str, ...]
     entries: tuple[BundleEntry, ...]
+
+
+class Listed(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, array_like=True
+):
+    """One entry as the manifest lists it: ``[seq, leaf hash, payload present]``."""
+
+    seq: int
+    leaf_hash: bytes
+    payload: bool
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The signed statement of a bundle's extent and fields (the JSON line of its note)."""
+
+    run_id: str
+    origin: str
+    size: int  # the checkpoint's tree size ...
+    root: bytes  # ... and root: the manifest is made for that checkpoint only
+    keys: tuple[str, ...]
+    embedders: tuple[str, ...]
+    last_step: int | None  # the run's highest recorded step (None: no call recorded)
+    calls: int  # its memory_tool_call entries, superseded ones included
+    entries: tuple[Listed, ...]
 
 
 class BundleCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,6 +160,7 @@ class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
     superseded: tuple[int, ...]
     started: RunStarted | None
     keys: tuple[str, ...]  # signing keys seen
+    manifest: Manifest
 
     @property
     def run_id(self) -> str:
@@ -128,6 +176,7 @@ class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Bundle)
+_manifest_decoder = msgspec.json.Decoder(Manifest)
 
 
 def encode_bundle(bundle: Bundle) -> bytes:
@@ -136,7 +185,12 @@ def encode_bundle(bundle: Bundle) -> bytes:
 
 
 def decode_bundle(data: bytes) -> Bundle:
-    """Parse a bundle (syntax only); raise VerificationError step ``format``."""
+    """Parse a bundle (syntax only); raise VerificationError step ``format``.
+
+    Only the canonical bytes (exactly what :func:`encode_bundle` makes of the
+    decoded value) are accepted: a second spelling of the same values (other
+    whitespace, escapes, base64 padding bits) would be an edit that verifies.
+    """
     if len(data) > MAX_BUNDLE_BYTES:
         raise VerificationError(
             f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes", step="format"
@@ -146,11 +200,17 @@ def decode_bundle(data: bytes) -> Bundle:
         raise VerificationError(
             f'not a memseal bundle: it must start with {{"format":"{FORMAT}"', step="format"
         )
-    if found.group(1) != FORMAT.encode():
+    name = found.group(1).decode(errors="replace")
+    if name in RETIRED_FORMATS:
         raise VerificationError(
-            f"bundle format {found.group(1).decode(errors='replace')!r}; "
-            f"this memseal reads {FORMAT}",
+            f"bundle format {name!r} carries no signed statement of its extent, so a cut "
+            f"copy would pass as whole: this memseal refuses it; re-export the run with "
+            f"`memseal export` to get a {FORMAT} bundle",
             step="format",
+        )
+    if name != FORMAT:
+        raise VerificationError(
+            f"bundle format {name!r}; this memseal reads {FORMAT}", step="format"
         )
     try:
         bundle = _decoder.decode(data)
@@ -159,10 +219,29 @@ def decode_bundle(data: bytes) -> Bundle:
             raise VerificationError(
                 f"the bundle is truncated ({len(data)} bytes): {exc}", step="truncated"
             ) from None
-        raise VerificationError(f"the bundle is malformed: {exc}", step="format") from None
+        raise VerificationError(
+            f"the bundle is malformed: {_one_line(exc)}", step="format"
+        ) from None
     except msgspec.ValidationError as exc:
-        raise VerificationError(f"the bundle is malformed: {exc}", step="format") from None
+        raise VerificationError(
+            f"the bundle is malformed: {_one_line(exc)}", step="format"
+        ) from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        # msgspec raises these for invalid UTF-8 in a string, among others.
+        raise VerificationError(
+            f"the bundle is malformed: {_one_line(exc)}", step="format"
+        ) from None
+    if encode_bundle(bundle) != data:
+        raise VerificationError(
+            "the bundle is not in canonical form (compact JSON in field order, minimal "
+            "escapes, canonical base64, one final newline): it was changed after export",
+            step="format",
+        )
     return bundle
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 # -- export ------------------------------------------------------------------------------------
@@ -194,12 +273,24 @@ async def export_bundle(
 ) -> Bundle:
     """Collect run ``run_id`` from ``ledger`` into a bundle against a checkpoint cut now.
 
-    ``keys`` is the ledger's key history, oldest first. Raises
-    :class:`InvalidRequest` when the log holds no entry of the run.
+    ``keys`` is the ledger's key history, oldest first. The manifest is
+    signed by the ledger's signer, the key that signed the checkpoint (so
+    the key in force at its size). Raises :class:`InvalidRequest` when the
+    log holds no entry of the run, :class:`Conflict` when the key rotated
+    between the checkpoint and the manifest (export again).
     """
     note = await ledger.checkpoint()
     text, _ = split_note(note)
-    size = parse_checkpoint(text).size
+    checkpoint = parse_checkpoint(text)
+    size = checkpoint.size
+    signer = ledger.signer
+    try:
+        open_note(note, [signer.verifier])
+    except VerificationError:
+        raise Conflict(
+            "the ledger's key rotated while the bundle was exported; export it again"
+        ) from None
+    steps: list[int] = []
     run_seqs: list[int] = []
     rotations: list[int] = []
     by_item: dict[str, list[int]] = {}
@@ -222,6 +313,7 @@ async def export_bundle(
                 call = decode_tool_call(bytes(entry.body))
                 wanted.update(call.cites)
                 wrote.extend(call.wrote)
+                steps.append(call.step)
     if not run_seqs:
         raise InvalidRequest(f"no run {run_id!r} in this ledger")
     for seq in wrote:
@@ -255,15 +347,57 @@ async def export_bundle(
                 proof=proof.hashes,
             )
         )
-    return Bundle(
-        format=FORMAT,
+    manifest = Manifest(
         run_id=run_id,
         origin=ledger.origin,
+        size=size,
+        root=checkpoint.root,
         keys=tuple(k.text for k in keys),
-        checkpoint=note,
         embedders=tuple(embedders),
+        last_step=max(steps) if steps else None,
+        calls=len(steps),
+        entries=tuple(
+            Listed(seq=e.seq, leaf_hash=leaf_hash(e.leaf), payload=e.payload is not None)
+            for e in entries
+        ),
+    )
+    return Bundle(
+        format=FORMAT,
+        run_id=manifest.run_id,
+        origin=manifest.origin,
+        keys=manifest.keys,
+        checkpoint=note,
+        manifest=sign_note(manifest_text(manifest), [signer]),
+        embedders=manifest.embedders,
         entries=tuple(entries),
     )
+
+
+def manifest_text(manifest: Manifest) -> str:
+    """The text a manifest note signs: its header line, then the manifest as one JSON line."""
+    return f"{MANIFEST_HEADER}\n{_encoder.encode(manifest).decode()}\n"
+
+
+def _manifest_of(note: str) -> Manifest:
+    """The manifest a note states, unverified (its signature is checked after the key walk)."""
+    try:
+        text, _ = split_note(note)
+    except InvalidRequest as exc:
+        raise _fail(f"the manifest note is malformed: {exc}", "manifest") from None
+    header, _, rest = text.partition("\n")
+    line, _, tail = rest.partition("\n")
+    if header != MANIFEST_HEADER or tail:
+        raise _fail(
+            f"the manifest note's text is not {MANIFEST_HEADER!r} and one JSON line", "manifest"
+        )
+    try:
+        manifest = _manifest_decoder.decode(line.encode())
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise _fail(f"the manifest is malformed: {_one_line(exc)}", "manifest") from None
+    if manifest_text(manifest) != text:
+        # One spelling per manifest, as for the bundle itself.
+        raise _fail("the manifest is not in canonical form", "manifest")
+    return manifest
 
 
 # -- verification ------------------------------------------------------------------------------
@@ -276,16 +410,23 @@ def _fail(message: str, step: str, seq: int | None = None) -> VerificationError:
 def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> VerifiedBundle:
     """Check a bundle offline against the trusted key(s); raise VerificationError naming the step.
 
-    In order: the document's ``format`` (``truncated`` for a cut-off file);
-    the checkpoint's form; per entry, ascending: ``format`` (canonical v1
-    bytes carrying their seq), ``unknown key`` (signed by a key reachable
-    from the trusted one through ``key_rotated`` entries), ``signature``,
-    ``payload hash``, ``inclusion`` (the audit path leads to the
-    checkpoint's root); then ``checkpoint`` (signed by the key in force at
-    its size), ``redaction`` (a missing payload was erased by an included
+    In order: the document's ``format`` (``truncated`` for a cut-off file,
+    canonical bytes only, a retired format refused with a re-export hint);
+    the manifest's form, and ``completeness`` of the seqs held against the
+    seqs it lists (nothing cut, added, reordered or repeated); the
+    checkpoint's form; per entry, ascending: ``format`` (canonical v1 bytes
+    carrying their seq), ``unknown key`` (signed by a key reachable from the
+    trusted one through ``key_rotated`` entries), ``signature``, ``payload
+    hash``, ``inclusion`` (the audit path leads to the checkpoint's root);
+    then ``checkpoint`` (signed by the key in force at its size, every
+    signature checked), ``manifest`` (signed by that key too, made for this
+    checkpoint, and stating exactly the bundle's run id, origin, keys and
+    embedders), ``completeness`` (each entry's leaf hash and payload presence
+    as listed), ``redaction`` (a missing payload was erased by an included
     signed entry), and the run itself: ``run`` (its calls' skeletons match
     their signed result hashes, texts match their references) and
-    ``completeness`` (every item a result cites has its signed entry here).
+    ``completeness`` (the stated last step and call count, no step missing,
+    every item a result cites has its signed entry here).
     """
     if isinstance(trust, str):
         try:
@@ -296,9 +437,13 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
         trusted = list(trust)
     if not trusted:
         raise InvalidRequest("`trust` names no key")
+    # 1. Syntax: the document, canonical; the manifest's statement, not yet trusted.
     bundle = data if isinstance(data, Bundle) else decode_bundle(data)
     if bundle.format != FORMAT:
         raise _fail(f"bundle format {bundle.format!r}; this memseal reads {FORMAT}", "format")
+    manifest = _manifest_of(bundle.manifest)
+    # 2. Extent, before any entry is read: the seqs held must be the seqs listed, in order.
+    _check_extent([e.seq for e in bundle.entries], [e.seq for e in manifest.entries])
     try:
         text, _ = split_note(bundle.checkpoint)
         checkpoint = parse_checkpoint(text)
@@ -318,10 +463,11 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
     missing: list[int] = []
     redacted: set[int] = set()
     previous = -1
+    # 3. Each entry: bytes, key, signature, payload, inclusion; the key chain as it goes.
     for item in bundle.entries:
         seq = item.seq
         if seq <= previous:
-            raise _fail("entries must be listed by ascending seq, once each", "format", seq)
+            raise _fail("entries must be listed by ascending seq, once each", "completeness", seq)
         if seq >= size:
             raise _fail(f"entry lies outside the checkpoint of {size} entries", "inclusion", seq)
         previous = seq
@@ -372,20 +518,53 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
             active[new_id] = VerifyKey(new.public_key)
             names[new_id] = new
         entries[seq] = entry
+    # 4. The checkpoint and the manifest: signed by the key in force at the checkpoint's size.
+    chain = list(names.values())
+    in_force = [names[k] for k in active]
     try:
-        open_note(bundle.checkpoint, [names[k] for k in active])
-    except (VerificationError, InvalidRequest) as exc:
+        _open_signed(bundle.checkpoint, chain, in_force)
+    except VerificationError as exc:
         raise _fail(
             f"the checkpoint is not signed by the key in force at size {size}: {exc}",
             "checkpoint",
             size - 1 if size else None,
         ) from None
+    try:
+        _open_signed(bundle.manifest, chain, in_force)
+    except VerificationError as exc:
+        raise _fail(
+            f"the manifest is not signed by the key in force at size {size}: {exc}", "manifest"
+        ) from None
+    _check_manifest(bundle, manifest, size, root)
+    # 5. What the signed manifest lists is what the bundle holds, byte for byte.
+    for item, listed in zip(bundle.entries, manifest.entries, strict=True):
+        if leaf_hash(item.leaf) != listed.leaf_hash:
+            raise _fail(
+                "the entry is not the one the signed manifest lists", "completeness", item.seq
+            )
+        if (item.payload is not None) != listed.payload:
+            raise _fail(
+                "the payload is missing, but the signed manifest says the export held it"
+                if listed.payload
+                else "a payload is given, but the signed manifest says the export held none",
+                "completeness",
+                item.seq,
+            )
     for seq in missing:
         if seq not in redacted:
             raise _fail(
                 "payload is missing and no signed entry in the bundle erased it", "redaction", seq
             )
+    # 6. The run: its calls, then the extent the manifest states for it.
     calls, superseded, started = _run_of(bundle, entries)
+    count = sum(1 for e in entries.values() if e.kind == TOOL_CALL)
+    last = calls[-1].call.step if calls else None
+    if (manifest.last_step, manifest.calls) != (last, count):
+        raise _fail(
+            f"the signed manifest states last step {manifest.last_step} and "
+            f"{manifest.calls} call(s); the bundle holds last step {last} and {count}",
+            "completeness",
+        )
     return VerifiedBundle(
         bundle=bundle,
         size=size,
@@ -395,7 +574,68 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
         superseded=superseded,
         started=started,
         keys=tuple(f"{names[k].name}+{k}" for k in used),
+        manifest=manifest,
     )
+
+
+def _check_extent(held: Sequence[int], listed: Sequence[int]) -> None:
+    """Raise ``completeness`` naming the first seq cut, added, moved or repeated."""
+    if list(held) == list(listed):
+        return
+    seen: set[int] = set()
+    previous = -1
+    for seq in held:
+        if seq in seen:
+            raise _fail("the entry appears twice in the bundle", "completeness", seq)
+        if seq < previous:
+            raise _fail(
+                f"entries are out of order (seq {seq} follows seq {previous}): they must be "
+                "listed by ascending seq, once each",
+                "completeness",
+                seq,
+            )
+        seen.add(seq)
+        previous = seq
+    wanted = set(listed)
+    for seq in listed:
+        if seq not in seen:
+            cut = len(wanted - seen)
+            raise _fail(
+                f"the signed manifest lists this entry but the bundle lacks it "
+                f"({cut} of {len(listed)} listed entries missing: the bundle is not the whole "
+                "run as exported)",
+                "completeness",
+                seq,
+            )
+    extra = next(s for s in held if s not in wanted)
+    raise _fail("the entry is not in the signed manifest", "completeness", extra)
+
+
+def _open_signed(note: str, chain: Sequence[VerifierKey], in_force: Sequence[VerifierKey]) -> Note:
+    """Open a note whose every signature is by a key of the chain, one of them in force."""
+    opened = open_note(note, chain)
+    if opened.unverified:
+        # An unchecked signature line would be bytes that change without failing.
+        name, ident = opened.unverified[0]
+        raise VerificationError(
+            f"signed by {name}+{ident.hex()}, which is not in the key chain", step="note"
+        )
+    if not any(k in in_force for k in opened.verified):
+        raise VerificationError("no signature by the key in force", step="note")
+    return opened
+
+
+def _check_manifest(bundle: Bundle, manifest: Manifest, size: int, root: bytes) -> None:
+    """Every field a verifier or replay reads must be what the signed manifest states."""
+    if (manifest.size, manifest.root) != (size, root):
+        raise _fail(
+            f"the signed manifest was made for the checkpoint of size {manifest.size}, not "
+            f"the bundle's ({size})",
+            "manifest",
+        )
+    for field in ("run_id", "origin", "keys", "embedders"):
+        if getattr(bundle, field) != getattr(manifest, field):
+            raise _fail(f"`{field}` is not what the signed manifest states", "manifest")
 
 
 def _run_of(

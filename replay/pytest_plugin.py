@@ -65,7 +65,7 @@ class BundleItem(pytest.Item):
         except VerificationError as exc:
             raise BundleFailure(f"{self.bundle.name}: verification failed: {exc}") from None
         report = asyncio.run(
-            regress(verified, embedder=embedder_for(bundle), tolerance=DEFAULT_TOLERANCE)
+            regress(verified, embedder=embedder_for(verified), tolerance=DEFAULT_TOLERANCE)
         )
         if report.changed:
             raise BundleFailure(report.text())

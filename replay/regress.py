@@ -58,7 +58,7 @@ from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
-from .bundle import Bundle, BundleCall, VerifiedBundle
+from .bundle import BundleCall, VerifiedBundle
 from .divergence import field_diff
 
 __all__ = [
@@ -584,26 +584,28 @@ async def _replay_calls(
 _HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")
 
 
-def embedder_for(bundle: Bundle, choice: str = "auto") -> Embedder | None:
+def embedder_for(verified: VerifiedBundle, choice: str = "auto") -> Embedder | None:
     """The embedder to replay with: ``none``, ``hashing``, ``default`` (MiniLM when
     installed), or ``auto``: the one the recording's data folder used, when known and
-    available here (else exact search only, with a warning on stderr)."""
+    available here (else exact search only, with a warning on stderr). ``auto`` reads
+    the embedders the verified bundle's signed manifest states, never an unsigned field."""
+    embedders = verified.manifest.embedders
     if choice == "none":
         return None
     if choice == "hashing":
         return HashingEmbedder()
     if choice == "default":
         return default_embedder()
-    for known in bundle.embedders:
+    for known in embedders:
         found = _HASHING.fullmatch(known)
         if found:
             return HashingEmbedder(int(found.group(1)))
-    if bundle.embedders:
+    if embedders:
         chosen = default_embedder()
-        if chosen is not None and chosen.id in bundle.embedders:
+        if chosen is not None and chosen.id in embedders:
             return chosen
         print(
-            f"memseal replay: the recording used {', '.join(bundle.embedders)}; not available "
+            f"memseal replay: the recording used {', '.join(embedders)}; not available "
             "here, replaying with exact search only",
             file=sys.stderr,
         )

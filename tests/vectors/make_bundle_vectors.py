@@ -18,6 +18,19 @@ to the error it must fail with; ``trust.vkey`` is the trusted key):
 ``unknown-key.bundle``  the session recorded in another data folder, whose key
                         the trusted key never handed over to
 ``truncated.bundle``    good.bundle cut in half
+
+Attacks on the bundle's extent and unsigned fields, each good.bundle changed and
+re-encoded canonically (``expected.json`` also holds a phrase its message must say):
+
+``cut-tail.bundle``           the last three entries dropped
+``dropped-run-started.bundle`` the run's ``run_started`` entry dropped
+``reordered.bundle``          two adjacent entries swapped
+``duplicated.bundle``         one entry listed twice
+``edited-keys.bundle``        ``keys`` naming the other folder's key
+``edited-embedders.bundle``   ``embedders`` naming another embedder (it steers
+                              ``replay --embedder auto``)
+``v1.bundle``                 a bundle of the retired format ``memseal/bundle@v1``
+                              (kept from before the manifest): refused, re-export
 """
 
 from __future__ import annotations
@@ -98,6 +111,39 @@ def _fields(struct: Any) -> dict[str, Any]:
     return {f: getattr(struct, f) for f in struct.__struct_fields__}
 
 
+def _with(bundle: Bundle, **changes: Any) -> bytes:
+    return encode_bundle(type(bundle)(**{**_fields(bundle), **changes}))
+
+
+def _attacks(good: Bundle, other: Bundle) -> dict[str, bytes]:
+    entries = list(good.entries)
+    started = next(i for i, e in enumerate(entries) if b'"kind":"run_started"' in e.leaf)
+    swapped = list(entries)
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    return {
+        "cut-tail.bundle": _with(good, entries=tuple(entries[:-3])),
+        "dropped-run-started.bundle": _with(
+            good, entries=tuple(entries[:started] + entries[started + 1 :])
+        ),
+        "reordered.bundle": _with(good, entries=tuple(swapped)),
+        "duplicated.bundle": _with(good, entries=tuple(entries[:3] + entries[2:])),
+        "edited-keys.bundle": _with(good, keys=other.keys),
+        "edited-embedders.bundle": _with(good, embedders=("hashing-v1/blake3/w1-c3/dim64",)),
+    }
+
+
+#: The phrase each attack vector's error must carry (its reason, in the verifier's words).
+SAYS = {
+    "cut-tail.bundle": "the bundle lacks it",
+    "dropped-run-started.bundle": "the bundle lacks it",
+    "reordered.bundle": "out of order",
+    "duplicated.bundle": "appears twice",
+    "edited-keys.bundle": "`keys` is not what the signed manifest states",
+    "edited-embedders.bundle": "`embedders` is not what the signed manifest states",
+    "v1.bundle": "re-export",
+}
+
+
 async def main() -> None:
     example = _example()
     script = list(example.SCRIPT)
@@ -117,6 +163,9 @@ async def main() -> None:
         "unknown-key.bundle": encode_bundle(other),
     }
     files["truncated.bundle"] = files["good.bundle"][: len(files["good.bundle"]) // 2]
+    files.update(_attacks(good, other))
+    # The retired format cannot be made any more: the last v1 good.bundle is kept as it was.
+    files["v1.bundle"] = (OUT / "v1.bundle").read_bytes()
     expected: dict[str, Any] = {}
     for name, data in files.items():
         try:
@@ -124,6 +173,9 @@ async def main() -> None:
             expected[name] = None
         except VerificationError as exc:
             expected[name] = {"step": exc.step, "seq": exc.seq}
+            if name in SAYS:
+                assert SAYS[name] in str(exc), (name, str(exc))
+                expected[name]["says"] = SAYS[name]
         (OUT / name).write_bytes(data)
     (OUT / "trust.vkey").write_text(trust + "\n")
     (OUT / "expected.json").write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")

@@ -164,9 +164,12 @@ async def test_inclusion_proof_and_checkpoint_are_checked(tmp_path: Path) -> Non
 
 def test_format_is_versioned() -> None:
     data = (VECTORS / "good.bundle").read_bytes()
-    assert data.startswith(b'{"format":"memseal/bundle@v1",')
+    assert data.startswith(b'{"format":"memseal/bundle@v2",')
     with pytest.raises(VerificationError, match="memseal/bundle@v2"):
-        decode_bundle(data.replace(b"bundle@v1", b"bundle@v2", 1))
+        decode_bundle(data.replace(b"bundle@v2", b"bundle@v3", 1))
+    # The retired v1 (no signed manifest) is refused with the way out, not read as v2.
+    with pytest.raises(VerificationError, match="re-export"):
+        decode_bundle((VECTORS / "v1.bundle").read_bytes())
     with pytest.raises(VerificationError, match="not a memseal bundle"):
         decode_bundle(b"hello")
     with pytest.raises(InvalidRequest):

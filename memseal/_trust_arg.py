@@ -21,8 +21,10 @@ def trust_text(value: str) -> str:
         return value.strip()
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"--trust: cannot read {path}: {exc}") from exc
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"--trust {path}: not a vkey file (not UTF-8 text)") from None
+    except OSError as exc:
+        raise InvalidRequest(f"--trust: cannot read {path}: {exc.strerror}") from exc
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) > 1:
         raise InvalidRequest(

@@ -173,7 +173,7 @@ def check_projections_in(execute: Execute, keyring: Keyring, started: float) -> 
         )
         position = int(meta.get("position", "-1"))
         incremental = state_hash(position, int(meta.get("state_sum", "0"), 16))
-        item: str | None = None
+        item: tuple[str, str] | None = None
         if first is not None:
             item = _item_at(first[1], first[0], execute, local)
         items = local("SELECT count(*) FROM engine_items")[0][0]
@@ -185,7 +185,8 @@ def check_projections_in(execute: Execute, keyring: Keyring, started: float) -> 
             items=items,
             table=None if first is None else first[1],
             seq=None if first is None else first[0],
-            item=item,
+            item=None if item is None else item[0],
+            namespace=None if item is None else item[1],
             seconds=round(time.perf_counter() - started, 3),
         )
     finally:
@@ -228,17 +229,18 @@ def _key(row: Sequence[Any]) -> bytes:
     return _encoder.encode(list(row))
 
 
-def _item_at(table: str, seq: int, live: Execute, rebuilt: Execute) -> str | None:
-    """The id of the item a differing row belongs to, from either side."""
+def _item_at(table: str, seq: int, live: Execute, rebuilt: Execute) -> tuple[str, str] | None:
+    """The id and namespace of the item a differing row belongs to, the log's side first
+    (a row only the live side has is named by what it claims)."""
     for execute in (rebuilt, live):
         if table == "engine_verdicts":
             found = execute(
-                "SELECT i.id FROM engine_verdicts v JOIN engine_items i ON i.seq = v.item "
-                "WHERE v.seq = ?",
+                "SELECT i.id, i.namespace FROM engine_verdicts v "
+                "JOIN engine_items i ON i.seq = v.item WHERE v.seq = ?",
                 (seq,),
             )
         else:
-            found = execute("SELECT id FROM engine_items WHERE seq = ?", (seq,))
+            found = execute("SELECT id, namespace FROM engine_items WHERE seq = ?", (seq,))
         if found:
-            return str(found[0][0])
+            return str(found[0][0]), str(found[0][1])
     return None

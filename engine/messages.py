@@ -127,6 +127,8 @@ class ProjectionCheck(msgspec.Struct, frozen=True, kw_only=True):
     table: str | None = None
     seq: int | None = None
     item: str | None = None
+    #: That item's namespace as the log has it (None if the log has no such item).
+    namespace: str | None = None
     seconds: float = 0.0
 
     @property

@@ -23,7 +23,7 @@ import msgspec
 from memseal.ledger.entry import decode_entry
 from memseal.ledger.store import Execute, Snapshots, WriteTxn
 
-from ._dialect import SQLITE, for_dialect
+from ._dialect import SQLITE, EngineSql, for_dialect
 from ._projection import Projection, row_digest, state_hash
 from ._schema import DDL, HASHED, PROJECTION_TABLES, PROJECTION_VERSION
 from .events import (
@@ -43,6 +43,36 @@ _CHUNK: Final = 2_048
 _WINDOW: Final = 4_096
 _MOD: Final = 1 << 256
 _encoder = msgspec.json.Encoder(order="deterministic")
+
+
+def _no_fts(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
+    pass
+
+
+# The scratch store keeps only what the state hash covers and what applying events looks
+# up (items by id and by content, verdicts by item): no FTS index (it is not hashed, and
+# filling it was half the time), no indexes that only queries use.
+_SCRATCH_SQL: Final = EngineSql(
+    "sqlite",
+    item_select=SQLITE.item_select,
+    fts_add=_no_fts,
+    fts_remove=_no_fts,
+    fts_clear="SELECT 1",
+    scrub_first=SQLITE.scrub_first,
+    scrub_attempt=SQLITE.scrub_attempt,
+)
+_QUERY_ONLY: Final = (
+    "engine_fts",
+    "engine_items_namespace",
+    "engine_items_observed",
+    "engine_items_scope",
+    "engine_facets_value",
+)
+_SCRATCH_DDL: Final = tuple(
+    statement
+    for statement in DDL.split(";")
+    if statement.strip() and not any(name in statement.split() for name in _QUERY_ONLY)
+)
 
 
 def rebuild_command(
@@ -141,11 +171,10 @@ def check_projections_in(execute: Execute, keyring: Keyring, started: float) -> 
         def local(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
             return scratch.execute(sql, params).fetchall()
 
-        for statement in DDL.split(";"):
-            if statement.strip():
-                scratch.execute(statement)
+        for statement in _SCRATCH_DDL:
+            scratch.execute(statement)
         # 1. the log replayed into the scratch store, by the code that keeps the live one
-        projection = Projection(local, keyring, SQLITE)
+        projection = Projection(local, keyring, _SCRATCH_SQL)
         last = -1
         entries = 0
         while True:

@@ -24,7 +24,7 @@ from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
 from memseal.memory import DATABASE, STORE_ENV, open, open_audit
-from memseal.replay.provenance import verify_memos
+from memseal.replay.provenance import verify_derived
 
 __all__ = ["main"]
 
@@ -83,7 +83,7 @@ async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
     async with open_audit(where) as ledger:
         try:
             summary = await ledger.verify(trust, checkpoints=kept, progress=progress)
-            await verify_memos(ledger.store, summary.size)
+            await verify_derived(ledger.store, summary.size)
             deep = await deep_check(ledger.store, Path(where)) if args.deep else None
         except VerificationError as exc:
             progress.close()

@@ -50,7 +50,7 @@ from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
-from memseal.replay.provenance import verify_memos
+from memseal.replay.provenance import verify_derived
 from memseal.replay.run import Run, new_run_id
 from memseal.tools import MemoryTools, ToolScope, Toolset, runner_for
 
@@ -198,7 +198,7 @@ class Memory:
         projections against a rebuild from the log. Returns None or raises
         :class:`VerificationError`."""
         summary = await self.ledger.verify(trust, checkpoints=checkpoints)
-        await verify_memos(self.ledger.store, summary.size)
+        await verify_derived(self.ledger.store, summary.size)
         if deep:
             check = await self.engine.check_projections()
             if not check.matches:

@@ -19,8 +19,9 @@ matching signed provenance``; ``detail`` names the failed check). In order:
 Only then is the result decoded.
 
 The memo table is a projection of the signed ``memory_tool_call`` entries,
-and two functions hold it to them. :func:`verify_memos` (run by ``memseal
-verify`` and ``Memory.verify``) checks the whole table against the log;
+and two functions hold it to them. :func:`verify_derived` (run by ``memseal
+verify`` and ``Memory.verify``) checks the whole table against the log, with
+the runs' starts and the redactions;
 :func:`reconcile_memos` (run when a run resumes) puts back the memo of a
 step whose signed entry is in the log but whose row is gone, so a resume
 never runs live a step that was recorded.
@@ -55,7 +56,7 @@ from .identity import input_hash, memo_key
 from .memo import MemoRow, check_holder, put_memo
 from .results import restore, result_hash
 
-__all__ = ["Reconciled", "Verified", "check_memo", "reconcile_memos", "verify_memos"]
+__all__ = ["Reconciled", "Verified", "check_memo", "reconcile_memos", "verify_derived"]
 
 
 class Verified(msgspec.Struct, frozen=True, kw_only=True):
@@ -234,20 +235,81 @@ async def _memo_rows(store: SqlStore, run_id: str | None) -> list[MemoRow] | Non
     return [MemoRow(run_id=r[0], step=int(r[1]), memo_key=r[2], seq=int(r[3])) for r in rows]
 
 
-async def verify_memos(store: SqlStore, size: int | None = None) -> None:
-    """Check the memo table against the signed calls of the first ``size`` entries.
+class _Derived:
+    """What the other derived tables should hold, read off the signed entries."""
+
+    def __init__(self) -> None:
+        self.redactions: dict[int, int] = {}  # redacted seq -> the first entry redacting it
+        self.starts: dict[str, int] = {}  # run id -> its first signed run_started entry
+
+    def add(self, record: Record) -> None:
+        try:
+            entry = record.entry()
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return
+        for earlier in entry.redacts:
+            self.redactions.setdefault(earlier, record.seq)
+        if entry.kind == RUN_STARTED:
+            try:
+                body = msgspec.json.decode(bytes(entry.body))
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                return
+            if isinstance(body, dict) and isinstance(body.get("run_id"), str):
+                self.starts.setdefault(body["run_id"], record.seq)
+
+
+async def verify_derived(store: SqlStore, size: int | None = None) -> None:
+    """Check the tables derived from the first ``size`` signed entries against them:
+    the memo table, the runs' starts and the redactions.
 
     Run after the ledger's own verify (which checked every signature), so the
-    entries are trusted here and only their placing is read. Returns None or
-    raises :class:`VerificationError` (step ``memo``).
+    entries are trusted here and only what they say is compared. Returns None
+    or raises :class:`VerificationError` (step ``memo``, ``runs`` or
+    ``redaction``).
     """
     total = (await store.head()).size if size is None else size
     steps = _Steps()
+    derived = _Derived()
     # 1. every signed call decodes and carries the memo key of its run and step
     async for record in store.scan(0, total):
         steps.add(record, None)
+        derived.add(record)
     # 2. a replacement supersedes an earlier call of its own step; 3. one current call a step
     current = steps.current()
+    await _check_memo_rows(store, current)
+    # 6. each run's row starts at the run's first signed run_started entry, and every
+    # started run has its row (a resume reads the run's calls from there on)
+    await _check_runs(store, derived.starts)
+    # 7. the redactions table is exactly what the signed ``redacts`` headers say
+    # (replay marks forgotten texts with it, export leaves those payloads out)
+    found = dict(await store.rows("SELECT seq, by_seq FROM redactions ORDER BY seq"))
+    for seq in sorted(set(found) | set(derived.redactions)):
+        if found.get(seq) != derived.redactions.get(seq):
+            raise VerificationError(
+                f"the redactions table says seq {seq} was erased by {found.get(seq)}, "
+                f"the signed entries say by {derived.redactions.get(seq)}",
+                seq=seq,
+                step="redaction",
+            )
+
+
+async def _check_runs(store: SqlStore, starts: dict[str, int]) -> None:
+    try:
+        rows = await store.rows("SELECT run_id, started_seq FROM runs ORDER BY run_id")
+    except StorageError:
+        rows = []  # a bare log, made without the replay tables
+    found = {str(r[0]): int(r[1]) for r in rows}
+    for run_id in sorted(set(found) | set(starts)):
+        if found.get(run_id) != starts.get(run_id):
+            raise VerificationError(
+                f"run {run_id!r} starts at seq {found.get(run_id)} in the runs table, "
+                f"at {starts.get(run_id)} in the signed entries",
+                seq=starts.get(run_id, found.get(run_id)),
+                step="runs",
+            )
+
+
+async def _check_memo_rows(store: SqlStore, current: dict[tuple[str, int], int]) -> None:
     rows = await _memo_rows(store, None)
     if rows is None:
         if current:

@@ -180,3 +180,52 @@ async def test_moved_run_start_is_refused_on_resume(memory: Memory) -> None:
     with pytest.raises(ProvenanceError) as caught:
         await record(memory)
     assert "is not the signed start" in caught.value.detail
+
+
+# -- the other tables derived from the signed entries (runs, redactions) ----------------
+
+
+async def record_and_forget(memory: Memory) -> None:
+    stored = (await record(memory))[0]
+    async with memory.run("run-2", SCOPE) as durable:
+        await durable.call("memory_forget", {"ids": [stored["id"]]})
+
+
+async def test_deleted_redactions_fail_verify(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await record_and_forget(memory)
+    await memory.verify()
+    assert rows(memory, "SELECT count(*) FROM redactions")[0][0] > 0
+    run(memory, "DELETE FROM redactions")
+    with pytest.raises(VerificationError, match="the signed entries say by") as caught:
+        await memory.verify()
+    assert caught.value.step == "redaction"
+    capsys.readouterr()
+    assert await cli_verify(memory, monkeypatch) == 1
+    assert "redaction" in capsys.readouterr().err
+
+
+async def test_redaction_credited_to_another_entry_fails_verify(memory: Memory) -> None:
+    await record_and_forget(memory)
+    run(memory, "UPDATE redactions SET by_seq = by_seq - 1")
+    with pytest.raises(VerificationError, match="redactions table says"):
+        await memory.verify()
+
+
+async def test_edited_run_start_fails_verify(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await record(memory)
+    run(memory, "UPDATE runs SET started_seq = started_seq + 1 WHERE run_id = ?", (RUN,))
+    with pytest.raises(VerificationError, match="starts at seq") as caught:
+        await memory.verify()
+    assert caught.value.step == "runs"
+    assert await cli_verify(memory, monkeypatch) == 1
+
+
+async def test_deleted_runs_row_fails_verify(memory: Memory) -> None:
+    await record(memory)
+    run(memory, "DELETE FROM runs WHERE run_id = ?", (RUN,))
+    with pytest.raises(VerificationError, match="starts at seq None in the runs table"):
+        await memory.verify()

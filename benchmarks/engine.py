@@ -12,7 +12,12 @@ On real files in a temporary folder, with memseal's durability (WAL, synchronous
   OR query, ``ORDER BY rank LIMIT 10``), with the ratio memseal / bare;
 * at 10k: the embedder's fill rate, then semantic and hybrid fetch p50/p95, first with
   each question embedded, then again with its vector cached (the ranking alone);
-* rebuild entries/s at both sizes.
+* rebuild entries/s at both sizes;
+* the read-time row check (each item's text against its keyed content hash) on exact
+  fetch and recall: timed with the check, then with it replaced by a no-op in the same
+  process, so the difference is its cost;
+* ``verify --deep`` (the projections rebuilt into a scratch store and compared) at both
+  sizes.
 
 ``--quick`` uses 2k and 10k memories (semantic at 2k) for a run of a minute or so.
 The memories are synthetic: 8 to 24 words drawn from a Zipf-like vocabulary of 5,000
@@ -31,8 +36,17 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import memseal.engine._read as engine_read
 from memseal._engine_cli import open_engine
-from memseal.engine import Embedder, HashingEmbedder, Learning, Meta, NewItem, default_embedder
+from memseal.engine import (
+    Embedder,
+    Engine,
+    HashingEmbedder,
+    Learning,
+    Meta,
+    NewItem,
+    default_embedder,
+)
 from memseal.engine._search import fts_query
 
 _SYLLABLES = ["ka", "lo", "mi", "ru", "ten", "sa", "vo", "ne", "pi", "dra", "ul", "shi", "bo"]
@@ -131,6 +145,13 @@ async def size_run(where: Path, n: int, asked: list[str]) -> Path:
         line("exact fetch p50 / p95", f"{p50:.2f} / {p95:.2f} ms")
         line("bare FTS5 query p50 / p95", f"{b50:.2f} / {b95:.2f} ms")
         line("ratio memseal / bare (p50, p95)", f"{p50 / b50:.1f}x, {p95 / b95:.1f}x")
+        await read_check_cost(engine, asked)
+        check = await engine.check_projections()
+        line(
+            "verify --deep (scratch rebuild + compare)",
+            f"{check.entries / check.seconds:,.0f} entries/s ({check.seconds:.1f} s, "
+            f"{'equal' if check.matches else 'DIFFERENT'})",
+        )
         report = await engine.rebuild()
         line(
             "rebuild",
@@ -138,6 +159,25 @@ async def size_run(where: Path, n: int, asked: list[str]) -> Path:
             f"hash {'equal' if report.matches else 'DIFFERENT'})",
         )
     return folder
+
+
+async def read_check_cost(engine: Engine, asked: list[str]) -> None:
+    reads: dict[str, Callable[[str], Awaitable[object]]] = {
+        "exact fetch": lambda q: engine.fetch(q, mode="exact"),
+        "recall": lambda q: engine.recall(q),
+    }
+    checked = engine_read.check_row
+    for label, read in reads.items():
+        with_check = await timed([lambda q=q, r=read: r(q) for q in asked])
+        engine_read.check_row = lambda *args: None  # type: ignore[assignment]
+        try:
+            without = await timed([lambda q=q, r=read: r(q) for q in asked])
+        finally:
+            engine_read.check_row = checked
+        line(
+            f"{label} p50 / p95, read check on / off",
+            f"{with_check[0]:.2f} / {with_check[1]:.2f} ms, {without[0]:.2f} / {without[1]:.2f} ms",
+        )
 
 
 async def semantic_run(folder: Path, embedder: Embedder, asked: list[str]) -> None:

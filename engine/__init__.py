@@ -7,6 +7,7 @@ start with ``_`` are internal.
 """
 
 from ._projection import state_hash
+from ._rebuild import check_projections
 from .embedders import Embedder, HashingEmbedder, default_embedder
 from .engine import RANK_CAP, Clock, Engine, Progress
 from .events import (
@@ -42,6 +43,7 @@ from .messages import (
     Mode,
     NewItem,
     Page,
+    ProjectionCheck,
     RebuildReport,
     Stored,
     TrustChange,
@@ -87,6 +89,7 @@ __all__ = [
     "NewItem",
     "Page",
     "Progress",
+    "ProjectionCheck",
     "Reach",
     "RebuildReport",
     "Recollection",
@@ -99,6 +102,7 @@ __all__ = [
     "TrustPayload",
     "Turn",
     "Verdict",
+    "check_projections",
     "default_embedder",
     "state_hash",
 ]

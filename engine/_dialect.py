@@ -37,7 +37,7 @@ Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
 _ITEM_COLUMNS: Final = (
     "i.seq, i.id, i.kind, i.namespace, i.trust, i.confidence, i.observed_at, i.stored_at, "
-    "i.text, i.title, i.tags, i.meta, i.detail, "
+    "i.text, i.title, i.tags, i.meta, i.detail, i.content, "
 )
 
 

@@ -1,4 +1,14 @@
-"""Turning projection rows into :class:`Item` values, verdicts included, in one statement."""
+"""Turning projection rows into :class:`Item` values, verdicts included, in one statement.
+
+Every row is checked as it is read: its ``content`` column is keyed blake3
+(a key derived from the instance secret) of the title and text the
+projection stored from the signed payload, so a row whose text, title or
+turns were edited in the database no longer matches it, and the read raises
+:class:`VerificationError` (step ``projection``) rather than serve it.
+Without the secret no one can make a matching hash for new text. What the
+hash does not cover (namespace, kind, trust, tags, meta, evidence, verdicts,
+and a row moved whole to another seq) is left to ``memseal verify --deep``.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +17,14 @@ from typing import Any, Final
 
 import msgspec
 
-from ._projection import Detail
-from ._reader import Execute
-from .items import Item, Meta, Verdict
+from memseal.ledger.errors import VerificationError
 
-__all__ = ["load_items", "rows_to_items"]
+from ._projection import Detail, embed_text
+from ._reader import Execute
+from .events import Keyring
+from .items import Item, Meta, Turn, Verdict
+
+__all__ = ["check_row", "load_items", "rows_to_items"]
 
 _meta = msgspec.json.Decoder(Meta)
 _detail = msgspec.json.Decoder(Detail)
@@ -31,13 +44,40 @@ class _VerdictRow(msgspec.Struct, array_like=True, frozen=True):
 _verdict_rows = msgspec.json.Decoder(tuple[_VerdictRow, ...])
 
 
-def rows_to_items(found: Sequence[tuple[Any, ...]]) -> list[Item]:
-    """Items for rows selected with a dialect's ``item_select``, in the same order."""
+def check_row(
+    keyring: Keyring,
+    seq: int,
+    item_id: str,
+    kind: str,
+    text: str,
+    title: str | None,
+    turns: tuple[Turn, ...] | None,
+    content: str,
+) -> None:
+    """Raise unless the row's text is the text its keyed content hash was made from."""
+    intact = keyring.content_hash(embed_text(title, text)) == content
+    if intact and kind == "conversation":
+        # The turns are served as they are stored: they must be the text that was hashed.
+        intact = text == "\n".join(f"{turn.role}: {turn.text}" for turn in turns or ())
+    if not intact:
+        raise VerificationError(
+            f"item {item_id}: its stored text no longer matches its content hash; the "
+            "projection was altered outside memseal (run `memseal verify --deep`, then "
+            "`memseal rebuild`)",
+            seq=seq,
+            step="projection",
+        )
+
+
+def rows_to_items(found: Sequence[tuple[Any, ...]], keyring: Keyring) -> list[Item]:
+    """Items for rows selected with a dialect's ``item_select``, in the same order;
+    each row is checked against its id first (see the module docstring)."""
     items = []
     for row in found:
         seq, item_id, kind, ns, trust, confidence, observed, stored, text = row[:9]
-        title, tags, meta, detail, verdicts = row[9:14]
+        title, tags, meta, detail, content, verdicts = row[9:15]
         extra = _detail.decode(detail)
+        check_row(keyring, seq, item_id, kind, text, title, extra.turns, content)
         items.append(
             Item(
                 id=item_id,
@@ -71,7 +111,9 @@ def rows_to_items(found: Sequence[tuple[Any, ...]]) -> list[Item]:
     return items
 
 
-def load_items(execute: Execute, item_select: str, seqs: Sequence[int]) -> dict[int, Item]:
+def load_items(
+    execute: Execute, item_select: str, seqs: Sequence[int], keyring: Keyring
+) -> dict[int, Item]:
     """Items by seq (those forgotten meanwhile are simply absent)."""
     found: list[tuple[Any, ...]] = []
     for start in range(0, len(seqs), _CHUNK):
@@ -83,4 +125,4 @@ def load_items(execute: Execute, item_select: str, seqs: Sequence[int]) -> dict[
                 part,
             )
         )
-    return {item.seq: item for item in rows_to_items(found)}
+    return {item.seq: item for item in rows_to_items(found, keyring)}

@@ -47,7 +47,7 @@ from ._query import (
 )
 from ._read import load_items, rows_to_items
 from ._reader import Execute
-from ._rebuild import rebuild_command
+from ._rebuild import check_projections, rebuild_command
 from ._schema import PROJECTION_VERSION, ddl_for
 from ._search import exact, fuse, refers_first
 from ._vectors import VectorCache
@@ -78,6 +78,7 @@ from .messages import (
     Mode,
     NewItem,
     Page,
+    ProjectionCheck,
     RebuildReport,
     Stored,
     TrustChange,
@@ -536,7 +537,7 @@ class Engine:
                 filtered.add(row[1])
             else:
                 visible.append(row[:-1])
-        by_id = {item.id: item for item in rows_to_items(visible)}
+        by_id = {item.id: item for item in rows_to_items(visible, self._keyring)}
         return Got(
             items=tuple(by_id[i] for i in wanted if i in by_id),
             missing=tuple(i for i in wanted if i not in by_id and i not in filtered),
@@ -567,7 +568,7 @@ class Engine:
             "ORDER BY i.seq DESC LIMIT ?",
             [*params, before, count + 1],
         )
-        items = rows_to_items(found[:count])
+        items = rows_to_items(found[:count], self._keyring)
         next_cursor = None
         if len(found) > count:
             next_cursor = encode_cursor(Cursor(v=1, op="list", query=query, seq=items[-1].seq))
@@ -617,6 +618,7 @@ class Engine:
             semantic = await self._vectors.rank(where, params, text, RANK_CAP)
 
         sql = self._sql
+        keyring = self._keyring
 
         def work(execute: Execute) -> tuple[int, int, builtins.list[Hit]]:
             # The first page's snapshot is the log's size as this transaction sees it:
@@ -636,7 +638,7 @@ class Engine:
             if days is not None:
                 ranked = refers_first(execute, ranked, days, where_zone)
             page = ranked[offset : offset + count]
-            items = load_items(execute, sql.item_select, [seq for seq, _ in page])
+            items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
             hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
             return seen, len(ranked), hits
 
@@ -722,6 +724,11 @@ class Engine:
             return state_hash(position, recompute_total(txn.execute))
 
         return await self._store.run(command)
+
+    async def check_projections(self) -> ProjectionCheck:
+        """Rebuild the projections from the log into a scratch store and compare them
+        with the live ones, row by row (``memseal verify --deep``); writes nothing."""
+        return await check_projections(self._reader, self._keyring)
 
     async def rebuild(self, progress: Progress | None = None) -> RebuildReport:
         """Drop the projections and replay the log into them, as one writer command.

@@ -21,6 +21,7 @@ __all__ = [
     "Mode",
     "NewItem",
     "Page",
+    "ProjectionCheck",
     "RebuildReport",
     "Stored",
     "TrustChange",
@@ -107,3 +108,37 @@ class RebuildReport(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def matches(self) -> bool:
         return self.state_hash == self.previous_hash
+
+
+class ProjectionCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """``verify --deep``: the projections rebuilt from the log into a scratch store,
+    compared with the live ones (see :func:`memseal.engine.check_projections`)."""
+
+    #: The state hash a rebuild from the log reaches (in the scratch store).
+    expected: str
+    #: The state hash of the live projection rows, recomputed from every row.
+    found: str
+    #: The running state hash the live projection keeps (``Engine.state_hash``).
+    incremental: str
+    entries: int
+    items: int
+    #: Where the live rows first differ from the rebuilt ones (None when they agree):
+    #: the table, the item's seq and, when the item exists on either side, its id.
+    table: str | None = None
+    seq: int | None = None
+    item: str | None = None
+    #: That item's namespace as the log has it (None if the log has no such item).
+    namespace: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def matches(self) -> bool:
+        return self.expected == self.found == self.incremental and self.table is None
+
+    def line(self) -> str:
+        if self.matches:
+            return f"projections: {self.items} items match a rebuild from the log ({self.expected})"
+        if self.table is not None:
+            what = f"item {self.item}" if self.item is not None else f"seq {self.seq}"
+            return f"projections: {what} differs from the log in {self.table}"
+        return "projections: the projection's position or running hash differs from the log"

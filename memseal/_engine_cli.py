@@ -16,11 +16,13 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 from memseal._progress import ProgressLine
-from memseal.engine import Embedder, Engine
+from memseal.engine import Embedder, Engine, Keyring, ProjectionCheck, check_projections
 from memseal.ledger.errors import MemsealError
+from memseal.ledger.keys import load_keys
+from memseal.ledger.store import SqlStore
 from memseal.memory import DATABASE, STORE_ENV, open
 
-__all__ = ["add_engine_verbs", "open_engine"]
+__all__ = ["add_engine_verbs", "deep_check", "open_engine"]
 
 OK, USAGE = 0, 2
 DEFAULT_DATA = "memseal-data"
@@ -52,6 +54,21 @@ async def open_engine(
         checkpoint_interval=None,
     ) as memory:
         yield memory.engine
+
+
+async def deep_check(store: SqlStore, folder: Path) -> ProjectionCheck:
+    """``verify --deep`` on an open (audit) store: the projections against the log.
+
+    The rebuild needs the folder's instance secret (items' ids and content
+    hashes are keyed with it), so the deep check is for whoever holds the data
+    folder; it only reads.
+    """
+    secret = (await asyncio.to_thread(load_keys, folder)).secret
+    snapshots = store.snapshots(workers=1)
+    try:
+        return await check_projections(snapshots, Keyring(secret))
+    finally:
+        await snapshots.close()
 
 
 async def _rebuild(args: argparse.Namespace) -> int:

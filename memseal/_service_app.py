@@ -44,7 +44,7 @@ from memseal.memory import open as open_memory
 from memseal.replay.run import new_run_id
 from memseal.tools import MAX_ARGUMENT_BYTES, ToolScope
 
-from ._service_ledger import MAX_ENTRIES, EntryView
+from ._service_ledger import MAX_ENTRIES, EntryView, projection_report
 from ._service_runs import RunRegistry
 from ._service_tokens import ROLES, OutsideReach, Principal, TokenStore, check_mint, parse_reach
 
@@ -832,6 +832,15 @@ def _routes(app: FastAPI) -> None:
         latest = await memory.ledger.latest_checkpoint()
         note = latest.note if latest is not None else await memory.ledger.checkpoint()
         return PlainTextResponse(note)
+
+    @app.get(
+        "/v1/ledger/projections",
+        tags=["ledger"],
+        summary="verify --deep: the projections rebuilt from the log and compared (slow)",
+    )
+    async def projections(request: Request, who: Auditor) -> Response:
+        memory = _service(request).memory
+        return _json(await projection_report(memory.engine, who.scope.reach))
 
     @app.get(
         "/v1/ledger/proofs/inclusion",

@@ -14,6 +14,13 @@ inside the caller's reach:
 A payload that is not shown is replaced by ``null`` with
 ``"payload_withheld": true``; one erased by a forget is ``null`` with
 ``"redacted": true``.
+
+:func:`projection_report` is ``verify --deep`` for auditors over HTTP: the
+projections rebuilt from the log into a scratch store and compared. A
+caller whose reach is everything (a root auditor or admin) sees the state
+hashes, the counts and the first differing item; any other caller sees
+whether they match and, only when the first difference is an item inside
+its reach, that item. Never any text, on either side.
 """
 
 from __future__ import annotations
@@ -24,10 +31,10 @@ from typing import Any, Final
 
 import msgspec
 
-from memseal.engine import Reach
+from memseal.engine import Engine, Reach
 from memseal.ledger.store import Record, SqlStore
 
-__all__ = ["MAX_ENTRIES", "EntryView"]
+__all__ = ["MAX_ENTRIES", "EntryView", "projection_report"]
 
 MAX_ENTRIES: Final = 200
 
@@ -141,3 +148,30 @@ class EntryView:
                 shown["payload_withheld"] = True
             out.append(shown)
         return out
+
+
+async def projection_report(engine: Engine, reach: Reach | None) -> dict[str, Any]:
+    """The deep check as one caller may see it (see the module docstring)."""
+    check = await engine.check_projections()
+    shown: dict[str, Any] = {"matches": check.matches}
+    if _everything(reach):
+        shown.update(
+            expected=check.expected,
+            found=check.found,
+            incremental=check.incremental,
+            entries=check.entries,
+            items=check.items,
+            seconds=check.seconds,
+        )
+    if check.matches:
+        return shown
+    ours = _everything(reach) or (
+        check.namespace is not None and reach is not None and reach.admits(check.namespace)
+    )
+    if ours:
+        shown["first_difference"] = {"table": check.table, "seq": check.seq, "item": check.item}
+    else:
+        # Another tenant's item, or a difference that names no item (the running hash):
+        # that something differs is all this caller may learn.
+        shown["first_difference"] = None
+    return shown

@@ -16,7 +16,7 @@ from typing import Any
 
 from memseal._bundle_cli import add_verbs as add_bundle_verbs
 from memseal._bundle_cli import verify_bundle_file
-from memseal._engine_cli import add_engine_verbs
+from memseal._engine_cli import add_engine_verbs, deep_check
 from memseal._migrate_cli import add_verbs as add_migrate_verbs
 from memseal._progress import ProgressLine
 from memseal._service_cli import add_verbs as add_service_verbs
@@ -25,6 +25,7 @@ from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
 from memseal.memory import DATABASE, STORE_ENV, open, open_audit
+from memseal.replay.provenance import verify_derived
 
 __all__ = ["main"]
 
@@ -60,18 +61,33 @@ async def _verify(args: argparse.Namespace) -> int:
 
 
 async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
-    """Audit the ledger of a data folder or a store URL (an audit needs no keys)."""
+    """Audit the ledger of a data folder or a store URL (an audit needs no keys), its
+    memo table against the signed calls and, with ``--deep``, the projections."""
     trust = trust_text(args.trust)
     kept = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
+    if args.deep and isinstance(where, str):
+        print(
+            "memseal verify --deep: give the data folder (its secret keys the projections), "
+            f"with ${STORE_ENV} naming the store",
+            file=sys.stderr,
+        )
+        return USAGE
     progress = ProgressLine("verifying")
     async with open_audit(where) as ledger:
         try:
             summary = await ledger.verify(trust, checkpoints=kept, progress=progress)
+            await verify_derived(ledger.store, summary.size)
+            deep = await deep_check(ledger.store, Path(where)) if args.deep else None
         except VerificationError as exc:
             progress.close()
             print(f"FAILED: {exc}", file=sys.stderr)
             return FAILED
     print(summary.line())
+    if deep is not None:
+        if not deep.matches:
+            print(f"FAILED: {deep.line()}", file=sys.stderr)
+            return FAILED
+        print(f"{deep.line()} in {deep.seconds:.2f} s")
     return OK
 
 
@@ -180,6 +196,11 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FILE",
         help="a signed checkpoint you kept; the log must still contain it (repeatable)",
+    )
+    verify.add_argument(
+        "--deep",
+        action="store_true",
+        help="also rebuild the projections from the log into a scratch store and compare",
     )
     verify.set_defaults(run=_verify)
 

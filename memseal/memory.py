@@ -17,7 +17,7 @@ import secrets
 import sqlite3
 import threading
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from memseal.engine import Answerer, Embedder, Engine, default_embedder
-from memseal.ledger.errors import InvalidRequest, KeyFileError, StorageError
+from memseal.ledger.errors import InvalidRequest, KeyFileError, StorageError, VerificationError
 from memseal.ledger.keys import (
     Keys,
     begin_rotation,
@@ -53,6 +53,7 @@ from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
+from memseal.replay.provenance import verify_derived
 from memseal.replay.run import Run, new_run_id
 from memseal.tools import MemoryTools, ToolScope, Toolset, runner_for
 
@@ -190,6 +191,20 @@ class Memory:
             return run.run_id, await run.call(name, arguments)
         finally:
             await run.close()
+
+    async def verify(
+        self, trust: str | None = None, *, checkpoints: Sequence[str] = (), deep: bool = False
+    ) -> None:
+        """What ``memseal verify`` checks: the ledger (against ``trust``, default the
+        first key), the memo table against the signed calls and, with ``deep``, the
+        projections against a rebuild from the log. Returns None or raises
+        :class:`VerificationError`."""
+        summary = await self.ledger.verify(trust, checkpoints=checkpoints)
+        await verify_derived(self.ledger.store, summary.size)
+        if deep:
+            check = await self.engine.check_projections()
+            if not check.matches:
+                raise VerificationError(check.line(), seq=check.seq, step="projection")
 
     async def rotate_key(self, name: str | None = None) -> str:
         """Hand the ledger to a new signing key; returns the new vkey.

@@ -72,7 +72,7 @@ from .calls import (
 from .divergence import diverged, field_diff
 from .identity import ScopeIdentity, fingerprint, input_hash, memo_key
 from .memo import MemoRow, acquire, check_holder, put_memo, release, renew
-from .provenance import Verified, check_memo
+from .provenance import Verified, check_memo, reconcile_memos
 from .results import result_hash, split
 
 __all__ = [
@@ -256,6 +256,11 @@ class Run:
         self._next = 0
         self._live_from: int | None = None
         self._recorded: set[int] = set()
+        #: Steps whose memo row was missing at resume and was put back from the log.
+        self.restored: list[int] = []
+        # Each step's current signed call at resume: what a replacement supersedes, even
+        # when the step's memo row was tampered with.
+        self._signed: dict[int, int] = {}
         self._consumed: set[int] = set()
         # Steps handed out whose call failed before its entry committed: the next call
         # takes the lowest of them, so a failure never leaves a gap in the run.
@@ -297,26 +302,31 @@ class Run:
                 return
 
             def command(txn: WriteTxn) -> bool:
-                if acquire(txn, self.run_id, self._holder, self._ttl):
+                new = acquire(txn, self.run_id, self._holder, self._ttl)
+                if new:
                     txn.append(draft)
-                    return True
-                return False
+                return new
 
-            if not await self._store.run(command):
-                try:
+            new = await self._store.run(command)
+
+            def give_back(txn: WriteTxn) -> None:
+                release(txn, self.run_id, self._holder)
+
+            try:
+                if not new:
                     await self._check_scope()
-                except BaseException:
-
-                    def give_back(txn: WriteTxn) -> None:
-                        release(txn, self.run_id, self._holder)
-
-                    with contextlib.suppress(MemsealError):
-                        await self._store.run(give_back)
-                    raise
-            rows = await self._store.rows(
-                "SELECT step FROM memos WHERE run_id = ? ORDER BY step", (self.run_id,)
-            )
-            self._recorded = {int(r[0]) for r in rows}
+                # The memo table against the run's signed calls: a recorded step whose memo
+                # row is gone gets it back, so it is never run live a second time.
+                memos = await reconcile_memos(
+                    self._store, self._keys(), self.run_id, self._holder, new
+                )
+            except BaseException:
+                # __aexit__ does not run when __aenter__ fails: give the lease back here.
+                with contextlib.suppress(MemsealError):
+                    await self._store.run(give_back)
+                raise
+            self._recorded, self.restored = set(memos.recorded), list(memos.restored)
+            self._signed = memos.current
             # A recorded step whose predecessor was never recorded is simply live.
             gap = 0
             while gap in self._recorded:
@@ -534,12 +544,15 @@ class Run:
                 old = await check_memo(
                     self._store, self._keys(), self._secret, row, self.run_id, step
                 )
+        supersedes = None if row is None else self._signed.get(step, row.seq)
         try:
-            result = await self._live(step, sent, fp, None if row is None else row.seq)
+            result = await self._live(step, sent, fp, supersedes)
         except RECORDED_ERRORS as exc:
+            self._signed.pop(step, None)
             result = _error_result(exc)
             self._note_change(step, name, old, result)
             raise
+        self._signed.pop(step, None)  # the step's memo is now the call just recorded
         self._note_change(step, name, old, result)
         return result
 

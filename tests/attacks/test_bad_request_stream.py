@@ -26,8 +26,8 @@ MIB = 1024 * 1024
 ROUNDS = 30  # each round sends one request of every kind below: 300 requests in all
 
 #: Generous bounds: before the fix the same stream grew the server by hundreds of MiB.
-MAX_RSS_GROWTH = 150 * MIB
-MAX_DB_GROWTH = 4 * MIB
+MAX_RSS_GROWTH = 64 * MIB
+MAX_DB_GROWTH = 2 * MIB
 
 
 def _free_port() -> int:

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
+from urllib.parse import quote
 
 import msgspec
 from fastapi import Depends, FastAPI, Header, Query, Request
@@ -726,6 +727,14 @@ def _handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, internal)
 
 
+def _attachment(run_id: str) -> str:
+    """A Content-Disposition for ``run_id``'s bundle: header values are latin-1, and a run
+    id may hold any printable character, quotes and U+FFFD included (RFC 6266 filename*)."""
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    encoded = quote(run_id, safe="")
+    return f"attachment; filename=\"{plain}.bundle\"; filename*=UTF-8''{encoded}.bundle"
+
+
 def _allowed(request: Request) -> str:
     methods: set[str] = set()
     for route in request.app.router.routes:
@@ -863,7 +872,7 @@ def _routes(app: FastAPI) -> None:
         return Response(
             encode_bundle(bundle),
             media_type="application/json",
-            headers={"Content-Disposition": f'attachment; filename="{run_id}.bundle"'},
+            headers={"Content-Disposition": _attachment(run_id)},
         )
 
     @app.delete(

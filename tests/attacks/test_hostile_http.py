@@ -284,3 +284,16 @@ def test_hostile_json_bodies_on_the_tool_routes_never_get_a_5xx(
     assert r.status_code < 500, (r.status_code, r.text)
     if r.status_code != 200:
         assert set(r.json()["error"]) == {"code", "message"}, r.text
+
+
+def test_a_run_id_outside_latin_1_exports_without_a_500(agent: httpx.Client) -> None:
+    # Header values are latin-1: the bundle's Content-Disposition once echoed the run id raw.
+    for run_id, quoted in (("%ff", "%EF%BF%BD"), ('say-"hi"', "say-%22hi%22"), ("✓ run", None)):
+        r = agent.post(f"/v1/runs/{run_id}/tools/memory_fetch", json={"query": "x"})
+        assert r.status_code == 200, r.text
+        r = agent.get(f"/v1/runs/{run_id}/export")
+        assert r.status_code == 200, r.text
+        disposition = r.headers["content-disposition"]
+        assert disposition.isascii() and disposition.startswith('attachment; filename="')
+        if quoted is not None:
+            assert f"filename*=UTF-8''{quoted}.bundle" in disposition

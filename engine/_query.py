@@ -146,7 +146,9 @@ def decode_cursor(value: object, op: Operation, query: str, field: str = "cursor
         cursor = _cursor_decoder.decode(raw)
     except (binascii.Error, ValueError, msgspec.DecodeError):
         raise InvalidRequest(f"`{field}` is malformed; pass back a next_cursor unchanged") from None
-    if cursor.seq < 0 or cursor.offset < 0:
+    # A seq or offset past SQLite's and PostgreSQL's 64-bit integers would fail in the
+    # driver (OverflowError), not here: no cursor this engine made holds one.
+    if not 0 <= cursor.seq < 2**63 or not 0 <= cursor.offset < 2**63:
         raise InvalidRequest(f"`{field}` is malformed; pass back a next_cursor unchanged")
     if cursor.op != op or cursor.query != query:
         raise InvalidRequest(f"`{field}` belongs to another request; start without a cursor")

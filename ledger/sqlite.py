@@ -46,6 +46,10 @@ __all__ = ["AppendHook", "SqliteLogStore", "SqliteTxn"]
 T = TypeVar("T")
 
 SCHEMA_VERSION = "1"
+#: What the driver raises over a damaged file. sqlite3 decodes TEXT values, and its own
+#: error messages (which quote the bytes of a corrupt schema), as UTF-8: a flipped byte
+#: there raises UnicodeDecodeError from the driver, not sqlite3.DatabaseError.
+DRIVER_ERRORS: Final = (sqlite3.Error, UnicodeDecodeError)
 _BUSY_TIMEOUT_MS = 30_000
 
 _SCHEMA = """
@@ -243,9 +247,9 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
             await self._reader.execute("PRAGMA query_only = ON")
             if readonly:
                 await self._check_schema()
-        except sqlite3.Error as exc:
+        except DRIVER_ERRORS as exc:
             await self.close()
-            raise StorageError(f"cannot open ledger database {self.path}: {exc}") from exc
+            raise StorageError(f"cannot open ledger database {self.path}: {_said(exc)}") from exc
         except BaseException:
             await self.close()
             raise
@@ -257,8 +261,8 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
         try:
             async with self._reader.execute("SELECT value FROM meta WHERE key = 'schema'") as cur:
                 row = await cur.fetchone()
-        except sqlite3.Error as exc:
-            raise StorageError(f"{self.path} is not a memseal ledger: {exc}") from exc
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"{self.path} is not a memseal ledger: {_said(exc)}") from exc
         if row is None or row[0] != SCHEMA_VERSION:
             found = "none" if row is None else row[0]
             raise StorageError(
@@ -379,8 +383,8 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
         assert conn is not None
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot begin a write transaction: {exc}") from exc
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"cannot begin a write transaction: {_said(exc)}") from exc
         try:
             txn = SqliteTxn(conn, self.signer, self._clock, self._hooks)
             txn.adopt_current_key(self._key_source)
@@ -408,8 +412,8 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
                 "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1"
             ) as cur:
                 row = await cur.fetchone()
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read the ledger head: {exc}") from exc
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"cannot read the ledger head: {_said(exc)}") from exc
         if row is None:
             return Head(size=0, leaf_hash=None)
         return Head(size=row[0] + 1, leaf_hash=row[1])
@@ -423,8 +427,8 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
                 (start, stop, limit),
             ) as cur:
                 rows = await cur.fetchall()
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read the ledger: {exc}") from exc
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"cannot read the ledger: {_said(exc)}") from exc
         return [
             Record(seq=r[0], leaf=r[1], leaf_hash=r[2], signature=r[3], salt=r[4], payload=r[5])
             for r in rows
@@ -435,8 +439,8 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
         try:
             async with self._db().execute(sql, params) as cur:
                 return [tuple(row) for row in await cur.fetchall()]
-        except sqlite3.Error as exc:
-            raise StorageError(f"query failed: {exc}") from exc
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"query failed: {_said(exc)}") from exc
 
     async def _select(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return await self.rows(sql, params)
@@ -481,8 +485,8 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
             raise StorageError("the ledger store is closed")
         try:
             return await asyncio.to_thread(run)
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read the Merkle tree: {exc}") from exc
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"cannot read the Merkle tree: {_said(exc)}") from exc
 
 
 def _wait_for_turn(fd: int, name: str) -> None:
@@ -526,9 +530,16 @@ def _wait_for_turn(fd: int, name: str) -> None:
     )
 
 
+def _said(exc: BaseException) -> str:
+    """What the driver said, or what its UnicodeDecodeError means for the file."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "the database file is damaged (it holds text that is not UTF-8)"
+    return str(exc)
+
+
 def _translate(exc: BaseException) -> BaseException:
-    if isinstance(exc, sqlite3.Error):
-        error = StorageError(f"database error: {exc}")
+    if isinstance(exc, DRIVER_ERRORS):
+        error = StorageError(f"database error: {_said(exc)}")
         error.__cause__ = exc
         return error
     return exc

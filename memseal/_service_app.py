@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from fastapi.responses import PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memseal.engine import Embedder
@@ -43,17 +45,19 @@ from memseal.memory import Memory
 from memseal.memory import open as open_memory
 from memseal.replay.run import new_run_id
 from memseal.tools import MAX_ARGUMENT_BYTES, ToolScope
+from memseal.tools.decode import MAX_DEPTH
 
 from ._service_ledger import MAX_ENTRIES, EntryView, projection_report
 from ._service_runs import RunRegistry
 from ._service_tokens import ROLES, OutsideReach, Principal, TokenStore, check_mint, parse_reach
 
-__all__ = ["MAX_BODY_BYTES", "ApiError", "Service", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "SMALL_BODY_BYTES", "ApiError", "Service", "body_limit", "create_app"]
 
 log = logging.getLogger("memseal.service")
 
-#: The largest request body: one tool call's arguments (1 MiB) and some room for JSON.
-MAX_BODY_BYTES: Final = MAX_ARGUMENT_BYTES + 64 * 1024
+#: The default limit of a tool call's body: its arguments, 1 MiB (``create_app(max_body=)``,
+#: ``memseal serve --max-body``); every other route takes a small body (see :func:`body_limit`).
+MAX_BODY_BYTES: Final = MAX_ARGUMENT_BYTES
 
 _encoder = msgspec.json.Encoder()
 
@@ -339,19 +343,48 @@ def _tool_label(name: object) -> str:
     return name if isinstance(name, str) and name in TOOL_NAMES else "other"
 
 
-# -- ASGI middleware: metrics and the body limit -------------------------------------------
+# -- ASGI middleware: metrics and the body limits ------------------------------------------
+
+KIB: Final = 1024
+MIB: Final = 1024 * KIB
+#: The smallest tool-call limit ``max_body`` may set: room for any small call.
+MIN_TOOL_BODY_BYTES: Final = 4 * KIB
+#: The largest it may set (room for pretty-printed arguments; memory stays bounded by it).
+MAX_TOOL_BODY_BYTES: Final = 16 * MIB
+#: What the other routes take: a token's fields, a reason, a query (and nothing, mostly).
+SMALL_BODY_BYTES: Final = 16 * KIB
+#: What an MCP message adds around a tool call's arguments (the JSON-RPC envelope).
+MCP_ENVELOPE_BYTES: Final = 64 * KIB
+#: The most a refused body is read on (and thrown away) so its sender can read the 413;
+#: past it the connection is closed unread.
+DRAIN_BYTES: Final = 128 * MIB
+#: How long a refused body's sender may pause before the connection is closed.
+DRAIN_IDLE_SECONDS: Final = 5.0
+_TOOL_ROUTE = re.compile(r"/v1/(?:runs/[^/]+/)?tools/[^/]+")
 
 
-class _TooLarge(Exception):
-    pass
+def body_limit(method: str, path: str, tool_limit: int = MAX_BODY_BYTES) -> int:
+    """The largest body ``method path`` accepts: ``tool_limit`` for a tool call (and the
+    MCP envelope around one), :data:`SMALL_BODY_BYTES` for every other route."""
+    if method == "POST" and _TOOL_ROUTE.fullmatch(path):
+        return tool_limit
+    if path == "/mcp":
+        return tool_limit + MCP_ENVELOPE_BYTES
+    return SMALL_BODY_BYTES
 
 
 class Guard:
-    """Counts every request and refuses bodies over the limit with a 413 in the error shape."""
+    """Counts every request, and refuses a body over its route's limit with a 413.
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+    The body is read here, chunk by chunk, before the app sees any of it: a
+    Content-Length over the limit is refused before a byte is read, and a
+    chunked body as soon as its count passes the limit, so a request never
+    holds more than its route's limit in memory, whatever it claims.
+    """
+
+    def __init__(self, app: ASGIApp, tool_limit: int = MAX_BODY_BYTES) -> None:
         self.app = app
-        self.limit = limit
+        self.tool_limit = tool_limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -359,62 +392,107 @@ class Guard:
             return
         started = time.perf_counter()
         status = 500
-        response_started = False
 
         async def send_wrapper(message: Message) -> None:
-            nonlocal status, response_started
+            nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
-                response_started = True
             await send(message)
-
-        async def refuse(code: int, err: str, message: str) -> None:
-            nonlocal status
-            status = code
-            body = error_body(err, message)
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": code,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
 
         service = getattr(scope["app"].state, "service", None) if "app" in scope else None
         metrics = service.metrics if isinstance(service, Service) else None
         if metrics is not None:
             metrics.in_flight += 1
         try:
-            length = _content_length(scope)
-            if length is not None and length > self.limit:
-                await refuse(413, "too_large", f"the request body is over {self.limit} bytes")
+            limit = body_limit(scope["method"], scope["path"], self.tool_limit)
+            body = await _read_body(scope, receive, limit)
+            if body is None:
+                status = 413
+                await _refuse_too_large(send, limit)
                 return
-            seen = 0
-
-            async def limited() -> Message:
-                nonlocal seen
-                message = await receive()
-                if message["type"] == "http.request":
-                    seen += len(message.get("body", b""))
-                    if seen > self.limit:
-                        raise _TooLarge
-                return message
-
-            try:
-                await self.app(scope, limited, send_wrapper)
-            except _TooLarge:
-                if not response_started:
-                    await refuse(413, "too_large", f"the request body is over {self.limit} bytes")
+            await self.app(scope, _replay(body, receive), send_wrapper)
         finally:
             if metrics is not None:
                 metrics.in_flight -= 1
                 route = scope.get("route")
                 label = getattr(route, "path", None) or "unmatched"
                 metrics.observe(label, scope["method"], status, time.perf_counter() - started)
+
+
+async def _read_body(scope: Scope, receive: Receive, limit: int) -> list[Message] | None:
+    """The request's body messages, or None when the body is over ``limit`` bytes.
+
+    A refused body is read on and thrown away (up to :data:`DRAIN_BYTES`): a
+    server that answers and closes while the client is still sending makes
+    the client's kernel drop the answer on the reset, so it would never see
+    the 413. A client that sent ``Expect: 100-continue`` has sent nothing yet.
+    """
+    length = _content_length(scope)
+    if length is not None and length > limit:
+        if not _expects_continue(scope):
+            await _drain(receive, length)
+        return None
+    messages: list[Message] = []
+    seen = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages  # the client left: the app sees the disconnect
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            if message.get("more_body", False):
+                await _drain(receive, DRAIN_BYTES)
+            return None
+        if not message.get("more_body", False):
+            break
+    if len(messages) > 1:
+        joined = b"".join(m.get("body", b"") for m in messages)
+        return [{"type": "http.request", "body": joined, "more_body": False}]
+    return messages
+
+
+async def _drain(receive: Receive, budget: int) -> None:
+    budget = min(budget, DRAIN_BYTES)
+    while budget > 0:
+        try:
+            async with asyncio.timeout(DRAIN_IDLE_SECONDS):
+                message = await receive()
+        except TimeoutError:
+            return
+        if message["type"] != "http.request":
+            return
+        budget -= len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A receive that hands out the body read already, then what the client sends next."""
+    pending = list(reversed(messages))
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed
+
+
+async def _refuse_too_large(send: Send, limit: int) -> None:
+    body = error_body("too_large", f"the request body is over this route's {limit:,} bytes")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -425,6 +503,12 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+def _expects_continue(scope: Scope) -> bool:
+    return any(
+        key == b"expect" and value.lower() == b"100-continue" for key, value in scope["headers"]
+    )
 
 
 # -- the app ---------------------------------------------------------------------------------
@@ -499,6 +583,16 @@ async def _arguments(request: Request) -> dict[str, Any]:
         value = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise ApiError(400, "invalid_request", f"the body is not JSON: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ApiError(
+            400, "invalid_request", f"the body is not UTF-8 JSON: a string holds {exc.reason}"
+        ) from exc
+    except RecursionError as exc:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"the body nests deeper than the arguments may ({MAX_DEPTH} levels)",
+        ) from exc
     if not isinstance(value, dict):
         raise ApiError(400, "invalid_request", "the body must be a JSON object of arguments")
     return value
@@ -512,13 +606,24 @@ def create_app(
     tokens: TokenStore | None = None,
     mcp: bool = True,
     checkpoint_interval: float | None = 60.0,
+    max_body: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The service over the data folder ``folder`` (opened at start-up, drained at shutdown).
 
     ``store`` is a PostgreSQL URL holding the ledger and the memory (None: what
     :func:`memseal.open` picks, SQLite in the folder unless ``$MEMSEAL_STORE`` names one);
-    the folder keeps the keys and the tokens either way.
+    the folder keeps the keys and the tokens either way. ``max_body`` is the largest body
+    a tool call takes, in bytes (default :data:`MAX_BODY_BYTES`; whatever the body, the
+    tools refuse arguments over 1 MiB of compact JSON); every other route takes at most
+    :data:`SMALL_BODY_BYTES`.
     """
+    if isinstance(max_body, bool) or not isinstance(max_body, int):
+        raise InvalidRequest("`max_body` must be a number of bytes")
+    if not MIN_TOOL_BODY_BYTES <= max_body <= MAX_TOOL_BODY_BYTES:
+        raise InvalidRequest(
+            f"`max_body` must be {MIN_TOOL_BODY_BYTES:,} to {MAX_TOOL_BODY_BYTES:,} bytes, "
+            f"not {max_body:,}"
+        )
     data = Path(folder)
     mcp_manager: Any = None
 
@@ -562,7 +667,7 @@ def create_app(
         route, mcp_manager = mcp_route(lambda: getattr(app.state, "service", None))
         app.router.routes.append(route)
 
-    app.add_middleware(Guard)
+    app.add_middleware(Guard, tool_limit=max_body)
     return app
 
 
@@ -583,11 +688,17 @@ def _handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        codes = {404: "not_found", 405: "method_not_allowed"}
+        codes = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Every route at this path, not only the first one the router tried (RFC 9110
+            # 15.5.6: a 405 names the methods the resource has).
+            headers["Allow"] = _allowed(request)
         return Response(
             error_body(codes.get(exc.status_code, "http_error"), str(exc.detail)),
             status_code=exc.status_code,
             media_type="application/json",
+            headers=headers,
         )
 
     async def validation_error(request: Request, exc: Exception) -> Response:
@@ -615,6 +726,23 @@ def _handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(Exception, internal)
+
+
+def _attachment(run_id: str) -> str:
+    """A Content-Disposition for ``run_id``'s bundle: header values are latin-1, and a run
+    id may hold any printable character, quotes and U+FFFD included (RFC 6266 filename*)."""
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    encoded = quote(run_id, safe="")
+    return f"attachment; filename=\"{plain}.bundle\"; filename*=UTF-8''{encoded}.bundle"
+
+
+def _allowed(request: Request) -> str:
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 def _routes(app: FastAPI) -> None:
@@ -745,7 +873,7 @@ def _routes(app: FastAPI) -> None:
         return Response(
             encode_bundle(bundle),
             media_type="application/json",
-            headers={"Content-Disposition": _attachment(f"{run_id}.bundle")},
+            headers={"Content-Disposition": _attachment(run_id)},
         )
 
     @app.delete(
@@ -993,14 +1121,3 @@ def scope_from(
         frozen=frozen,
         allowlist=None if allow is None else tuple(allow),
     )
-
-
-def _attachment(filename: str) -> str:
-    """A Content-Disposition naming ``filename`` safely, whatever characters a run id has.
-
-    RFC 6266: ``filename*`` carries the name percent-encoded as UTF-8; ``filename`` is an
-    ASCII fallback for clients without it. Formatting the id in directly broke the header on
-    a quote and answered 500 for any id outside Latin-1.
-    """
-    fallback = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in filename)
-    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"

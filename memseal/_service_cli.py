@@ -67,6 +67,24 @@ class _StartupLock:
             self._fd = None
 
 
+def _byte_count(text: str) -> int:
+    """``--max-body``: a number of bytes, or of KiB or MiB with a K or M after it."""
+    # Imported here: the service's module pulls in FastAPI, which other verbs do without.
+    from ._service_app import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
+
+    value = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = {"K": 1024, "M": 1024 * 1024}.get(value[-1:], 1)
+    digits = value[:-1] if scale > 1 else value
+    if not digits.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 1048576, 512K or 2M")
+    size = int(digits) * scale
+    if not MIN_TOOL_BODY_BYTES <= size <= MAX_TOOL_BODY_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is outside {MIN_TOOL_BODY_BYTES:,} to {MAX_TOOL_BODY_BYTES:,} bytes"
+        )
+    return size
+
+
 def _embedder(name: str) -> Embedder | Literal["default"] | None:
     if name == "none":
         return None
@@ -173,7 +191,11 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
         print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
         print(f"  OpenAPI: {url}/docs", flush=True)
-        app = _Startup(create_app(folder, store=store, embedder=_embedder(args.embedder)), lock)
+        limits = {} if args.max_body is None else {"max_body": args.max_body}
+        app = _Startup(
+            create_app(folder, store=store, embedder=_embedder(args.embedder), **limits),
+            lock,
+        )
         config = uvicorn.Config(
             app,
             host=args.host,
@@ -345,6 +367,13 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default="default",
         choices=["default", "hashing", "none"],
         help="semantic search: the offline MiniLM model, a hashing stand-in, or exact only",
+    )
+    serve.add_argument(
+        "--max-body",
+        type=_byte_count,
+        metavar="BYTES",
+        help="the largest body a tool call takes, e.g. 1048576, 512K or 2M (default 1M); "
+        "a longer one gets 413 before it is read whole. Other routes take 16K",
     )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(run=_serve)

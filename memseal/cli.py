@@ -14,6 +14,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from memseal._bundle_cli import add_verbs as add_bundle_verbs
 from memseal._bundle_cli import verify_bundle_file
 from memseal._engine_cli import add_engine_verbs, deep_check
@@ -255,6 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(run(args))
     except (MemsealError, OSError) as exc:
         print(f"memseal {args.verb}: {_hide_passwords(str(exc), args)}", file=sys.stderr)
+        return USAGE
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        # Stored bytes that do not decode (an entry, a payload) mean a damaged ledger: the
+        # layers below raise the decoder's error as it is, and it ends here as one line.
+        print(
+            f"memseal {args.verb}: stored data does not decode, so the ledger is damaged "
+            f"({_hide_passwords(str(exc), args)[:200]}); `memseal verify` names the entry",
+            file=sys.stderr,
+        )
         return USAGE
     except KeyboardInterrupt:
         print("memseal: interrupted", file=sys.stderr)

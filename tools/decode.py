@@ -107,7 +107,11 @@ def as_plain(tool: str, arguments: object) -> dict[str, Any]:
     at most :data:`MAX_ARGUMENT_BYTES` as JSON.
     """
     if isinstance(arguments, str | bytes | bytearray | memoryview):
-        raw = bytes(arguments) if not isinstance(arguments, str) else arguments.encode()
+        try:
+            raw = bytes(arguments) if not isinstance(arguments, str) else arguments.encode()
+        except UnicodeEncodeError:
+            reason = "the text holds a lone surrogate"
+            raise fail(tool, f"`arguments` are not valid JSON: {reason}") from None
         if len(raw) > MAX_ARGUMENT_BYTES:
             raise fail(
                 tool,
@@ -119,6 +123,10 @@ def as_plain(tool: str, arguments: object) -> dict[str, Any]:
             reason = str(exc).split(" - at ")[0].removeprefix("JSON is malformed: ")
             reason = reason[:1].lower() + reason[1:]
             raise fail(tool, f"`arguments` are not valid JSON: {reason}") from None
+        except RecursionError:
+            # msgspec decodes recursively: text nested past the interpreter's limit never
+            # reaches the depth check below, so it gets the same answer here.
+            raise fail(tool, f"`arguments` nest deeper than {MAX_DEPTH} levels") from None
     else:
         value = arguments
     if isinstance(value, Mapping) and not isinstance(value, dict):
@@ -127,7 +135,10 @@ def as_plain(tool: str, arguments: object) -> dict[str, Any]:
         raise fail(tool, f"`arguments` must be a JSON object, not {_kind_of(value)}")
     plain = _plain(tool, value)
     if not isinstance(arguments, str | bytes | bytearray | memoryview):
-        size = len(msgspec.json.encode(plain))
+        try:
+            size = len(msgspec.json.encode(plain))
+        except UnicodeEncodeError:
+            raise fail(tool, f"`{_unencodable(plain)}` holds a lone surrogate, not text") from None
         if size > MAX_ARGUMENT_BYTES:
             raise fail(
                 tool, f"`arguments` are {size:,} bytes of JSON; the limit is {MAX_ARGUMENT_BYTES:,}"
@@ -187,6 +198,31 @@ def _plain(tool: str, root: dict[Any, Any]) -> object:
     if fault is not None:
         raise fail(tool, fault)
     return out
+
+
+def _unencodable(root: object) -> str:
+    """The path of the first key or text in ``root`` that UTF-8 cannot encode."""
+    stack: list[tuple[Any, list[str | int]]] = [(root, [])]
+    while stack:
+        value, path = stack.pop()
+        pairs = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in pairs:
+            here = [*path, key]
+            if isinstance(key, str) and not _encodes(key):
+                return _path(path) if path else "arguments"
+            if isinstance(item, str) and not _encodes(item):
+                return _path(here)
+            if isinstance(item, dict | list):
+                stack.append((item, here))
+    return "arguments"
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def quote(text: str, limit: int = 60) -> str:

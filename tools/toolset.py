@@ -29,9 +29,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
+import msgspec
+
 from memseal.ledger.errors import InvalidRequest, NotFound, Unsupported
 
 from .catalog import TRAITS
+from .decode import MAX_DEPTH, fail
 from .render import to_text
 from .specs import ToolSpec
 
@@ -77,11 +80,36 @@ class Outcome(NamedTuple):
 
 
 async def _outcome(source: ToolSource, name: str, arguments: object) -> Outcome:
+    refused = _undecodable(name, arguments)
+    if refused is not None:
+        return Outcome(f"error: {refused}", True)
     try:
         result = await source.call(name, arguments)  # type: ignore[arg-type]
     except MODEL_ERRORS as exc:
         return Outcome(f"error: {exc}", True)
     return Outcome(to_text(result), False)
+
+
+def _undecodable(name: str, arguments: object) -> InvalidRequest | None:
+    """The error for argument text no JSON decoder below can take, or None.
+
+    msgspec decodes recursively, so text nested past the interpreter's limit
+    raises RecursionError, and a str with a lone surrogate cannot be encoded:
+    neither is a mistake the source would report as one. Any other fault is
+    left to the source, which names it (and a run records it).
+    """
+    if not isinstance(arguments, str | bytes | bytearray | memoryview):
+        return None
+    try:
+        raw = arguments.encode() if isinstance(arguments, str) else bytes(arguments)
+        msgspec.json.decode(raw)
+    except RecursionError:
+        return fail(str(name), f"`arguments` nest deeper than {MAX_DEPTH} levels")
+    except UnicodeEncodeError:
+        return fail(str(name), "`arguments` are not valid JSON: the text holds a lone surrogate")
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    return None
 
 
 def _annotations(name: str) -> dict[str, Any]:

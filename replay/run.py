@@ -667,8 +667,14 @@ class Run:
 
         def command(txn: WriteTxn) -> tuple[Any, MemsealError | None]:
             if opening is not None:
-                if acquire(txn, self.run_id, self._holder, self._ttl):
-                    txn.append(opening)
+                if not acquire(txn, self.run_id, self._holder, self._ttl):
+                    # A one-shot run starts, calls and ends in one transaction: it never
+                    # opens a run that exists, whose scope and steps it has not checked.
+                    raise Conflict(
+                        f"run {self.run_id!r} exists: a one-shot call takes a fresh run id "
+                        "(open the run with memory.run to resume it)"
+                    )
+                txn.append(opening)
             else:
                 check_holder(txn, self.run_id, self._holder)
             if guard and txn.execute(

@@ -190,6 +190,23 @@ async def test_python_run_refuses_a_scope_other_than_the_one_that_opened_it(
         assert (await run.call("memory_store", STORE))["replayed"] is False
 
 
+async def test_one_shot_call_cannot_take_over_an_existing_run(memory: Memory) -> None:
+    # A one-shot run starts, calls and ends in one transaction: named after an existing
+    # run, it would have recorded another scope's call as that run's step 0 (found in review).
+    async with memory.run("owned", WRITER) as run:
+        first = await run.call("memory_store", STORE)
+    size = (await memory.ledger.head()).size
+    for other in (WRITER, WRITER.replace(writes=False), WRITER.replace(frozen=True)):
+        shot = memory.run("owned", other, mode="record", oneshot=True)
+        with pytest.raises(Conflict, match="one-shot call takes a fresh run id"):
+            await shot.call("memory_fetch", {"query": "release"})
+        await shot.close(check=False)
+    assert (await memory.ledger.head()).size == size
+    await memory.verify()
+    async with memory.run("owned", WRITER, mode="strict") as run:
+        assert await run.call("memory_store", STORE) == first  # its step 0 is still its own
+
+
 async def test_resumed_run_in_a_new_process_knows_the_scope_that_opened_it(
     tmp_path: Path, store_url: str | None
 ) -> None:

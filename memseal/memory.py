@@ -556,6 +556,11 @@ async def _check_first_key(store: SqlStore, first: VerifierKey, folder: Path) ->
         )
 
 
+def _holds(store: SqlStore) -> str:
+    """Which entries' bytes hold a given byte string (one ``?``), in the store's dialect."""
+    return "instr(leaf, ?) > 0" if store.dialect == "sqlite" else "position(? in leaf) > 0"
+
+
 async def _check_key_chain(store: SqlStore, history: list[VerifierKey], folder: Path) -> None:
     """Refuse a ``keys/history`` that is not the ledger's signed chain of keys.
 
@@ -566,9 +571,8 @@ async def _check_key_chain(store: SqlStore, history: list[VerifierKey], folder: 
     said = await store.rows("SELECT value FROM meta WHERE key = 'signing_key'")
     if not said and len(history) == 1:
         return  # never rotated: the first key is the whole chain (checked above)
-    holds = "instr(leaf, ?) > 0" if store.dialect == "sqlite" else "position(? in leaf) > 0"
     rows = await store.rows(
-        f"SELECT seq FROM entries WHERE {holds} ORDER BY seq", (b'"kind":"key_rotated"',)
+        f"SELECT seq FROM entries WHERE {_holds(store)} ORDER BY seq", (b'"kind":"key_rotated"',)
     )
     chain = [history[0].text]
     for (seq,) in rows:
@@ -601,8 +605,7 @@ async def _finish_rotation(folder: Path, store: SqlStore, keys: Keys) -> Keys:
     pending = await asyncio.to_thread(pending_rotation, folder)
     if pending is None:
         return keys
-    # Which entries' bytes hold a given byte string, in each dialect.
-    holds = "instr(leaf, ?) > 0" if store.dialect == "sqlite" else "position(? in leaf) > 0"
+    holds = _holds(store)
     named = await store.rows(
         f"SELECT seq FROM entries WHERE {holds} ORDER BY seq DESC LIMIT 1",
         (b'"kind":"key_rotated"',),

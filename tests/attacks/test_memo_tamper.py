@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from attack_db import rows, run
 
-import memseal
 from memseal import ProvenanceError, ToolScope
 from memseal.cli import main
 from memseal.ledger.errors import VerificationError
@@ -32,14 +29,6 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("memory_fetch", {"query": "deploy"}),
 ]
 RUN = "run-1"
-
-
-@pytest.fixture
-async def memory(tmp_path: Path, store_url: str | None) -> AsyncIterator[Memory]:
-    async with memseal.open(
-        tmp_path / "d", store=store_url, embedder=None, checkpoint_interval=None
-    ) as opened:
-        yield opened
 
 
 async def record(memory: Memory, run_id: str = RUN, mode: str = "resume") -> list[Any]:

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from attack_db import rows, run
 
-import memseal
 from memseal.cli import main
 from memseal.engine import Reach
 from memseal.ledger.errors import VerificationError
@@ -32,14 +30,6 @@ from test_service_support import ServerThread
 A = "team:acme/agent:writer"
 B = "team:beta/agent:reader"
 TEXT = "the deploy key lives in vault path ops/deploy"
-
-
-@pytest.fixture
-async def memory(tmp_path: Path, store_url: str | None) -> AsyncIterator[Memory]:
-    async with memseal.open(
-        tmp_path / "d", store=store_url, embedder=None, checkpoint_interval=None
-    ) as opened:
-        yield opened
 
 
 async def fill(memory: Memory) -> list[str]:

@@ -12,7 +12,6 @@ still work for runs with such steps. Every test runs on each store.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,6 @@ READER = ToolScope.placed_at(PLACE, writes=False)
 WRITER = ToolScope.placed_at("team:acme/agent:writer")
 # Per refused call: one signed entry, its small payload, its tree hashes, its memo row.
 PER_CALL_BOUND = 4096
-
-
-@pytest.fixture
-async def memory(tmp_path: Path, store_url: str | None) -> AsyncIterator[Memory]:
-    async with memseal.open(
-        tmp_path / "d", store=store_url, embedder=None, checkpoint_interval=None
-    ) as opened:
-        yield opened
 
 
 async def _stored_bytes(memory: Memory, start: int) -> int:

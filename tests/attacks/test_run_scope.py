@@ -11,7 +11,7 @@ its caller's own scope. Two tokens with exactly the same scope share a run.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +32,6 @@ STORE = {"learning": {"text": "the release is on friday"}}
 def server(tmp_path: Path, store_url: str | None) -> Iterator[ServerThread]:
     with ServerThread(tmp_path / "svc", store=store_url) as running:
         yield running
-
-
-@pytest.fixture
-async def memory(tmp_path: Path, store_url: str | None) -> AsyncIterator[Memory]:
-    async with memseal.open(
-        tmp_path / "d", store=store_url, embedder=None, checkpoint_interval=None
-    ) as opened:
-        yield opened
 
 
 def _size(server: ServerThread) -> int:

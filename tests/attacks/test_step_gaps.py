@@ -15,13 +15,12 @@ rule applies there. Every test runs on each store.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _runs_support import FailOnce, ServerThread, assert_error, exported
 
-import memseal
 from memseal import Conflict, StorageError, ToolScope
 from memseal.memory import Memory
 from memseal.replay.bundle import verify_bundle
@@ -32,14 +31,6 @@ PLACE = "team:acme/agent:writer"
 
 def _store(text: str) -> dict[str, object]:
     return {"learning": {"text": text}}
-
-
-@pytest.fixture
-async def memory(tmp_path: Path, store_url: str | None) -> AsyncIterator[Memory]:
-    async with memseal.open(
-        tmp_path / "d", store=store_url, embedder=None, checkpoint_interval=None
-    ) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -747,12 +747,9 @@ def _sent_size(arguments: Any) -> int:
         return len(repr(arguments).encode("utf-8", errors="replace"))
 
 
-def _plain_arguments(name: str, arguments: Any) -> Any:
-    """The arguments as plain JSON (an object, or the JSON text a model API returns)."""
-    return _plain_arguments_sized(name, arguments)[0]
-
-
 def _plain_arguments_sized(name: str, arguments: Any) -> tuple[Any, int]:
+    """The arguments as plain JSON (an object, or the JSON text a model API returns), and
+    their size in bytes as sent."""
     if isinstance(arguments, str | bytes):
         try:
             arguments = msgspec.json.decode(arguments)

@@ -749,7 +749,7 @@ def _sent_size(arguments: Any) -> int:
 
 def _plain_arguments_sized(name: str, arguments: Any) -> tuple[Any, int]:
     """The arguments as plain JSON (an object, or the JSON text a model API returns), and
-    their size in bytes as sent."""
+    the byte size of their canonical encoding."""
     if isinstance(arguments, str | bytes):
         try:
             arguments = msgspec.json.decode(arguments)

@@ -18,21 +18,29 @@ from memseal.errors import (
     Unsupported,
     VerificationError,
 )
-from memseal.memory import Memory, SyncMemory, open, open_sync
+from memseal.memory import (
+    Memory,
+    RecordedCall,
+    RecordedTools,
+    SyncMemory,
+    open,
+    open_sync,
+)
 from memseal.replay import Run
-from memseal.tools import MemoryTools, ToolScope
+from memseal.tools import ToolScope
 
 __all__ = [
     "Conflict",
     "InvalidRequest",
     "KeyFileError",
     "Memory",
-    "MemoryTools",
     "MemsealError",
     "Namespace",
     "NotFound",
     "ProvenanceError",
     "Reach",
+    "RecordedCall",
+    "RecordedTools",
     "ReplayDivergence",
     "Run",
     "StorageError",

@@ -36,7 +36,8 @@ PRINCIPAL_KEY = "memseal.principal"
 
 
 def _tools_of(service: Any, principal: Any) -> list[types.Tool]:
-    toolset = service.memory.tools(principal.scope).async_toolset()
+    # Definitions only: calls go through the service's runs, which record each once.
+    toolset = service.memory.tools(principal.scope).toolset()
     return [types.Tool.model_validate(d) for d in toolset.mcp_tools()]
 
 

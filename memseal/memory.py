@@ -17,16 +17,23 @@ import secrets
 import sqlite3
 import threading
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import msgspec
 
 from memseal.engine import Answerer, Embedder, Engine, default_embedder
-from memseal.ledger.errors import InvalidRequest, KeyFileError, StorageError, VerificationError
+from memseal.ledger.errors import (
+    InvalidRequest,
+    KeyFileError,
+    MemsealError,
+    StorageError,
+    VerificationError,
+)
 from memseal.ledger.keys import (
     Keys,
     begin_rotation,
@@ -55,7 +62,9 @@ from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
 from memseal.replay.provenance import verify_derived
 from memseal.replay.run import Run, new_run_id
-from memseal.tools import MemoryTools, ToolScope, Toolset, runner_for
+from memseal.tools import MemoryTools, ToolScope, runner_for
+
+from ._recorded_tools import RecordedAsyncToolset, RecordedCall, RecordedTools, RecordedToolset
 
 __all__ = [
     "DATABASE",
@@ -63,6 +72,10 @@ __all__ = [
     "STORE_ENV",
     "Location",
     "Memory",
+    "RecordedAsyncToolset",
+    "RecordedCall",
+    "RecordedTools",
+    "RecordedToolset",
     "SyncMemory",
     "open",
     "open_audit",
@@ -117,6 +130,10 @@ class Memory:
         # Shared with the store's key source and every run: see _folder_key.
         self._history = history
         self._closed = False
+        # The runs this memory opened (a one-shot run holds no lease): closing the memory
+        # closes them, so no lease outlives it. Weak: a closed run dropped by its host goes.
+        self._runs: weakref.WeakSet[Run] = weakref.WeakSet()
+        self._token = f"memory-{secrets.token_hex(8)}"
 
     @property
     def vkey(self) -> str:
@@ -134,8 +151,14 @@ class Memory:
         return self.ledger.trust_root.text
 
     async def close(self) -> None:
+        """Close the runs this memory opened (releasing their leases), then the stores."""
         self._closed = True
         try:
+            for run in list(self._runs):
+                # The strict check belongs to the run's own close; here only the lease.
+                with contextlib.suppress(MemsealError):
+                    await run.close(check=False)
+            self._runs.clear()
             # A ledger begun by this open may have its first entry now: record its identity.
             with contextlib.suppress(StorageError):
                 await _record_location(self.folder, self._url, self.ledger.store)
@@ -143,9 +166,29 @@ class Memory:
         finally:
             await self.ledger.close()
 
-    def tools(self, scope: ToolScope | None = None) -> MemoryTools:
-        """The seven memory tools for one host-fixed scope (default: the root, everything)."""
-        return MemoryTools(self.engine, scope)
+    def tools(
+        self,
+        scope: ToolScope | None = None,
+        *,
+        run_id: str | None = None,
+        mode: str = "resume",
+        fork: bool = False,
+    ) -> RecordedTools:
+        """The seven memory tools for one host-fixed scope (default: the root, everything),
+        every call recorded as a signed ``memory_tool_call`` entry with its memo.
+
+        Without ``run_id`` each call is a fresh one-call run; with it, every call is the
+        next step of that run (opened in ``mode``, with ``fork``, as :meth:`run` does).
+        ``tools.last_call`` names the run and step of the latest call.
+        """
+        tools = MemoryTools(self.engine, scope)
+        if run_id is None:
+            if mode != "resume" or fork:
+                raise InvalidRequest(
+                    "`mode` and `fork` choose how a named run resumes: give `run_id`"
+                )
+            return RecordedTools(self, tools)
+        return RecordedTools(self, tools, self._run(run_id, tools, mode=mode, fork=fork))
 
     def run(
         self,
@@ -166,13 +209,32 @@ class Memory:
         A run belongs to the whole scope that opened it: opening it with a scope
         that differs in any field raises :class:`Conflict`.
         """
-        tools = self.tools(scope)
-        chosen = tools.scope
-        return Run(
+        return self._run(
+            run_id,
+            MemoryTools(self.engine, scope),
+            mode=mode,
+            fork=fork,
+            lease_ttl=lease_ttl,
+            oneshot=oneshot,
+        )
+
+    def _run(
+        self,
+        run_id: str | None,
+        tools: MemoryTools,
+        *,
+        mode: str = "resume",
+        fork: bool = False,
+        lease_ttl: float = 15.0,
+        oneshot: bool = False,
+    ) -> Run:
+        if self._closed:
+            raise InvalidRequest(f"the memory at {self.location} is closed")
+        run = Run(
             run_id=new_run_id() if run_id is None else run_id,
             mode=mode,
             tools=tools,
-            scope=ScopeIdentity.of(chosen),
+            scope=ScopeIdentity.of(tools.scope),
             ledger=self.ledger,
             store=self.ledger.store,
             secret=self._keys.secret,
@@ -180,7 +242,11 @@ class Memory:
             fork=fork,
             lease_ttl=lease_ttl,
             oneshot=oneshot,
+            owner=self._token,
         )
+        if not oneshot:
+            self._runs.add(run)
+        return run
 
     async def call(
         self, name: str, arguments: Any = None, *, scope: ToolScope | None = None
@@ -769,7 +835,7 @@ class SyncMemory:
             self._stop()
             raise
         self.ledger = _SyncLedger(self)
-        self._runs: list[Run] = []
+        self._bound: list[RecordedTools] = []
 
     @property
     def vkey(self) -> str:
@@ -786,17 +852,21 @@ class SyncMemory:
     def rotate_key(self, name: str | None = None) -> str:
         return self._call(self._memory.rotate_key(name))
 
-    def toolset(self, scope: ToolScope | None = None) -> Toolset:
-        """The memory tools for synchronous agent code (OpenAI, Anthropic, LangChain, MCP)."""
-        return self._memory.tools(scope).toolset(runner_for(self._loop))
-
-    def run_toolset(
-        self, run_id: str | None, scope: ToolScope | None = None, **options: Any
-    ) -> Toolset:
-        """A durable run's tools for synchronous agent code: every call recorded in the run."""
-        run = self._memory.run(run_id, scope, **options)
-        self._runs.append(run)  # closed (lease released) with this facade
-        return Toolset.of(run, runner_for(self._loop))
+    def toolset(
+        self,
+        scope: ToolScope | None = None,
+        *,
+        run_id: str | None = None,
+        mode: str = "resume",
+        fork: bool = False,
+    ) -> RecordedToolset:
+        """The memory tools for synchronous agent code (OpenAI, Anthropic, LangChain, MCP),
+        every call recorded: in a fresh run each, or as the next step of ``run_id``
+        (see :meth:`Memory.tools`). ``toolset.last_call`` names the run and step."""
+        tools = self._memory.tools(scope, run_id=run_id, mode=mode, fork=fork)
+        if run_id is not None:
+            self._bound.append(tools)  # closed (strict: checked) with this facade
+        return cast(RecordedToolset, RecordedToolset.of(tools, runner_for(self._loop)))
 
     def call(
         self, name: str, arguments: Any = None, *, scope: ToolScope | None = None
@@ -816,9 +886,11 @@ class SyncMemory:
         if self._loop.is_closed():
             return
         try:
-            for run in self._runs:
-                self._call(run.close())
-            self._call(self._memory.close())
+            try:
+                for tools in self._bound:
+                    self._call(tools.close())
+            finally:
+                self._call(self._memory.close())
         finally:
             self._stop()
 

@@ -29,6 +29,8 @@ __all__ = [
     "acquire",
     "check_holder",
     "ddl_for",
+    "held_here",
+    "let_go_here",
     "put_memo",
     "release",
     "renew",
@@ -110,10 +112,50 @@ def _alive(pid: int | None, host: str | None) -> bool:
     return True
 
 
-def acquire(txn: WriteTxn, run_id: str, holder: str, ttl: float) -> bool:
+#: The leases this process's open runs hold: holder -> the owner that opened the run
+#: (a memory's token), so a lease held here is never blamed on "another process".
+_HELD_HERE: dict[str, str] = {}
+
+
+def held_here(holder: str, owner: str) -> None:
+    """Note that an open run of this process holds ``holder``'s lease."""
+    _HELD_HERE[holder] = owner
+
+
+def let_go_here(holder: str) -> None:
+    _HELD_HERE.pop(holder, None)
+
+
+def _held_by(run_id: str, other: str, pid: int, host: str, owner: str) -> str:
+    if pid == os.getpid() and host == HOST:
+        opened_by = _HELD_HERE.get(other)
+        if opened_by is not None and owner and opened_by == owner:
+            return (
+                f"run {run_id!r} is already open in this memory (another Run object of it "
+                "holds its lease); close that run first"
+            )
+        if opened_by is not None:
+            return (
+                f"run {run_id!r} is held by another open memory in this process; "
+                "close that memory (or its run) first"
+            )
+        return (
+            f"run {run_id!r} is leased by this process (pid {pid}) for a run that is no "
+            "longer open here (a memory dropped without closing?); its lease lapses when "
+            "its time runs out"
+        )
+    return (
+        f"run {run_id!r} is being recorded by another process "
+        f"(pid {pid} on {host}); its lease lapses when that process stops"
+    )
+
+
+def acquire(txn: WriteTxn, run_id: str, holder: str, ttl: float, *, owner: str = "") -> bool:
     """Take the run's lease inside the write transaction; True when the run is new.
 
-    Raises :class:`Conflict` while another live holder has it.
+    Raises :class:`Conflict` while another live holder has it, naming it: another
+    process, or another open memory (or run object) of this one. ``owner`` is who
+    asks (a memory's token).
     """
     now = time.time()
     rows = txn.execute(
@@ -122,10 +164,7 @@ def acquire(txn: WriteTxn, run_id: str, holder: str, ttl: float) -> bool:
     if rows:
         other, pid, host, until = rows[0]
         if other not in (None, holder) and until > now and _alive(pid, host):
-            raise Conflict(
-                f"run {run_id!r} is being recorded by another process "
-                f"(pid {pid} on {host}); its lease lapses when that process stops"
-            )
+            raise Conflict(_held_by(run_id, other, pid, host, owner))
         txn.execute(
             "UPDATE runs SET holder = ?, pid = ?, host = ?, lease_until = ? WHERE run_id = ?",
             (holder, os.getpid(), HOST, now + ttl, run_id),

@@ -71,7 +71,7 @@ from .calls import (
 )
 from .divergence import diverged, field_diff
 from .identity import ScopeIdentity, fingerprint, input_hash, memo_key
-from .memo import MemoRow, acquire, check_holder, put_memo, release, renew
+from .memo import MemoRow, acquire, check_holder, held_here, let_go_here, put_memo, release, renew
 from .provenance import Verified, check_memo, reconcile_memos
 from .results import result_hash, split
 
@@ -91,7 +91,7 @@ __all__ = [
 Mode = Literal["record", "resume", "strict", "revalidate"]
 MODES: tuple[Mode, ...] = ("record", "resume", "strict", "revalidate")
 
-# What a model can act on: recorded (memoised) like results, raised again on replay.
+#: What a model can act on: recorded (memoised) like results, raised again on replay.
 RECORDED_ERRORS: tuple[type[MemsealError], ...] = (InvalidRequest, Unsupported, NotFound)
 _ERROR_TYPES: dict[str, type[MemsealError]] = {c.__name__: c for c in RECORDED_ERRORS}
 
@@ -229,6 +229,7 @@ class Run:
         fork: bool = False,
         lease_ttl: float = 15.0,
         oneshot: bool = False,
+        owner: str = "",
     ) -> None:
         if not isinstance(run_id, str) or not 1 <= len(run_id) <= 200 or not run_id.isprintable():
             raise InvalidRequest("`run_id` must be 1 to 200 printable characters")
@@ -250,6 +251,9 @@ class Run:
         # A one-call run under a fresh id: its start, its call and its release commit
         # together, one transaction instead of three (a call made outside any run).
         self._oneshot = oneshot
+        # Who opened the run in this process (a memory's token): named when another
+        # Run object of this process asks for the same lease.
+        self._owner = owner
         if oneshot and mode != "record":
             raise InvalidRequest("a one-shot run records its single call: mode must be record")
         self._holder = secrets.token_hex(16)
@@ -302,12 +306,13 @@ class Run:
                 return
 
             def command(txn: WriteTxn) -> bool:
-                new = acquire(txn, self.run_id, self._holder, self._ttl)
+                new = acquire(txn, self.run_id, self._holder, self._ttl, owner=self._owner)
                 if new:
                     txn.append(draft)
                 return new
 
             new = await self._store.run(command)
+            held_here(self._holder, self._owner)
 
             def give_back(txn: WriteTxn) -> None:
                 release(txn, self.run_id, self._holder)
@@ -324,6 +329,7 @@ class Run:
                 # __aexit__ does not run when __aenter__ fails: give the lease back here.
                 with contextlib.suppress(MemsealError):
                     await self._store.run(give_back)
+                let_go_here(self._holder)
                 raise
             self._recorded, self.restored = set(memos.recorded), list(memos.restored)
             self._signed = memos.current
@@ -393,7 +399,10 @@ class Run:
             def command(txn: WriteTxn) -> None:
                 release(txn, self.run_id, self._holder)
 
-            await self._store.run(command)
+            try:
+                await self._store.run(command)
+            finally:
+                let_go_here(self._holder)
         unconsumed = sorted(self._recorded - self._consumed)
         if check and self.mode == "strict" and unconsumed:
             raise ReplayDivergence(
@@ -413,6 +422,10 @@ class Run:
     def next_step(self) -> int:
         """The step the next :meth:`call` takes (a step freed by a failed call first)."""
         return min(self._holes) if self._holes else self._next
+
+    def is_recorded(self, step: int) -> bool:
+        """Whether ``step`` has a signed call in this run (recorded, or found at resume)."""
+        return step in self._recorded
 
     def specs(self) -> Sequence[Any]:
         """The specs of the tools this run offers (its tools' scope decides)."""

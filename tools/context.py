@@ -35,7 +35,7 @@ import logging
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Protocol
 
 import msgspec
 
@@ -45,7 +45,7 @@ from memseal.engine.trust import check_min_trust
 from memseal.ledger.entry import format_time
 from memseal.ledger.errors import InvalidRequest
 
-from .memory_tools import MemoryTools
+from .scope import ToolScope
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -138,28 +138,38 @@ def _document(
     return head + body
 
 
+class ScopedTools(Protocol):
+    """Tools over an engine for one scope: a :class:`MemoryTools`, or the recorded
+    tools ``memory.tools(scope)`` hands a host."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def scope(self) -> ToolScope: ...
+
+
 async def compile(
-    source: Engine | MemoryTools,
+    source: Engine | ScopedTools,
     spec: ContextSpec | None = None,
     *,
     now: datetime | None = None,
 ) -> str:
     """The context.md brief of what ``source`` holds (see the module docstring).
 
-    With a :class:`MemoryTools`, its scope's reach and default trust apply
-    (a ``spec`` given too keeps its own briefs and budget, and the scope's
-    reach). ``now`` stamps ``generated_at`` (default: the current time).
+    With tools (a :class:`MemoryTools`, or ``memory.tools(scope)``), their scope's
+    reach and default trust apply (a ``spec`` given too keeps its own briefs and
+    budget, and the scope's reach). ``now`` stamps ``generated_at`` (default: the current time).
     """
     spec = _check(spec if spec is not None else ContextSpec())
-    if isinstance(source, MemoryTools):
-        engine = source.engine
-        spec = msgspec.structs.replace(
-            spec, reach=source.scope.reach, min_trust=source.scope.default_trust
-        )
-    elif isinstance(source, Engine):
+    if isinstance(source, Engine):
         engine = source
     else:
-        raise InvalidRequest("`source` must be an Engine or MemoryTools")
+        given, scope = getattr(source, "engine", None), getattr(source, "scope", None)
+        if not isinstance(given, Engine) or not isinstance(scope, ToolScope):
+            raise InvalidRequest("`source` must be an Engine or memory tools (memory.tools(scope))")
+        engine = given
+        spec = msgspec.structs.replace(spec, reach=scope.reach, min_trust=scope.default_trust)
     budget = spec.budget_tokens * CHARS_PER_TOKEN
 
     briefs: list[tuple[str, list[str]]] = []

@@ -7,7 +7,7 @@ and returns its text, with ``isError`` set for what a model can act on
 error). Scope comes from the toolset, fixed by the host; never from the
 client. Run it over stdio, streamable HTTP or an in-memory transport::
 
-    server = mcp_server(tools.async_toolset())
+    server = mcp_server(tools.toolset())
     async with mcp.Client(server) as client:
         listed = await client.list_tools()
 

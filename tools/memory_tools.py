@@ -1,6 +1,9 @@
 """:class:`MemoryTools`: the seven memory tools over an engine, for one host-fixed scope.
 
-Build one per agent session from the session's identity, never from
+This is the tools layer's building block, and it records nothing: a recorder
+(memseal.replay's ``Run``) prepares its calls and signs them. What a host
+gets from ``memory.tools(scope)`` is the recorded form (``memseal.RecordedTools``),
+every call a signed entry. Built from the session's identity, never from
 anything the model said::
 
     tools = MemoryTools(engine, ToolScope.placed_at("team:acme/agent:writer"))
@@ -66,7 +69,7 @@ from .decode import decode, fail, given, quote
 from .policy import Refusal, offered, refusal_before_approval
 from .scope import ToolScope
 from .specs import ToolSpec, schema_of, spec_for
-from .toolset import AsyncToolset, Runner, Toolset
+from .toolset import AsyncToolset
 
 __all__ = ["MemoryTools", "PreparedCall", "cited_ids"]
 
@@ -226,13 +229,10 @@ class MemoryTools:
         """Whether tool ``name`` writes; :class:`InvalidRequest` for an unknown name."""
         return TRAITS[self._known(name)].side_effects
 
-    def async_toolset(self) -> AsyncToolset:
-        """These tools for OpenAI, Anthropic, LangChain or MCP, on this event loop."""
+    def toolset(self) -> AsyncToolset:
+        """These tools as an :class:`AsyncToolset`, unrecorded (hosts get recorded ones
+        from ``memory.tools(scope).toolset()``; see the module docstring)."""
         return AsyncToolset.of(self)
-
-    def toolset(self, runner: Runner) -> Toolset:
-        """These tools for synchronous code; ``runner`` runs a coroutine on the engine's loop."""
-        return Toolset.of(self, runner)
 
     def refusal_before_approval(self, name: str, arguments: object = None) -> Refusal | None:
         """The policy refusal a call meets before any approval or schema check, or None."""

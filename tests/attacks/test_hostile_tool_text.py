@@ -31,11 +31,11 @@ def test_hostile_argument_text_to_toolset_call_comes_back_as_error_text(
     tmp_path: Path, text: str | bytes
 ) -> None:
     with memseal.open_sync(tmp_path / "d", embedder=None, checkpoint_interval=None) as memory:
-        toolset = memory.toolset(SCOPE)
+        toolset = memory.toolset(SCOPE)  # recorded: a run's refusal of the text, as in_run's
         for tool in ("memory_fetch", "memory_store"):
             answer = toolset.call(tool, text)
-            assert answer.startswith(f"error: {tool}: `"), answer
-        in_run = memory.run_toolset("hostile-text", SCOPE)
+            assert answer.startswith(f"error: {tool}: "), answer
+        in_run = memory.toolset(SCOPE, run_id="hostile-text")
         assert in_run.call("memory_store", text).startswith("error: memory_store: ")
         answer = toolset.call("memory_list", {})
         assert '"items":[]' in answer.replace(" ", ""), answer
@@ -46,10 +46,10 @@ async def test_hostile_argument_text_to_async_toolset_call_comes_back_as_error_t
     tmp_path: Path, text: str | bytes
 ) -> None:
     async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as memory:
-        toolset = memory.tools(SCOPE).async_toolset()
+        toolset = memory.tools(SCOPE).toolset()
         for tool in ("memory_fetch", "memory_store"):
             answer = await toolset.call(tool, text)
-            assert answer.startswith(f"error: {tool}: `"), answer
+            assert answer.startswith(f"error: {tool}: "), answer
         run = memory.run("hostile-text", SCOPE)
         try:
             answer = await run.toolset().call("memory_store", text)

@@ -187,7 +187,8 @@ async def test_a_second_run_object_on_the_same_run_id_conflicts(tmp_path: Path) 
         second = memory.run(RUN_ID, scope)
         await first.call("memory_store", {"learning": {"text": "held by the first run"}})
         size = (await memory.ledger.head()).size
-        with pytest.raises(memseal.Conflict, match="another process"):
+        # Not "another process": the message names the Run object this memory holds.
+        with pytest.raises(memseal.Conflict, match="already open in this memory"):
             await second.call("memory_store", {"learning": {"text": "from the second run"}})
         # The refused call wrote nothing, and the first run still holds the run.
         assert (await memory.ledger.head()).size == size

@@ -52,7 +52,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
 
 @pytest.fixture
 def toolset(engine: Engine) -> AsyncToolset:
-    return MemoryTools(engine, ToolScope.placed_at(PLACE)).async_toolset()
+    return MemoryTools(engine, ToolScope.placed_at(PLACE)).toolset()
 
 
 async def test_openai_and_anthropic_definitions(toolset: AsyncToolset) -> None:
@@ -165,7 +165,7 @@ def test_a_sync_toolset_and_langchain_structured_tools(
     opened = open_engine(tmp_path / "sync", create=True, embedder=HashingEmbedder(dim=32))
     engine = run(opened.__aenter__())
     try:
-        toolset: Toolset = MemoryTools(engine, ToolScope.placed_at(PLACE)).toolset(run)
+        toolset = Toolset.of(MemoryTools(engine, ToolScope.placed_at(PLACE)), run)
         stored = json.loads(toolset.call("memory_store", {"learning": {"text": "sync tea"}}))
         tools = {tool.name: tool for tool in toolset.to_langchain()}
         assert all(isinstance(tool, StructuredTool) for tool in tools.values())
@@ -255,7 +255,7 @@ async def main() -> None:
     folder = Path(sys.argv[1])
     async with open_engine(folder, create=True, embedder=HashingEmbedder(dim=32)) as engine:
         tools = MemoryTools(engine, ToolScope.placed_at("team:acme/agent:writer")).read_only()
-        server = mcp_server(tools.async_toolset())
+        server = mcp_server(tools.toolset())
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from memseal._engine_cli import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning
 from memseal.ledger.errors import InvalidRequest
-from memseal.tools import TOOL_NAMES, MemoryTools, ToolScope, runner_for, spec_for
+from memseal.tools import TOOL_NAMES, MemoryTools, Toolset, ToolScope, runner_for, spec_for
 
 PLACE = "team:acme/agent:writer"
 FIELD = re.compile(r"`[^`]+`")
@@ -226,7 +226,7 @@ class Shared:
         self.stack = contextlib.AsyncExitStack()
         self.run = runner_for(self.loop)
         self.tools: MemoryTools = self.run(self._open(folder))
-        self.toolset = self.tools.toolset(self.run)
+        self.toolset = Toolset.of(self.tools, self.run)
 
     async def _open(self, folder: Path) -> MemoryTools:
         engine = await self.stack.enter_async_context(

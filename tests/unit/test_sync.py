@@ -42,8 +42,8 @@ def test_the_sync_facade_hands_out_tools_and_recorded_calls(tmp_path: Path) -> N
         assert toolset.call("memory_list", {"limit": 500}).startswith("error:")
         run_id, result = memory.call("memory_list", {}, scope=scope)
         assert run_id.startswith("run-") and len(result["items"]) == 1
-        recorded = memory.run_toolset("sync-run", scope)
+        recorded = memory.toolset(scope, run_id="sync-run")
         first = recorded.call("memory_fetch", {"query": "sync hosts"})
     with memseal.open_sync(tmp_path / "d", embedder=None, checkpoint_interval=None) as memory:
-        replayed = memory.run_toolset("sync-run", scope, mode="strict")
+        replayed = memory.toolset(scope, run_id="sync-run", mode="strict")
         assert replayed.call("memory_fetch", {"query": "sync hosts"}) == first

@@ -83,8 +83,8 @@ async def test_a_tool_outside_the_allowlist_is_neither_offered_nor_callable(
 ) -> None:
     tools = MemoryTools(engine, ToolScope.placed_at(PLACE, allowlist=("memory_list",)))
     assert tools.names() == ("memory_list",)
-    assert [t.name for t in tools.async_toolset()] == ["memory_list"]
+    assert [t.name for t in tools.toolset()] == ["memory_list"]
     with pytest.raises(Refusal, match="memory_fetch: this tool is not allowed for this agent"):
         await tools.call("memory_fetch", {"query": "x"})
-    text = await tools.async_toolset().call("memory_fetch", {"query": "x"})
+    text = await tools.toolset().call("memory_fetch", {"query": "x"})
     assert text.startswith("error: memory_fetch: this tool is not allowed")

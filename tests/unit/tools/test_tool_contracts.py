@@ -22,7 +22,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tool_contracts.jso
 
 
 def _contracts(tools: MemoryTools) -> dict[str, Any]:
-    toolset = tools.async_toolset()
+    toolset = tools.toolset()
     annotations = {d["name"]: d["annotations"] for d in toolset.mcp_tools()}
     return {
         "fetch_modes": list(tools.modes),

@@ -1,0 +1,216 @@
+"""What ``memory.tools(scope)`` hands a host: the seven tools, every call recorded.
+
+Each call is a signed ``memory_tool_call`` entry with its memo, as over HTTP:
+reads, writes, errors the model can act on and refusals alike. How a call
+names its run:
+
+* ``memory.tools(scope)``: one fresh run per call (a one-shot run, as HTTP
+  does without ``X-Memseal-Run``), so no lease is held between calls;
+* ``memory.tools(scope, run_id="r")``: every call is the next step of run
+  ``r`` (opened in ``mode``, default ``resume``), closed with the tools or
+  with their memory.
+
+Either way :attr:`RecordedTools.last_call` (and :meth:`RecordedTools.recorded_call`,
+which hands the reference back with the result, for calls in flight together)
+says which run and step recorded a call, so that it can be replayed:
+``memory.run(ref.run_id, scope, mode="strict")`` answers it from its memo.
+
+The unrecorded :class:`~memseal.tools.MemoryTools` is the tools layer's
+building block (a recorder prepares calls on it); it is not handed to hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
+
+from memseal.ledger.errors import InvalidRequest, MemsealError
+from memseal.replay.run import RECORDED_ERRORS, Run
+from memseal.tools import AsyncToolset, MemoryTools, Refusal, ToolScope, Toolset, ToolSpec
+
+if TYPE_CHECKING:
+    from memseal.engine import Engine
+    from memseal.memory import Memory
+
+__all__ = ["RecordedAsyncToolset", "RecordedCall", "RecordedTools", "RecordedToolset"]
+
+Arguments = Mapping[str, Any] | str | bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """Where one call was recorded, and what it gave: ``result``, or the ``error`` it raised."""
+
+    run_id: str
+    step: int
+    tool: str
+    result: Any = None
+    error: MemsealError | None = None
+
+
+class RecordedTools:
+    """The seven memory tools for one host-fixed scope, every call recorded (module docstring)."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        tools: MemoryTools,
+        run: Run | None = None,
+    ) -> None:
+        self._memory = memory
+        self._tools = tools
+        self._run = run
+        #: The most recent call that was recorded (or replayed), None before the first.
+        self.last_call: RecordedCall | None = None
+
+    def __repr__(self) -> str:
+        bound = "" if self._run is None else f", run_id={self._run.run_id!r}"
+        return f"RecordedTools({self._tools.scope!r}{bound})"
+
+    # -- what the host sees -------------------------------------------------------------
+
+    @property
+    def scope(self) -> ToolScope:
+        return self._tools.scope
+
+    @property
+    def engine(self) -> Engine:
+        """The engine the tools read (context.md compiles its brief from it)."""
+        return self._tools.engine
+
+    @property
+    def run_id(self) -> str | None:
+        """The bound run's id; None when each call gets a fresh run."""
+        return None if self._run is None else self._run.run_id
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return self._tools.modes
+
+    def names(self) -> tuple[str, ...]:
+        return self._tools.names()
+
+    def specs(self) -> list[ToolSpec]:
+        return self._tools.specs()
+
+    def side_effects(self, name: str) -> bool:
+        return self._tools.side_effects(name)
+
+    def refusal_before_approval(self, name: str, arguments: object = None) -> Refusal | None:
+        return self._tools.refusal_before_approval(name, arguments)
+
+    def toolset(self) -> RecordedAsyncToolset:
+        """These tools for OpenAI, Anthropic, LangChain or MCP: every call recorded."""
+        # ``of`` builds ``cls``: the subclass, typed as its base.
+        return cast(RecordedAsyncToolset, RecordedAsyncToolset.of(self))
+
+    # -- calling ------------------------------------------------------------------------
+
+    def call(
+        self, name: str, arguments: Arguments = None, *, revalidate: bool = False
+    ) -> Awaitable[Any]:
+        """Run and record tool ``name``; an awaitable of the rendered result.
+
+        Raises what :meth:`Run.call` raises; a recorded error (InvalidRequest,
+        Unsupported, NotFound, a refusal among them) is in :attr:`last_call` too.
+        A bound run's step is reserved now, so ``asyncio.gather`` keeps issue order.
+        """
+        return self._unwrap(self.recorded_call(name, arguments, revalidate=revalidate))
+
+    @staticmethod
+    async def _unwrap(pending: Awaitable[RecordedCall]) -> Any:
+        done = await pending
+        if done.error is not None:
+            raise done.error
+        return done.result
+
+    def recorded_call(
+        self, name: str, arguments: Arguments = None, *, revalidate: bool = False
+    ) -> Awaitable[RecordedCall]:
+        """Like :meth:`call`, handing back the :class:`RecordedCall` (result or recorded
+        error, run id and step) instead of raising a recorded error."""
+        if self._run is None:
+            if revalidate:
+                raise InvalidRequest(
+                    "`revalidate` replaces a recorded step: bind a run with "
+                    "memory.tools(scope, run_id=...)"
+                )
+            run = self._memory._run(None, self._tools, mode="record", oneshot=True)
+            return self._record(run, 0, run.call(name, arguments), name, close=True)
+        run = self._run
+        step = run.next_step
+        return self._record(run, step, run.call(name, arguments, revalidate=revalidate), name)
+
+    async def _record(
+        self, run: Run, step: int, pending: Awaitable[Any], name: str, *, close: bool = False
+    ) -> RecordedCall:
+        tool = name if isinstance(name, str) else repr(name)
+        try:
+            try:
+                result = await pending
+            except RECORDED_ERRORS as exc:
+                if not run.is_recorded(step):
+                    raise
+                done = RecordedCall(run_id=run.run_id, step=step, tool=tool, error=exc)
+            else:
+                done = RecordedCall(run_id=run.run_id, step=step, tool=tool, result=result)
+        finally:
+            if close:
+                await run.close(check=False)
+        self.last_call = done
+        return done
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def close(self, *, check: bool = True) -> None:
+        """Close the bound run (release its lease; ``strict``: check every step replayed)."""
+        if self._run is not None:
+            await self._run.close(check=check)
+
+    async def __aenter__(self) -> RecordedTools:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close(check=exc_type is None)
+
+
+class RecordedAsyncToolset(AsyncToolset):
+    """An :class:`AsyncToolset` over :class:`RecordedTools`: says where its calls went."""
+
+    @property
+    def last_call(self) -> RecordedCall | None:
+        """The most recent recorded call of these tools (see :class:`RecordedTools`)."""
+        source = self._source
+        return source.last_call if isinstance(source, RecordedTools) else None
+
+    @property
+    def run_id(self) -> str | None:
+        source = self._source
+        return source.run_id if isinstance(source, RecordedTools) else None
+
+
+class RecordedToolset(Toolset):
+    """The blocking :class:`Toolset` the sync facade hands out: every call recorded."""
+
+    @property
+    def last_call(self) -> RecordedCall | None:
+        source = self._source
+        return source.last_call if isinstance(source, RecordedTools) else None
+
+    @property
+    def run_id(self) -> str | None:
+        source = self._source
+        return source.run_id if isinstance(source, RecordedTools) else None
+
+    def close(self, *, check: bool = True) -> None:
+        """Close the bound run now (the facade closes it otherwise, when it closes)."""
+        source, runner = self._source, self._runner
+        if isinstance(source, RecordedTools) and runner is not None:
+            runner(source.close(check=check))

@@ -94,6 +94,9 @@ MODES: tuple[Mode, ...] = ("record", "resume", "strict", "revalidate")
 #: What a model can act on: recorded (memoised) like results, raised again on replay.
 RECORDED_ERRORS: tuple[type[MemsealError], ...] = (InvalidRequest, Unsupported, NotFound)
 _ERROR_TYPES: dict[str, type[MemsealError]] = {c.__name__: c for c in RECORDED_ERRORS}
+# A policy refusal is recorded under its own name; replayed, it is the Unsupported it is
+# live (its code is not recorded), never an InvalidRequest a host would catch apart.
+_ERROR_TYPES["Refusal"] = Unsupported
 
 _encoder = msgspec.json.Encoder(order="deterministic")
 

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from memseal._engine_cli import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning
 from memseal.ledger.errors import InvalidRequest
-from memseal.tools import TOOL_NAMES, MemoryTools, Toolset, ToolScope, runner_for, spec_for
+from memseal.tools import TOOL_NAMES, MemoryTools, ToolScope, Toolset, runner_for, spec_for
 
 PLACE = "team:acme/agent:writer"
 FIELD = re.compile(r"`[^`]+`")

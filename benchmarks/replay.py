@@ -16,7 +16,10 @@ exact ``memory_fetch`` queries (limit 10) throughout:
     a memo hit (memo row, signed entry and payload read and checked, result restored),
     against a live call's latency; ratio replay / live at p50, target <= 0.5. Live is
     the recorded call it replaces (``run.call`` in mode ``record``); the ratio to a
-    direct, unrecorded call is printed too.
+    direct, unrecorded call is printed too;
+(c) **memory.tools(scope).call**, what a host hands its model (every call recorded: a
+    fresh one-call run each, or one run bound with ``run_id=``), against the same
+    unrecorded ``MemoryTools.call`` of (a), measured in the same run; ratio, target >= 0.7.
 """
 
 from __future__ import annotations
@@ -139,6 +142,13 @@ async def bench(folder: Path, memories: int, calls: int, width: int) -> None:
         async with memory.run("bench-conc", SCOPE, mode="record") as run:
             recorded_conc = await concurrent(lambda a: run.call("memory_fetch", a), asked, width)
 
+        # (c) what a host gets from memory.tools(scope): one fresh one-call run per call,
+        # and a run bound with run_id=, against the unrecorded MemoryTools.call.
+        host_tools = memory.tools(SCOPE)
+        fresh_seq, fresh_lat = await sequential(lambda a: host_tools.call("memory_fetch", a), asked)
+        async with memory.tools(SCOPE, run_id="bench-tools", mode="record") as bound:
+            bound_seq, _ = await sequential(lambda a: bound.call("memory_fetch", a), asked)
+
         # The floor under any recorded call: one small signed entry, durably committed.
         _, append_lat = await sequential(
             lambda a: memory.ledger.append("bench_probe", {"n": 1}), asked[:200]
@@ -168,6 +178,24 @@ async def bench(folder: Path, memories: int, calls: int, width: int) -> None:
     line(
         f"ratio recorded / direct, {width} concurrent (>= 0.7)",
         f"{ratio_conc:.2f} {verdict(ratio_conc >= 0.7)}",
+    )
+
+    print(f"\n(c) memory.tools(scope).call, {calls} exact memory_fetch calls, sequential")
+    line("memory.tools(scope): a fresh run per call", f"{fresh_seq:,.0f} calls/s")
+    line("memory.tools(scope, run_id=...): one bound run", f"{bound_seq:,.0f} calls/s")
+    line(
+        "fresh run per call, p50 / p95",
+        f"{pct(fresh_lat, 0.5):.3f} / {pct(fresh_lat, 0.95):.3f} ms",
+    )
+    ratio_fresh = fresh_seq / direct_seq
+    line(
+        "ratio memory.tools / unrecorded MemoryTools (>= 0.7)",
+        f"{ratio_fresh:.2f} {verdict(ratio_fresh >= 0.7)}",
+    )
+    ratio_bound = bound_seq / direct_seq
+    line(
+        "ratio bound memory.tools / unrecorded (>= 0.7)",
+        f"{ratio_bound:.2f} {verdict(ratio_bound >= 0.7)}",
     )
 
     print("\n(b) replay-hit latency (p50 / p95)")

@@ -2,7 +2,9 @@
 
 * :class:`MemoryTools` runs the tools over an engine for one host-fixed
   :class:`ToolScope`: ``specs()``, ``call(name, arguments)``, and the
-  two-phase ``prepare`` a recorder uses;
+  two-phase ``prepare`` a recorder uses. It records nothing: it is this
+  layer's building block, and hosts get the recorded tools from
+  ``memory.tools(scope)`` (every call a signed entry);
 * :class:`AsyncToolset` / :class:`Toolset` hand the same tools to OpenAI,
   Anthropic, LangChain and MCP (:func:`mcp_server`), and turn what a model
   got wrong into text it can read;

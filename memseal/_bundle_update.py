@@ -10,7 +10,7 @@ first use), and records the run in it again:
    make the recorded item ids; from the bundle alone the local key's secret
    is used, so the run's own writes make new ids).
 2. The memory the run saw is re-applied into it entry by entry, with the
-   regression replay's pieces (:mod:`._reexec`: the same entry sources and
+   regression replay's pieces (:mod:`memseal.replay._reexec`: the same entry sources and
    the same temporary-log copying), so every call sees the state it observed.
    The old run's own entries are not copied: the new run's stand in for them
    (and gap entries keep later seqs, hence ``ledger_ref``, where they were).
@@ -40,9 +40,8 @@ import msgspec
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
-from memseal.tools.catalog import WRITE_TOOLS
-
-from ._reexec import (
+from memseal.memory import open as open_memory
+from memseal.replay._reexec import (
     BundleSource,
     FolderSource,
     Source,
@@ -52,9 +51,10 @@ from ._reexec import (
     parse_time,
     run_scope,
 )
-from .bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
-from .calls import RUN_STARTED
-from .run import RECORDED_ERRORS
+from memseal.replay.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
+from memseal.replay.calls import RUN_STARTED
+from memseal.replay.run import RECORDED_ERRORS
+from memseal.tools.catalog import WRITE_TOOLS
 
 __all__ = ["DEFAULT_KEY_FOLDER", "UpdateRefused", "Updated", "local_key", "update"]
 
@@ -97,8 +97,6 @@ async def update(
     embedder: Embedder | None = None,
 ) -> Updated:
     """Re-record the bundle's run under the local key in ``key_folder`` (module docstring)."""
-    from memseal.memory import open as open_memory  # memseal.memory imports this package
-
     for call in verified.calls:
         if call.arguments is None:
             why = (

@@ -679,7 +679,8 @@ def _run_of(
         if payload is not None:
             try:
                 decoded = decode_tool_call_payload(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+                # A string of invalid UTF-8 is msgspec's UnicodeDecodeError, not a DecodeError.
                 raise _fail(f"the payload is malformed: {exc}", "run", seq) from None
             arguments, texts = decoded.arguments, decoded.texts
             if decoded.withheld is not msgspec.UNSET:

@@ -285,6 +285,49 @@ async def export_bundle(
         raise Conflict(
             "the ledger's key rotated while the bundle was exported; export it again"
         ) from None
+    seqs, steps = await _bundled_seqs(ledger, run_id, size)
+    entries: list[BundleEntry] = []
+    for seq in sorted(seqs):
+        record = await ledger.read(seq)
+        proof = await ledger.inclusion_proof(seq, size)
+        entries.append(
+            BundleEntry(
+                seq=seq,
+                leaf=record.leaf,
+                sig=record.signature,
+                salt=record.salt if record.payload is not None else None,
+                payload=record.payload,
+                proof=proof.hashes,
+            )
+        )
+    manifest = Manifest(
+        run_id=run_id,
+        origin=ledger.origin,
+        size=size,
+        root=checkpoint.root,
+        keys=tuple(k.text for k in keys),
+        embedders=tuple(embedders),
+        last_step=max(steps) if steps else None,
+        calls=len(steps),
+        entries=tuple(
+            Listed(seq=e.seq, leaf_hash=leaf_hash(e.leaf), payload=e.payload is not None)
+            for e in entries
+        ),
+    )
+    return Bundle(
+        format=FORMAT,
+        run_id=manifest.run_id,
+        origin=manifest.origin,
+        keys=manifest.keys,
+        checkpoint=note,
+        manifest=sign_note(manifest_text(manifest), [signer]),
+        embedders=manifest.embedders,
+        entries=tuple(entries),
+    )
+
+
+async def _bundled_seqs(ledger: Ledger, run_id: str, size: int) -> tuple[set[int], list[int]]:
+    """The seqs a bundle of the run holds (module docstring), and the steps of its calls."""
     steps: list[int] = []
     run_seqs: list[int] = []
     rotations: list[int] = []
@@ -328,44 +371,7 @@ async def export_bundle(
             if by is not None and by < size and by not in seqs:
                 seqs.add(by)
                 pending.append(by)
-    entries: list[BundleEntry] = []
-    for seq in sorted(seqs):
-        record = await ledger.read(seq)
-        proof = await ledger.inclusion_proof(seq, size)
-        entries.append(
-            BundleEntry(
-                seq=seq,
-                leaf=record.leaf,
-                sig=record.signature,
-                salt=record.salt if record.payload is not None else None,
-                payload=record.payload,
-                proof=proof.hashes,
-            )
-        )
-    manifest = Manifest(
-        run_id=run_id,
-        origin=ledger.origin,
-        size=size,
-        root=checkpoint.root,
-        keys=tuple(k.text for k in keys),
-        embedders=tuple(embedders),
-        last_step=max(steps) if steps else None,
-        calls=len(steps),
-        entries=tuple(
-            Listed(seq=e.seq, leaf_hash=leaf_hash(e.leaf), payload=e.payload is not None)
-            for e in entries
-        ),
-    )
-    return Bundle(
-        format=FORMAT,
-        run_id=manifest.run_id,
-        origin=manifest.origin,
-        keys=manifest.keys,
-        checkpoint=note,
-        manifest=sign_note(manifest_text(manifest), [signer]),
-        embedders=manifest.embedders,
-        entries=tuple(entries),
-    )
+    return seqs, steps
 
 
 def manifest_text(manifest: Manifest) -> str:

@@ -58,7 +58,14 @@ from .merkle import EMPTY_ROOT, node_hash
 from .note import VerifierKey, open_note, parse_vkey
 from .store import Record
 
-__all__ = ["LedgerVerifier", "VerifySummary"]
+__all__ = [
+    "KeyChain",
+    "LedgerVerifier",
+    "VerifySummary",
+    "check_format",
+    "check_payload",
+    "signature_verifies",
+]
 
 _HEADER = re.compile(
     rb'\{"v":\d+,"seq":\d+,"at":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z",'
@@ -87,10 +94,115 @@ class VerifySummary(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+class KeyChain:
+    """The keys trusted at the current point of a log, walked entry by entry in seq order.
+
+    It starts from the keys the auditor trusts; a verified ``key_rotated``
+    entry (:meth:`hand_over`) hands trust from its signer to the key it names,
+    and the old key no longer counts. The ledger audit, bundle verification
+    and anything else that follows a log's signers use this one walk.
+    """
+
+    def __init__(self, trusted: Sequence[VerifierKey]) -> None:
+        if not trusted:
+            raise VerificationError("no trusted key given", step="unknown key")
+        self._active: dict[str, VerifyKey] = {
+            k.key_id.hex(): VerifyKey(k.public_key) for k in trusted
+        }
+        self._known: dict[str, VerifierKey] = {k.key_id.hex(): k for k in trusted}
+        self._retired: set[str] = set()
+        self._used: dict[str, None] = {}
+
+    @property
+    def in_force(self) -> list[VerifierKey]:
+        """The keys that may sign the next entry."""
+        return [self._known[k] for k in self._active]
+
+    @property
+    def known(self) -> list[VerifierKey]:
+        """Every key of the chain so far: the trusted ones, then each handed over to."""
+        return list(self._known.values())
+
+    @property
+    def used(self) -> tuple[str, ...]:
+        """``name+keyid`` of every key that signed an entry looked up so far."""
+        return tuple(f"{self._known[k].name}+{k}" for k in self._used)
+
+    def signer_of(self, entry: Entry) -> VerifyKey:
+        """The key in force that signed ``entry``; raise step ``unknown key`` if none is."""
+        key = self._active.get(entry.key)
+        if key is None:
+            raise VerificationError(
+                f"signed by key {entry.key}, which is not trusted: not reachable from the "
+                "trusted key through key_rotated entries",
+                seq=entry.seq,
+                step="unknown key",
+            )
+        self._used[entry.key] = None
+        return key
+
+    def hand_over(self, entry: Entry) -> None:
+        """Apply a verified ``key_rotated`` entry (any other kind: nothing to do)."""
+        if entry.kind != "key_rotated":
+            return
+        try:
+            body = msgspec.json.decode(entry.body)
+            new = parse_vkey(body["vkey"])
+        except (
+            msgspec.DecodeError,
+            UnicodeDecodeError,
+            KeyError,
+            TypeError,
+            InvalidRequest,
+        ) as exc:
+            raise VerificationError(
+                f"key_rotated entry does not name a valid vkey: {exc}", seq=entry.seq, step="format"
+            ) from exc
+        new_id = new.key_id.hex()
+        if new_id == entry.key or new_id in self._retired:
+            raise VerificationError(
+                "key_rotated must hand over to a new key", seq=entry.seq, step="unknown key"
+            )
+        self._active.pop(entry.key, None)
+        self._retired.add(entry.key)
+        self._active[new_id] = VerifyKey(new.public_key)
+        self._known[new_id] = new
+
+
+def signature_verifies(key: VerifyKey, leaf_digest: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is ``key``'s Ed25519 signature of the entry with this leaf hash."""
+    try:
+        key.verify(signing_message(leaf_digest), signature)
+    except (BadSignatureError, ValueError, TypeError):
+        return False
+    return True
+
+
+def check_payload(entry: Entry, payload: bytes | None, salt: bytes | None) -> bool:
+    """Step ``payload hash``: a present payload must hash, with its 16-byte salt, to the
+    entry's ``payload_hash``. Returns True when the entry commits to a payload that is
+    absent (a signed entry's ``redacts`` must then account for it), else False."""
+    if payload is None:
+        return entry.payload_hash is not None
+    if entry.payload_hash is None:
+        raise VerificationError(
+            "a payload is stored but the entry commits to none", seq=entry.seq, step="payload hash"
+        )
+    if salt is None or len(salt) != SALT_SIZE:
+        raise VerificationError(
+            "the payload salt is not 16 bytes", seq=entry.seq, step="payload hash"
+        )
+    if payload_hash(salt, payload) != entry.payload_hash:
+        raise VerificationError(
+            "payload does not match its hash", seq=entry.seq, step="payload hash"
+        )
+    return False
+
+
 class _Pending(msgspec.Struct):
     seq: int
     key: VerifyKey
-    message: bytes
+    digest: bytes
     signature: bytes
 
 
@@ -104,13 +216,7 @@ class LedgerVerifier:
         executor: Executor | None = None,
         workers: int = 1,
     ) -> None:
-        if not trusted:
-            raise VerificationError("no trusted key given", step="unknown key")
-        self._keys: dict[str, VerifyKey] = {
-            k.key_id.hex(): VerifyKey(k.public_key) for k in trusted
-        }
-        self._names = {k.key_id.hex(): k.name for k in trusted}
-        self._used: dict[str, None] = {}
+        self._chain = KeyChain(trusted)
         self._executor = executor
         self._workers = max(1, workers)
         self._next = 0
@@ -123,7 +229,6 @@ class LedgerVerifier:
         self._bounds: list[tuple[int, int]] = []  # (seq, end in _computed) per record fed
         self._checkpoints: list[tuple[int, str]] = []
         self._checked = 0
-        self._retired: set[str] = set()
 
     def expect_checkpoints(self, notes: Sequence[tuple[int, str]]) -> None:
         """Checkpoints (size, signed note) to check as the log passes their sizes."""
@@ -147,10 +252,8 @@ class LedgerVerifier:
 
     @property
     def active_keys(self) -> list[VerifierKey]:
-        return [
-            VerifierKey(name=self._names[k], key_id=bytes.fromhex(k), public_key=bytes(v))
-            for k, v in self._keys.items()
-        ]
+        """The keys in force at the size verified so far."""
+        return self._chain.in_force
 
     @property
     def size(self) -> int:
@@ -216,7 +319,7 @@ class LedgerVerifier:
                 seq=seq,
                 step="chain",
             )
-        entry = _decode(record.leaf, seq)
+        entry = check_format(record.leaf, seq)
         # 2. stored hash
         digest = leaf_hash(record.leaf)
         if digest != record.leaf_hash:
@@ -229,35 +332,16 @@ class LedgerVerifier:
                 "prev is not the leaf hash of the entry before", seq=seq, step="chain"
             )
         # 4. unknown key
-        key = self._keys.get(entry.key)
-        if key is None:
-            raise VerificationError(
-                f"signed by key {entry.key}, which is not trusted", seq=seq, step="unknown key"
-            )
-        self._used[entry.key] = None
+        key = self._chain.signer_of(entry)
         # 6. payload hash (the signature, step 5, is checked in a batch by the caller)
-        if record.payload is not None:
-            if entry.payload_hash is None:
-                raise VerificationError(
-                    "a payload is stored but the entry commits to none",
-                    seq=seq,
-                    step="payload hash",
-                )
-            if record.salt is None or len(record.salt) != SALT_SIZE:
-                raise VerificationError(
-                    "the payload salt is not 16 bytes", seq=seq, step="payload hash"
-                )
-            if payload_hash(record.salt, record.payload) != entry.payload_hash:
-                raise VerificationError(
-                    "payload does not match its hash", seq=seq, step="payload hash"
-                )
-        elif entry.payload_hash is not None:
+        if check_payload(entry, record.payload, record.salt):
             self._missing[seq] = None
         # 7. redaction: this entry authorises erasing earlier payloads.
         for earlier in entry.redacts:
             self._missing.pop(earlier, None)
             self._redacted.add(earlier)
-        self._on_verified(entry)
+        # A key_rotated entry hands trust over: from the next entry only the new key counts.
+        self._chain.hand_over(entry)
         self._next = seq + 1
         self._prev = digest.hex()
         self._push_leaf(digest)
@@ -265,36 +349,7 @@ class LedgerVerifier:
         # 9. checkpoint, at each size a checkpoint was signed for
         while self._checkpoints and self._checkpoints[0][0] == self._next:
             self._check_checkpoint()
-        return _Pending(
-            seq=seq, key=key, message=signing_message(digest), signature=record.signature
-        )
-
-    def _on_verified(self, entry: Entry) -> None:
-        if entry.kind != "key_rotated":
-            return
-        # The old key handed over to the new one: from here on only the new key counts.
-        try:
-            body = msgspec.json.decode(entry.body)
-            new = parse_vkey(body["vkey"])
-        except (
-            msgspec.DecodeError,
-            UnicodeDecodeError,
-            KeyError,
-            TypeError,
-            InvalidRequest,
-        ) as exc:
-            raise VerificationError(
-                f"key_rotated entry does not name a valid vkey: {exc}", seq=entry.seq, step="format"
-            ) from exc
-        new_id = new.key_id.hex()
-        if new_id == entry.key or new_id in self._retired:
-            raise VerificationError(
-                "key_rotated must hand over to a new key", seq=entry.seq, step="unknown key"
-            )
-        self._keys.pop(entry.key, None)
-        self._retired.add(entry.key)
-        self._keys[new_id] = VerifyKey(new.public_key)
-        self._names[new_id] = new.name
+        return _Pending(seq=seq, key=key, digest=digest, signature=record.signature)
 
     def _push_leaf(self, digest: bytes) -> None:
         # The tlog layout writes the leaf hash, then one node per subtree the leaf completes;
@@ -365,7 +420,7 @@ class LedgerVerifier:
             head=None if self._next == 0 else self._prev,
             root=self.root,
             checkpoints=self._checked,
-            keys=tuple(f"{self._names.get(k, '?')}+{k}" for k in self._used),
+            keys=self._chain.used,
             redacted=len(self._redacted),
         )
 
@@ -378,14 +433,14 @@ def _earliest(a: VerificationError | None, b: VerificationError | None) -> Verif
 
 def _first_bad(pending: Sequence[_Pending]) -> int | None:
     for item in pending:
-        try:
-            item.key.verify(item.message, item.signature)
-        except (BadSignatureError, ValueError, TypeError):
+        if not signature_verifies(item.key, item.digest, item.signature):
             return item.seq
     return None
 
 
-def _decode(leaf: bytes, seq: int) -> Entry:
+def check_format(leaf: bytes, seq: int) -> Entry:
+    """Step ``format``: the entry bytes stored at ``seq``, decoded strictly (canonical v1
+    bytes carrying their seq, a canonical JSON object body); raise VerificationError."""
     try:
         entry = decode_entry(leaf)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:

@@ -4,7 +4,7 @@ Exit codes (DESIGN.md's CLI table): export 0 / 2; replay 0 all results
 match, 3 some result changed (a per-step diff is printed), 1 the bundle
 fails verification, 2 usage or I/O. ``replay --update`` prints the same
 diff, then writes a new bundle re-recorded under a local replay key
-(:mod:`memseal.replay.update`): 0 written, 1 the input fails verification,
+(:mod:`memseal._bundle_update`): 0 written, 1 the input fails verification,
 2 usage, or a bundle that cannot be re-recorded.
 """
 
@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from memseal._bundle_update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
 from memseal._trust_arg import trust_text
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
@@ -29,7 +30,6 @@ from memseal.replay.bundle import (
     verify_bundle,
 )
 from memseal.replay.regress import DEFAULT_TOLERANCE, embedder_for, regress
-from memseal.replay.update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
 
 __all__ = ["add_verbs", "verify_bundle_file"]
 

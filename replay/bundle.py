@@ -26,16 +26,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
-from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
 
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import (
-    SALT_SIZE,
     Entry,
     leaf_hash,
-    payload_hash,
-    signing_message,
 )
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.ledger import KEY_ROTATED, Ledger
@@ -48,7 +43,7 @@ from memseal.ledger.note import (
     sign_note,
     split_note,
 )
-from memseal.ledger.verify import _decode as decode_checked_entry
+from memseal.ledger.verify import KeyChain, check_format, check_payload, signature_verifies
 
 from .calls import (
     RUN_FORKED,
@@ -290,6 +285,49 @@ async def export_bundle(
         raise Conflict(
             "the ledger's key rotated while the bundle was exported; export it again"
         ) from None
+    seqs, steps = await _bundled_seqs(ledger, run_id, size)
+    entries: list[BundleEntry] = []
+    for seq in sorted(seqs):
+        record = await ledger.read(seq)
+        proof = await ledger.inclusion_proof(seq, size)
+        entries.append(
+            BundleEntry(
+                seq=seq,
+                leaf=record.leaf,
+                sig=record.signature,
+                salt=record.salt if record.payload is not None else None,
+                payload=record.payload,
+                proof=proof.hashes,
+            )
+        )
+    manifest = Manifest(
+        run_id=run_id,
+        origin=ledger.origin,
+        size=size,
+        root=checkpoint.root,
+        keys=tuple(k.text for k in keys),
+        embedders=tuple(embedders),
+        last_step=max(steps) if steps else None,
+        calls=len(steps),
+        entries=tuple(
+            Listed(seq=e.seq, leaf_hash=leaf_hash(e.leaf), payload=e.payload is not None)
+            for e in entries
+        ),
+    )
+    return Bundle(
+        format=FORMAT,
+        run_id=manifest.run_id,
+        origin=manifest.origin,
+        keys=manifest.keys,
+        checkpoint=note,
+        manifest=sign_note(manifest_text(manifest), [signer]),
+        embedders=manifest.embedders,
+        entries=tuple(entries),
+    )
+
+
+async def _bundled_seqs(ledger: Ledger, run_id: str, size: int) -> tuple[set[int], list[int]]:
+    """The seqs a bundle of the run holds (module docstring), and the steps of its calls."""
     steps: list[int] = []
     run_seqs: list[int] = []
     rotations: list[int] = []
@@ -333,44 +371,7 @@ async def export_bundle(
             if by is not None and by < size and by not in seqs:
                 seqs.add(by)
                 pending.append(by)
-    entries: list[BundleEntry] = []
-    for seq in sorted(seqs):
-        record = await ledger.read(seq)
-        proof = await ledger.inclusion_proof(seq, size)
-        entries.append(
-            BundleEntry(
-                seq=seq,
-                leaf=record.leaf,
-                sig=record.signature,
-                salt=record.salt if record.payload is not None else None,
-                payload=record.payload,
-                proof=proof.hashes,
-            )
-        )
-    manifest = Manifest(
-        run_id=run_id,
-        origin=ledger.origin,
-        size=size,
-        root=checkpoint.root,
-        keys=tuple(k.text for k in keys),
-        embedders=tuple(embedders),
-        last_step=max(steps) if steps else None,
-        calls=len(steps),
-        entries=tuple(
-            Listed(seq=e.seq, leaf_hash=leaf_hash(e.leaf), payload=e.payload is not None)
-            for e in entries
-        ),
-    )
-    return Bundle(
-        format=FORMAT,
-        run_id=manifest.run_id,
-        origin=manifest.origin,
-        keys=manifest.keys,
-        checkpoint=note,
-        manifest=sign_note(manifest_text(manifest), [signer]),
-        embedders=manifest.embedders,
-        entries=tuple(entries),
-    )
+    return seqs, steps
 
 
 def manifest_text(manifest: Manifest) -> str:
@@ -428,134 +429,29 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
     ``completeness`` (the stated last step and call count, no step missing,
     every item a result cites has its signed entry here).
     """
-    if isinstance(trust, str):
-        try:
-            trusted = [parse_vkey(trust.strip())]
-        except InvalidRequest as exc:
-            raise InvalidRequest(f"`trust`: {exc}") from exc
-    else:
-        trusted = list(trust)
-    if not trusted:
-        raise InvalidRequest("`trust` names no key")
-    # 1. Syntax: the document, canonical; the manifest's statement, not yet trusted.
+    trusted = _trusted(trust)
+    # 1. format: the document, canonical; the manifest's statement, not yet trusted.
     bundle = data if isinstance(data, Bundle) else decode_bundle(data)
     if bundle.format != FORMAT:
         raise _fail(f"bundle format {bundle.format!r}; this memseal reads {FORMAT}", "format")
     manifest = _manifest_of(bundle.manifest)
-    # 2. Extent, before any entry is read: the seqs held must be the seqs listed, in order.
+    # 2. completeness of the extent, before any entry is read: the seqs held are those listed.
     _check_extent([e.seq for e in bundle.entries], [e.seq for e in manifest.entries])
-    try:
-        text, _ = split_note(bundle.checkpoint)
-        checkpoint = parse_checkpoint(text)
-    except InvalidRequest as exc:
-        raise _fail(f"the bundle's checkpoint is malformed: {exc}", "checkpoint") from None
-    if checkpoint.origin != bundle.origin:
-        raise _fail(
-            f"the checkpoint's origin {checkpoint.origin!r} is not the bundle's {bundle.origin!r}",
-            "checkpoint",
-        )
-    size, root = checkpoint.size, checkpoint.root
-    active: dict[str, VerifyKey] = {k.key_id.hex(): VerifyKey(k.public_key) for k in trusted}
-    names = {k.key_id.hex(): k for k in trusted}
-    retired: set[str] = set()
-    used: dict[str, None] = {}
-    entries: dict[int, Entry] = {}
-    missing: list[int] = []
-    redacted: set[int] = set()
-    previous = -1
-    # 3. Each entry: bytes, key, signature, payload, inclusion; the key chain as it goes.
-    for item in bundle.entries:
-        seq = item.seq
-        if seq <= previous:
-            raise _fail("entries must be listed by ascending seq, once each", "completeness", seq)
-        if seq >= size:
-            raise _fail(f"entry lies outside the checkpoint of {size} entries", "inclusion", seq)
-        previous = seq
-        entry = decode_checked_entry(item.leaf, seq)  # format: canonical v1, right seq
-        key = active.get(entry.key)
-        if key is None:
-            raise _fail(
-                f"signed by key {entry.key}, which is not reachable from the trusted key",
-                "unknown key",
-                seq,
-            )
-        digest = leaf_hash(item.leaf)
-        try:
-            key.verify(signing_message(digest), item.sig)
-        except (BadSignatureError, ValueError, TypeError):
-            raise _fail("Ed25519 signature does not verify", "signature", seq) from None
-        used[entry.key] = None
-        if item.payload is not None:
-            if entry.payload_hash is None:
-                raise _fail("a payload is given but the entry commits to none", "payload hash", seq)
-            if item.salt is None or len(item.salt) != SALT_SIZE:
-                raise _fail("the payload salt is not 16 bytes", "payload hash", seq)
-            if payload_hash(item.salt, item.payload) != entry.payload_hash:
-                raise _fail("payload does not match its hash", "payload hash", seq)
-        elif item.salt is not None:
-            raise _fail("a salt without a payload", "payload hash", seq)
-        elif entry.payload_hash is not None:
-            missing.append(seq)
-        redacted.update(entry.redacts)
-        try:
-            verify_inclusion(seq, size, digest, item.proof, root)
-        except VerificationError as exc:
-            raise _fail(
-                f"the inclusion proof does not lead to the checkpoint's root: {exc}",
-                "inclusion",
-                seq,
-            ) from None
-        if entry.kind == KEY_ROTATED:
-            try:
-                new = parse_vkey(msgspec.json.decode(entry.body)["vkey"])
-            except (msgspec.DecodeError, KeyError, TypeError, InvalidRequest) as exc:
-                raise _fail(f"key_rotated names no valid vkey: {exc}", "format", seq) from None
-            new_id = new.key_id.hex()
-            if new_id == entry.key or new_id in retired:
-                raise _fail("key_rotated must hand over to a new key", "unknown key", seq)
-            active.pop(entry.key, None)
-            retired.add(entry.key)
-            active[new_id] = VerifyKey(new.public_key)
-            names[new_id] = new
-        entries[seq] = entry
-    # 4. The checkpoint and the manifest: signed by the key in force at the checkpoint's size.
-    chain = list(names.values())
-    in_force = [names[k] for k in active]
-    try:
-        _open_signed(bundle.checkpoint, chain, in_force)
-    except VerificationError as exc:
-        raise _fail(
-            f"the checkpoint is not signed by the key in force at size {size}: {exc}",
-            "checkpoint",
-            size - 1 if size else None,
-        ) from None
-    try:
-        _open_signed(bundle.manifest, chain, in_force)
-    except VerificationError as exc:
-        raise _fail(
-            f"the manifest is not signed by the key in force at size {size}: {exc}", "manifest"
-        ) from None
-    _check_manifest(bundle, manifest, size, root)
-    # 5. What the signed manifest lists is what the bundle holds, byte for byte.
-    for item, listed in zip(bundle.entries, manifest.entries, strict=True):
-        if leaf_hash(item.leaf) != listed.leaf_hash:
-            raise _fail(
-                "the entry is not the one the signed manifest lists", "completeness", item.seq
-            )
-        if (item.payload is not None) != listed.payload:
-            raise _fail(
-                "the payload is missing, but the signed manifest says the export held it"
-                if listed.payload
-                else "a payload is given, but the signed manifest says the export held none",
-                "completeness",
-                item.seq,
-            )
+    # 3. checkpoint form: its size and root are what every entry is checked against.
+    size, root = _checkpoint_of(bundle)
+    # 4. each entry: format, unknown key, signature, payload hash, inclusion; key chain.
+    chain = KeyChain(trusted)
+    entries, missing, redacted = _check_entries(bundle, chain, size, root)
+    # 5. checkpoint and manifest: signed by the key in force at the checkpoint's size.
+    _check_signed(bundle, manifest, chain, size, root)
+    # 6. completeness and redaction: the entries are the ones the signed manifest lists.
+    _check_listed(bundle, manifest)
     for seq in missing:
         if seq not in redacted:
             raise _fail(
                 "payload is missing and no signed entry in the bundle erased it", "redaction", seq
             )
-    # 6. The run: its calls, then the extent the manifest states for it.
+    # 7. run: its calls, then the extent the manifest states for it.
     calls, superseded, started = _run_of(bundle, entries)
     count = sum(1 for e in entries.values() if e.kind == TOOL_CALL)
     last = calls[-1].call.step if calls else None
@@ -573,9 +469,117 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
         calls=calls,
         superseded=superseded,
         started=started,
-        keys=tuple(f"{names[k].name}+{k}" for k in used),
+        keys=chain.used,
         manifest=manifest,
     )
+
+
+def _trusted(trust: Sequence[VerifierKey] | str) -> list[VerifierKey]:
+    """The trusted keys as given (a vkey line or keys); raise InvalidRequest naming ``trust``."""
+    if isinstance(trust, str):
+        try:
+            trusted = [parse_vkey(trust.strip())]
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"`trust`: {exc}") from exc
+    else:
+        trusted = list(trust)
+    if not trusted:
+        raise InvalidRequest("`trust` names no key")
+    return trusted
+
+
+def _checkpoint_of(bundle: Bundle) -> tuple[int, bytes]:
+    """The checkpoint's size and root, unverified (its signature is checked after the walk)."""
+    try:
+        text, _ = split_note(bundle.checkpoint)
+        checkpoint = parse_checkpoint(text)
+    except InvalidRequest as exc:
+        raise _fail(f"the bundle's checkpoint is malformed: {exc}", "checkpoint") from None
+    if checkpoint.origin != bundle.origin:
+        raise _fail(
+            f"the checkpoint's origin {checkpoint.origin!r} is not the bundle's {bundle.origin!r}",
+            "checkpoint",
+        )
+    return checkpoint.size, checkpoint.root
+
+
+def _check_entries(
+    bundle: Bundle, chain: KeyChain, size: int, root: bytes
+) -> tuple[dict[int, Entry], list[int], set[int]]:
+    """Check every entry in seq order, walking the key chain: (entries, missing, redacted)."""
+    entries: dict[int, Entry] = {}
+    missing: list[int] = []
+    redacted: set[int] = set()
+    previous = -1
+    for item in bundle.entries:
+        seq = item.seq
+        if seq <= previous:
+            raise _fail("entries must be listed by ascending seq, once each", "completeness", seq)
+        if seq >= size:
+            raise _fail(f"entry lies outside the checkpoint of {size} entries", "inclusion", seq)
+        previous = seq
+        # The ledger's own checks, as its audit makes them: format, unknown key, signature,
+        # payload hash (ledger/verify.py).
+        entry = check_format(item.leaf, seq)
+        key = chain.signer_of(entry)
+        digest = leaf_hash(item.leaf)
+        if not signature_verifies(key, digest, item.sig):
+            raise _fail("Ed25519 signature does not verify", "signature", seq)
+        if item.payload is None and item.salt is not None:
+            raise _fail("a salt without a payload", "payload hash", seq)
+        if check_payload(entry, item.payload, item.salt):
+            missing.append(seq)
+        redacted.update(entry.redacts)
+        try:
+            verify_inclusion(seq, size, digest, item.proof, root)
+        except VerificationError as exc:
+            raise _fail(
+                f"the inclusion proof does not lead to the checkpoint's root: {exc}",
+                "inclusion",
+                seq,
+            ) from None
+        chain.hand_over(entry)
+        entries[seq] = entry
+    return entries, missing, redacted
+
+
+def _check_signed(
+    bundle: Bundle, manifest: Manifest, chain: KeyChain, size: int, root: bytes
+) -> None:
+    """The checkpoint and the manifest are signed by the key in force at ``size``."""
+    known, in_force = chain.known, chain.in_force
+    try:
+        _open_signed(bundle.checkpoint, known, in_force)
+    except VerificationError as exc:
+        raise _fail(
+            f"the checkpoint is not signed by the key in force at size {size}: {exc}",
+            "checkpoint",
+            size - 1 if size else None,
+        ) from None
+    try:
+        _open_signed(bundle.manifest, known, in_force)
+    except VerificationError as exc:
+        raise _fail(
+            f"the manifest is not signed by the key in force at size {size}: {exc}", "manifest"
+        ) from None
+    _check_manifest(bundle, manifest, size, root)
+
+
+def _check_listed(bundle: Bundle, manifest: Manifest) -> None:
+    """What the signed manifest lists is what the bundle holds, byte for byte."""
+    for item, listed in zip(bundle.entries, manifest.entries, strict=True):
+        if leaf_hash(item.leaf) != listed.leaf_hash:
+            raise _fail(
+                "the entry is not the one the signed manifest lists", "completeness", item.seq
+            )
+        if (item.payload is not None) != listed.payload:
+            raise _fail(
+                "the payload is missing, but the signed manifest says the export held it"
+                if listed.payload
+                else "a payload is given, but the signed manifest says the export held none",
+                "completeness",
+                item.seq,
+            )
 
 
 def _check_extent(held: Sequence[int], listed: Sequence[int]) -> None:
@@ -679,7 +683,8 @@ def _run_of(
         if payload is not None:
             try:
                 decoded = decode_tool_call_payload(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+                # A string of invalid UTF-8 is msgspec's UnicodeDecodeError, not a DecodeError.
                 raise _fail(f"the payload is malformed: {exc}", "run", seq) from None
             arguments, texts = decoded.arguments, decoded.texts
             if decoded.withheld is not msgspec.UNSET:

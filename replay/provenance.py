@@ -37,7 +37,7 @@ from msgspec import UNSET
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from memseal.ledger.entry import leaf_hash, payload_hash, signing_message
+from memseal.ledger.entry import Entry, leaf_hash, signing_message
 from memseal.ledger.errors import (
     NotFound,
     ProvenanceError,
@@ -45,6 +45,7 @@ from memseal.ledger.errors import (
     VerificationError,
 )
 from memseal.ledger.store import Record, SqlStore, WriteTxn
+from memseal.ledger.verify import check_payload, signature_verifies
 
 from .calls import (
     RUN_STARTED,
@@ -88,7 +89,7 @@ async def check_memo(
         ) from None
     if leaf_hash(record.leaf) != record.leaf_hash:
         raise ProvenanceError("the entry's stored hash is not its hash", seq=row.seq)
-    call, entry_payload_hash = _signed_call(record, keys)
+    call, entry = _signed_call(record, keys)
     # 4. body
     if call.memo_key != expected or call.run_id != run_id or call.step != step:
         raise ProvenanceError("the signed entry belongs to another run or step", seq=row.seq)
@@ -99,13 +100,12 @@ async def check_memo(
     arguments: Any = None
     texts: dict[str, list[str]] | None = None
     forgotten_at: int | None = None
+    try:
+        # The ledger's own payload check (ledger/verify.py), as its audit makes it.
+        erased = check_payload(entry, record.payload, record.salt)
+    except VerificationError:
+        raise ProvenanceError("the payload does not match its signed hash", seq=row.seq) from None
     if record.payload is not None:
-        if (
-            entry_payload_hash is None
-            or record.salt is None
-            or payload_hash(record.salt, record.payload) != entry_payload_hash
-        ):
-            raise ProvenanceError("the payload does not match its signed hash", seq=row.seq)
         try:
             payload = decode_tool_call_payload(record.payload)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
@@ -115,7 +115,7 @@ async def check_memo(
         if not withheld and input_hash(secret, payload.arguments) != call.input_hash:
             raise ProvenanceError("the arguments do not match the input hash", seq=row.seq)
         arguments, texts = payload.arguments, payload.texts
-    elif entry_payload_hash is not None:
+    elif erased:
         forgotten_at = await store.redacted_by(row.seq)
         if forgotten_at is None:
             raise ProvenanceError("the payload is gone and no signed entry erased it", seq=row.seq)
@@ -127,7 +127,7 @@ async def check_memo(
     return Verified(seq=row.seq, call=call, arguments=arguments, result=result)
 
 
-def _signed_call(record: Record, keys: Mapping[str, VerifyKey]) -> tuple[ToolCall, str | None]:
+def _signed_call(record: Record, keys: Mapping[str, VerifyKey]) -> tuple[ToolCall, Entry]:
     # 3. a memory_tool_call signed by one of our keys
     try:
         entry = record.entry()
@@ -138,12 +138,10 @@ def _signed_call(record: Record, keys: Mapping[str, VerifyKey]) -> tuple[ToolCal
     key = keys.get(entry.key)
     if key is None:
         raise ProvenanceError(f"signed by key {entry.key}, not ours", seq=record.seq)
+    if not signature_verifies(key, record.leaf_hash, record.signature):
+        raise ProvenanceError("the signature does not verify", seq=record.seq)
     try:
-        key.verify(signing_message(record.leaf_hash), record.signature)
-    except (BadSignatureError, ValueError, TypeError):
-        raise ProvenanceError("the signature does not verify", seq=record.seq) from None
-    try:
-        return decode_tool_call(bytes(entry.body)), entry.payload_hash
+        return decode_tool_call(bytes(entry.body)), entry
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise ProvenanceError("the body is not a tool call", seq=record.seq) from None
 

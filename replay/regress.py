@@ -28,37 +28,37 @@ The temporary log is signed by a throwaway key and deleted afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 
-from memseal.engine import Engine, Reach
 from memseal.engine.embedders import Embedder, HashingEmbedder, default_embedder
-from memseal.ledger.entry import Draft, payload_hash
 from memseal.ledger.errors import (
     InvalidRequest,
     MemsealError,
     NotFound,
     Unsupported,
-    VerificationError,
 )
-from memseal.ledger.ledger import Ledger
-from memseal.ledger.note import NoteSigner
-from memseal.ledger.sqlite import SqliteLogStore
-from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
-from .bundle import BundleCall, VerifiedBundle
+from ._reexec import (
+    BundleSource,
+    FolderSource,
+    Source,
+    TempLog,
+    check_folder,
+    clock_for,
+    parse_time,
+    run_scope,
+    temp_log,
+)
+from .bundle import VerifiedBundle
 from .divergence import field_diff
 
 __all__ = [
@@ -71,7 +71,6 @@ __all__ = [
 ]
 
 DEFAULT_TOLERANCE: Final = 0.05
-GAP_KIND: Final = "replay_gap"
 _RECORDED_ERRORS = (InvalidRequest, Unsupported, NotFound)
 _encoder = msgspec.json.Encoder(order="deterministic")
 
@@ -123,151 +122,8 @@ class RegressReport(msgspec.Struct, kw_only=True):
         return "\n".join(lines)
 
 
-# -- entry sources --------------------------------------------------------------------------
-
-
-class _Source(msgspec.Struct, frozen=True, kw_only=True):
-    seq: int
-    kind: str
-    at: str
-    body: bytes
-    payload: bytes | None
-    redacts: tuple[int, ...]
-    committed: bool = False  # the entry commits to a payload (None above: a forget erased it)
-
-
 def _plain(value: Any) -> Any:
     return msgspec.json.decode(_encoder.encode(value))
-
-
-def _mentions(kind: str, body: bytes) -> tuple[str, ...]:
-    try:
-        value = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return ()
-    if not isinstance(value, dict):
-        return ()
-    if kind in ("memory_stored", "trust_changed") and isinstance(value.get("item"), str):
-        return (value["item"],)
-    if kind == "memory_tool_call" and isinstance(value.get("cites"), list):
-        return tuple(c for c in value["cites"] if isinstance(c, str))
-    return ()
-
-
-def _parse_time(at: str) -> datetime:
-    return datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-
-
-class _TempLog:
-    """A throwaway ledger and engine that entries are copied into, seq by seq."""
-
-    def __init__(self, folder: Path, secret: bytes, embedder: Embedder | None) -> None:
-        self.folder = folder
-        self.secret = secret
-        self.embedder = embedder
-        self.now = datetime(2000, 1, 1, tzinfo=UTC)
-        self.size = 0
-        self.store: SqlStore | None = None
-        self.ledger: Ledger | None = None
-        self.engine: Engine | None = None
-
-    def clock(self) -> datetime:
-        return self.now
-
-    async def open(self) -> None:
-        signer = NoteSigner.generate("memseal-replay")
-        store = SqliteLogStore(self.folder / "ledger.db", signer, clock=self.clock)
-        Engine.register_schema(store)
-        await store.open()
-        self.store = store
-        self.ledger = Ledger(store, signer.verifier, None)
-        self.engine = await Engine.open(
-            self.ledger, store, self.secret, clock=self.clock, embedder=self.embedder
-        )
-
-    async def close(self) -> None:
-        if self.engine is not None:
-            await self.engine.close()
-        if self.ledger is not None:
-            await self.ledger.close()
-
-    async def append(self, sources: Sequence[_Source | int]) -> None:
-        """Append entries (a bare int: an inert gap entry at that seq) in one command."""
-        assert self.store is not None
-
-        def command(txn: WriteTxn) -> int:
-            for source in sources:
-                if isinstance(source, int):
-                    self.now = datetime(2000, 1, 1, tzinfo=UTC)
-                    txn.append(Draft(kind=GAP_KIND, body=b"{}"))
-                    continue
-                self.now = _parse_time(source.at)
-                salt = payload = digest = None
-                if source.payload is not None:
-                    payload, salt = source.payload, os.urandom(16)
-                    digest = payload_hash(salt, payload)
-                aligned = txn.size == source.seq
-                txn.append(
-                    Draft(
-                        kind=source.kind,
-                        body=source.body,
-                        payload=payload,
-                        salt=salt,
-                        payload_hash=digest,
-                        mentions=_mentions(source.kind, source.body) if payload else (),
-                        redacts=source.redacts if aligned else (),
-                    )
-                )
-            return txn.size
-
-        self.size = await self.store.run(command)
-        # The engine applies projections only for its own writes; copied entries need a rebuild
-        # of what they add (cheap for the entries appended since the last one).
-        assert self.engine is not None
-        await self.engine.rebuild()
-
-
-class _FolderSource:
-    """Every entry of a data folder (read-only), checked against the bundle's."""
-
-    def __init__(self, folder: Path) -> None:
-        self.store = SqliteLogStore(folder / "ledger.db", None)
-
-    async def read(self, start: int, stop: int) -> list[_Source | int]:
-        out: list[_Source | int] = []
-        async for record in self.store.scan(start, stop):
-            entry = record.entry()
-            out.append(
-                _Source(
-                    seq=record.seq,
-                    kind=entry.kind,
-                    at=entry.at,
-                    body=bytes(entry.body),
-                    payload=record.payload,
-                    redacts=entry.redacts,
-                    committed=entry.payload_hash is not None,
-                )
-            )
-        return out
-
-
-class _BundleSource:
-    def __init__(self, verified: VerifiedBundle) -> None:
-        self.by_seq: dict[int, _Source] = {}
-        for item in verified.bundle.entries:
-            entry = verified.entries[item.seq]
-            self.by_seq[item.seq] = _Source(
-                seq=item.seq,
-                kind=entry.kind,
-                at=entry.at,
-                body=bytes(entry.body),
-                payload=item.payload,
-                redacts=entry.redacts,
-                committed=entry.payload_hash is not None,
-            )
-
-    async def read(self, start: int, stop: int) -> list[_Source | int]:
-        return [self.by_seq.get(seq, seq) for seq in range(start, stop)]
 
 
 # -- comparison -----------------------------------------------------------------------------
@@ -354,70 +210,8 @@ def describe(recorded: Any, new: Any) -> list[str]:
 # -- the replay -----------------------------------------------------------------------------
 
 
-def _scope(verified: VerifiedBundle) -> ToolScope:
-    started = verified.started
-    if started is None:
-        raise VerificationError(
-            "the bundle has no run_started entry: its scope is unknown", step="run"
-        )
-    reach = None
-    if started.reach is not None:
-        mode, _, node = started.reach.partition(":")
-        makers: dict[str, Callable[[str], Reach]] = {
-            "of": Reach.of,
-            "subtree": Reach.subtree,
-            "exact": Reach.exact,
-        }
-        if mode not in makers:
-            raise VerificationError(
-                f"run_started names an unknown reach {started.reach!r}", step="run"
-            )
-        reach = makers[mode](node)
-    # A run records its whole scope; one recorded before that holds place, reach, writes
-    # and floor only, and its default trust is taken as the floor.
-    fields: dict[str, Any] = {"default_trust": started.floor}
-    for name in ("default_trust", "frozen", "allowlist"):
-        value = getattr(started, name)
-        if value is not msgspec.UNSET:
-            fields[name] = None if value is None else value
-    try:
-        return ToolScope(
-            place=started.place,
-            reach=reach,
-            writes=started.writes,
-            floor=started.floor,  # type: ignore[arg-type]
-            **fields,
-        )
-    except InvalidRequest as exc:
-        raise VerificationError(f"run_started names an invalid scope: {exc}", step="run") from None
-
-
 def _error_result(error: MemsealError) -> dict[str, Any]:
     return {"error": {"type": type(error).__name__, "message": str(error)}}
-
-
-def _clock_for(call: BundleCall, written: Sequence[_Source | int]) -> str:
-    # A write's items carry the engine's clock as observed_at: use the recorded one.
-    for source in written:
-        if isinstance(source, _Source) and source.kind == "memory_stored":
-            try:
-                observed = msgspec.json.decode(source.body).get("observed_at")
-            except (msgspec.DecodeError, AttributeError):
-                observed = None
-            if isinstance(observed, str):
-                return observed
-    return call.at
-
-
-@contextlib.asynccontextmanager
-async def _temp_log(secret: bytes, embedder: Embedder | None) -> AsyncIterator[_TempLog]:
-    with tempfile.TemporaryDirectory(prefix="memseal-replay-") as tmp:
-        log = _TempLog(Path(tmp), secret, embedder)
-        try:
-            await log.open()
-            yield log
-        finally:
-            await log.close()
 
 
 async def regress(
@@ -432,24 +226,24 @@ async def regress(
     report = RegressReport(
         run_id=verified.run_id, mode=mode, tolerance=tolerance, steps=[], notes=[], results={}
     )
-    scope = _scope(verified)
-    folder_source: _FolderSource | None = None
+    scope = run_scope(verified)
+    folder_source: FolderSource | None = None
     if against is not None:
         secret_path = against / "keys" / "instance.secret"
         try:
             secret = secret_path.read_bytes()
         except OSError as exc:
             raise InvalidRequest(f"--against {against}: cannot read {secret_path}: {exc}") from exc
-        folder_source = _FolderSource(against)
+        folder_source = FolderSource(against)
         await folder_source.store.open()
     else:
         # Without the instance secret the ids of new items cannot be the recorded ones.
         secret = os.urandom(32)
     try:
         if folder_source is not None:
-            await _check_folder(folder_source, verified)
-        source: _FolderSource | _BundleSource = folder_source or _BundleSource(verified)
-        async with _temp_log(secret, embedder) as log:
+            await check_folder(folder_source, verified)
+        source: FolderSource | BundleSource = folder_source or BundleSource(verified)
+        async with temp_log(secret, embedder) as log:
             await _replay_calls(verified, source, log, scope, report, tolerance)
     finally:
         if folder_source is not None:
@@ -457,28 +251,10 @@ async def regress(
     return report
 
 
-async def _check_folder(source: _FolderSource, verified: VerifiedBundle) -> None:
-    size = (await source.store.head()).size
-    if size < verified.size:
-        raise VerificationError(
-            f"the data folder holds {size} entries; the bundle's checkpoint has {verified.size}: "
-            "it is not the folder the bundle came from (or it was truncated)",
-            step="against",
-        )
-    for item in verified.bundle.entries:
-        record = await source.store.read(item.seq)
-        if record.leaf != item.leaf:
-            raise VerificationError(
-                "the data folder's entry differs from the bundle's: not the folder it came from",
-                seq=item.seq,
-                step="against",
-            )
-
-
 async def _replay_calls(
     verified: VerifiedBundle,
-    source: _FolderSource | _BundleSource,
-    log: _TempLog,
+    source: FolderSource | BundleSource,
+    log: TempLog,
     scope: ToolScope,
     report: RegressReport,
     tolerance: float,
@@ -556,7 +332,7 @@ async def _replay_calls(
                 "(earlier re-executed writes differ in size)"
             )
         written = await source.read(target, target + len(body.wrote)) if body.wrote else []
-        log.now = _parse_time(_clock_for(call, written))
+        log.now = parse_time(clock_for(call, written))
         try:
             new: Any = _plain(await tools.call(tool, call.arguments))
             error = False
@@ -621,5 +397,5 @@ def _items(body: Any) -> list[str]:
     return [item] if isinstance(item, str) else []
 
 
-def _seq(source: _Source | int) -> int:
+def _seq(source: Source | int) -> int:
     return source if isinstance(source, int) else source.seq

@@ -19,10 +19,13 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from memseal.engine._query import DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT
+from memseal.engine.engine import MAX_INSTRUCTIONS_CHARS, MAX_QUERY_CHARS
 from memseal.engine.items import (
     MAX_DOCUMENT_CHARS,
     MAX_EVIDENCE_CHARS,
     MAX_LEARNING_CHARS,
+    MAX_META_CHARS,
     MAX_TAG_CHARS,
     MAX_TAGS,
     MAX_TITLE_CHARS,
@@ -55,13 +58,9 @@ __all__ = [
     "arguments_type",
 ]
 
-DEFAULT_LIMIT: Final = 10
-MAX_LIMIT: Final = 50
-MAX_IDS: Final = 200
-MAX_QUERY_CHARS: Final = 2_000
-MAX_INSTRUCTIONS_CHARS: Final = 4_000
+# The batch, page and text sizes the engine enforces are the engine's (imported above): the
+# schema a model sees states exactly what the engine accepts. These two are the tools' own.
 MAX_FILTER_VALUES: Final = 50
-MAX_META_CHARS: Final = 2_048
 MAX_CURSOR_CHARS: Final = 400
 
 ReadTrust = Literal["stale", "unverified", "verified"]

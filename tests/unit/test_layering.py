@@ -1,4 +1,14 @@
-"""Imports go one way: ledger <- engine <- tools <- replay <- memseal."""
+"""Imports go one way: ledger <- engine <- tools <- replay <- memseal.
+
+Every import in a layer's files is read: module level or inside a function,
+absolute or relative (resolved against the file's own package), and the
+``importlib.import_module`` / ``__import__`` calls that name a module as a
+constant. A layer may import only ``memseal.<itself>`` and the layers below
+it; anything else under ``memseal`` (``memseal.memory``, ``memseal.cli``,
+``memseal.errors``, the ``memseal`` package itself...) is the top layer, and
+a bare ``ledger`` / ``engine`` / ``tools`` / ``replay`` is never the import
+name (the design's one namespace is ``memseal``).
+"""
 
 from __future__ import annotations
 
@@ -10,52 +20,148 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ORDER = ["ledger", "engine", "tools", "replay"]
 WEB = {"fastapi", "uvicorn", "starlette", "httpx"}
+_DYNAMIC = {"import_module", "__import__"}
 
 
-def _imports(path: Path) -> set[str]:
+def _package_of(path: Path, layer: str, root: Path = ROOT) -> list[str]:
+    """The dotted package a file of ``layer`` lives in, as the import system sees it."""
+    parts = ["memseal", layer, *path.relative_to(root / layer).parts]
+    parts[-1] = parts[-1].removesuffix(".py")
+    # A package's __init__ is the package; any other module's package is its parent.
+    return parts[:-1]
+
+
+def _resolve(node: ast.ImportFrom, package: list[str]) -> list[str]:
+    """The absolute module names a ``from ... import ...`` reaches."""
+    if node.level == 0:
+        base = node.module or ""
+    else:
+        if node.level - 1 > len(package):
+            return ["<relative import above the top package>"]
+        parent = package[: len(package) - (node.level - 1)]
+        base = ".".join([*parent, *([node.module] if node.module else [])])
+    # ``from pkg import name`` may import the submodule pkg.name: count both.
+    return [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
+
+
+def _imports(path: Path, package: list[str] | None = None) -> set[str]:
+    """Every module a file imports, anywhere in it (``package``: to resolve relative ones)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level and package is None:
+                names.add("<unresolved relative import>")
+            else:
+                names.update(_resolve(node, package or []))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called in _DYNAMIC and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    names.add(first.value)
     return names
 
 
-def _forbidden(layer: str) -> set[str]:
-    above = ORDER[ORDER.index(layer) + 1 :]
-    return {f"memseal.{name}" for name in above} | {"memseal"} | set(above)
+def _allowed(layer: str) -> set[str]:
+    return {f"memseal.{name}" for name in ORDER[: ORDER.index(layer) + 1]}
+
+
+def _offence(name: str, layer: str) -> str | None:
+    """Why ``name`` may not be imported from ``layer`` (None: it may)."""
+    top = name.split(".")[0]
+    if name.startswith("<"):
+        return name[1:-1]
+    if top in ORDER:
+        return "a bare layer name (the import name is memseal.<layer>)"
+    if top != "memseal":
+        return None
+    if any(name == ok or name.startswith(ok + ".") for ok in _allowed(layer)):
+        return None
+    return "above this layer"
+
+
+def _offenders(layer: str, root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sorted((root / layer).rglob("*.py")):
+        for name in sorted(_imports(path, _package_of(path, layer, root))):
+            why = _offence(name, layer)
+            if why is not None:
+                found.append(f"{path.relative_to(root)} imports {name}: {why}")
+    return found
 
 
 @pytest.mark.parametrize("layer", ORDER)
 def test_a_layer_imports_nothing_above_it(layer: str) -> None:
-    forbidden = _forbidden(layer)
-    offenders = []
-    for path in sorted((ROOT / layer).rglob("*.py")):
-        for name in _imports(path):
-            top = ".".join(name.split(".")[:2]) if name.startswith("memseal.") else name
-            if top in forbidden or name.split(".")[0] in (forbidden - {"memseal"}):
-                offenders.append(f"{path.relative_to(ROOT)} imports {name}")
-            if name == "memseal":
-                offenders.append(f"{path.relative_to(ROOT)} imports the memseal package")
-    assert offenders == []
+    assert _offenders(layer) == []
 
 
 def test_the_ledger_imports_no_web_framework() -> None:
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted((ROOT / "ledger").rglob("*.py"))
-        for name in _imports(path)
+        for name in _imports(path, _package_of(path, "ledger"))
         if name.split(".")[0] in WEB
     ]
     assert offenders == []
 
 
-def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("from memseal.engine import x\nimport fastapi\n", encoding="utf-8")
-    names = _imports(bad)
-    assert "memseal.engine" in names
-    assert "fastapi" in names
-    assert "memseal.engine" in _forbidden("ledger")
+def _planted(tmp_path: Path, layer: str, source: str, name: str = "planted.py") -> list[str]:
+    """Run the checker on a tree whose ``layer`` holds one file, ``name``, of ``source``."""
+    root = tmp_path / f"tree{len(list(tmp_path.iterdir()))}"
+    path = root / layer / name
+    path.parent.mkdir(parents=True)
+    path.write_text(source, encoding="utf-8")
+    return _offenders(layer, root)
+
+
+def test_the_checker_catches_the_top_layer_imported_inside_a_function(tmp_path: Path) -> None:
+    source = "def update():\n    from memseal.memory import open\n    return open\n"
+    for layer in ORDER:
+        assert _planted(tmp_path, layer, source) == [
+            f"{layer}/planted.py imports memseal.memory: above this layer",
+            f"{layer}/planted.py imports memseal.memory.open: above this layer",
+        ]
+
+
+def test_the_checker_resolves_a_relative_import_that_climbs_out_of_the_layer(
+    tmp_path: Path,
+) -> None:
+    # replay/planted.py is memseal.replay.planted: ".." is the memseal package itself.
+    found = _planted(tmp_path, "replay", "async def f():\n    from ..memory import open\n")
+    assert "replay/planted.py imports memseal.memory: above this layer" in found
+    found = _planted(tmp_path, "engine", "from .. import cli\n", name="sub/deep.py")
+    assert found == []  # engine/sub/deep.py: ".." is memseal.engine
+    found = _planted(tmp_path, "engine", "from ... import cli\n", name="sub/deep.py")
+    assert "engine/sub/deep.py imports memseal.cli: above this layer" in found
+    assert _planted(tmp_path, "ledger", "from ....... import x\n") != []
+
+
+def test_the_checker_catches_every_kind_of_upward_import(tmp_path: Path) -> None:
+    cases = {
+        "import memseal\n": "memseal",
+        "import memseal.errors\n": "memseal.errors",
+        "from memseal import open\n": "memseal",
+        "from memseal._service_app import create_app\n": "memseal._service_app",
+        "from memseal.replay import Run\n": "memseal.replay",
+        "import tools\n": "tools",
+        "from replay.run import Run\n": "replay.run",
+        "import importlib\nimportlib.import_module('memseal.cli')\n": "memseal.cli",
+        "class C:\n    def m(self):\n        import memseal.tools.args\n": "memseal.tools.args",
+    }
+    for source, name in cases.items():
+        found = _planted(tmp_path, "engine", source)
+        assert any(f" imports {name}:" in line for line in found), (source, found)
+
+
+def test_the_checker_lets_a_layer_import_itself_and_the_layers_below(tmp_path: Path) -> None:
+    source = (
+        "from memseal.ledger.entry import Entry\nfrom memseal.engine import Engine\n"
+        "from memseal.tools.args import MAX_BATCH\nfrom . import calls\nfrom .run import Run\n"
+        "import msgspec\n"
+    )
+    assert _planted(tmp_path, "replay", source) == []
+    assert _planted(tmp_path, "tools", "from memseal.replay import Run\n") != []

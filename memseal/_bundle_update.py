@@ -10,7 +10,7 @@ first use), and records the run in it again:
    make the recorded item ids; from the bundle alone the local key's secret
    is used, so the run's own writes make new ids).
 2. The memory the run saw is re-applied into it entry by entry, with the
-   regression replay's pieces (:mod:`.regress`: the same entry sources and
+   regression replay's pieces (:mod:`memseal.replay._reexec`: the same entry sources and
    the same temporary-log copying), so every call sees the state it observed.
    The old run's own entries are not copied: the new run's stand in for them
    (and gap entries keep later seqs, hence ``ledger_ref``, where they were).
@@ -40,21 +40,21 @@ import msgspec
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
-from memseal.tools.catalog import WRITE_TOOLS
-
-from .bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
-from .calls import RUN_STARTED
-from .regress import (
-    _BundleSource,
-    _check_folder,
-    _clock_for,
-    _FolderSource,
-    _parse_time,
-    _scope,
-    _Source,
-    _TempLog,
+from memseal.memory import open as open_memory
+from memseal.replay._reexec import (
+    BundleSource,
+    FolderSource,
+    Source,
+    TempLog,
+    check_folder,
+    clock_for,
+    parse_time,
+    run_scope,
 )
-from .run import RECORDED_ERRORS
+from memseal.replay.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
+from memseal.replay.calls import RUN_STARTED
+from memseal.replay.run import RECORDED_ERRORS
+from memseal.tools.catalog import WRITE_TOOLS
 
 __all__ = ["DEFAULT_KEY_FOLDER", "UpdateRefused", "Updated", "local_key", "update"]
 
@@ -97,8 +97,6 @@ async def update(
     embedder: Embedder | None = None,
 ) -> Updated:
     """Re-record the bundle's run under the local key in ``key_folder`` (module docstring)."""
-    from memseal.memory import open as open_memory  # memseal.memory imports this package
-
     for call in verified.calls:
         if call.arguments is None:
             why = (
@@ -107,9 +105,9 @@ async def update(
                 else "its arguments were erased by a forget"
             )
             raise UpdateRefused(f"step {call.call.step} cannot be re-run: {why}")
-    scope = _scope(verified)
+    scope = run_scope(verified)
     notes: list[str] = []
-    folder_source: _FolderSource | None = None
+    folder_source: FolderSource | None = None
     secret: bytes | None = None
     if against is not None:
         secret_path = against / "keys" / "instance.secret"
@@ -117,7 +115,7 @@ async def update(
             secret = secret_path.read_bytes()
         except OSError as exc:
             raise InvalidRequest(f"--against {against}: cannot read {secret_path}: {exc}") from exc
-        folder_source = _FolderSource(against)
+        folder_source = FolderSource(against)
         await folder_source.store.open()
     elif any(c.call.tool in WRITE_TOOLS for c in verified.calls):
         notes.append(
@@ -126,15 +124,15 @@ async def update(
         )
     try:
         if folder_source is not None:
-            await _check_folder(folder_source, verified)
-        source: _FolderSource | _BundleSource = folder_source or _BundleSource(verified)
+            await check_folder(folder_source, verified)
+        source: FolderSource | BundleSource = folder_source or BundleSource(verified)
         with tempfile.TemporaryDirectory(prefix="memseal-update-") as tmp:
             data = Path(tmp) / "data"
             data.mkdir(mode=0o700)
             shutil.copytree(key_folder / "keys", data / "keys")
             if secret is not None:
                 (data / "keys" / "instance.secret").write_bytes(secret)
-            log = _TempLog(data, b"", embedder)
+            log = TempLog(data, b"", embedder)
             memory = await open_memory(
                 data,
                 create=False,
@@ -170,8 +168,8 @@ async def update(
 
 async def _record(
     verified: VerifiedBundle,
-    source: _FolderSource | _BundleSource,
-    log: _TempLog,
+    source: FolderSource | BundleSource,
+    log: TempLog,
     make_run: Any,
     scope: Any,
     notes: list[str],
@@ -184,7 +182,7 @@ async def _record(
         """Copy source entries up to ``stop``, then pad with gaps so the log holds ``stop``."""
         nonlocal fed
         size = (await log.store.head()).size if log.store is not None else 0
-        batch: list[_Source | int] = []
+        batch: list[Source | int] = []
         for item in await source.read(fed, stop) if stop > fed else []:
             seq = item if isinstance(item, int) else item.seq
             if isinstance(item, int) or seq in replaced or item.kind not in MEMORY_KINDS:
@@ -206,10 +204,10 @@ async def _record(
         if batch:
             await log.append(batch)
 
-    # The new run starts where the old one did (its run_started entry: _scope checked there is one).
+    # The new run starts where the old one did (at its run_started entry, which run_scope checked).
     started = min(s for s, e in verified.entries.items() if e.kind == RUN_STARTED)
     await feed(started)
-    log.now = _parse_time(verified.entries[started].at)
+    log.now = parse_time(verified.entries[started].at)
     run = make_run(verified.run_id, scope, mode="record")
     async with run:
         for call in verified.calls:
@@ -220,7 +218,7 @@ async def _record(
             if size != target:
                 notes.append(f"step {body.step} observed {target} entries but ran at {size}")
             written = await source.read(target, target + len(body.wrote)) if body.wrote else []
-            log.now = _parse_time(_clock_for(call, written))
+            log.now = parse_time(clock_for(call, written))
             name, arguments = _call_of(body.tool, call.arguments)
             if body.wrote:
                 replaced.update(body.wrote)

@@ -1,0 +1,273 @@
+"""Re-executing a recorded run: the pieces regression replay and ``replay --update`` share.
+
+Both rebuild, in a temporary log, the memory each recorded call observed,
+entry by entry in seq order, then make the call again through the tools
+layer. The entries come from a :class:`FolderSource` (every entry of the data
+folder the bundle came from, checked by :func:`check_folder`) or a
+:class:`BundleSource` (the bundle's entries only; the seqs between them are
+inert gap entries), and are copied into a :class:`TempLog`, which keeps each
+entry's body, payload and time, so the projection derived from it is the one
+the run saw. :func:`run_scope` is the scope the run recorded, :func:`clock_for`
+the time a re-executed call runs at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from memseal.engine import Engine, Reach
+from memseal.engine.embedders import Embedder
+from memseal.ledger.entry import Draft, payload_hash
+from memseal.ledger.errors import InvalidRequest, VerificationError
+from memseal.ledger.ledger import Ledger
+from memseal.ledger.note import NoteSigner
+from memseal.ledger.sqlite import SqliteLogStore
+from memseal.ledger.store import SqlStore, WriteTxn
+from memseal.tools import ToolScope
+
+from .bundle import BundleCall, VerifiedBundle
+
+__all__ = [
+    "GAP_KIND",
+    "BundleSource",
+    "FolderSource",
+    "Source",
+    "TempLog",
+    "check_folder",
+    "clock_for",
+    "parse_time",
+    "run_scope",
+    "temp_log",
+]
+
+GAP_KIND: Final = "replay_gap"
+
+
+class Source(msgspec.Struct, frozen=True, kw_only=True):
+    seq: int
+    kind: str
+    at: str
+    body: bytes
+    payload: bytes | None
+    redacts: tuple[int, ...]
+    committed: bool = False  # the entry commits to a payload (None above: a forget erased it)
+
+
+def _mentions(kind: str, body: bytes) -> tuple[str, ...]:
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return ()
+    if not isinstance(value, dict):
+        return ()
+    if kind in ("memory_stored", "trust_changed") and isinstance(value.get("item"), str):
+        return (value["item"],)
+    if kind == "memory_tool_call" and isinstance(value.get("cites"), list):
+        return tuple(c for c in value["cites"] if isinstance(c, str))
+    return ()
+
+
+def parse_time(at: str) -> datetime:
+    return datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+class TempLog:
+    """A throwaway ledger and engine that entries are copied into, seq by seq."""
+
+    def __init__(self, folder: Path, secret: bytes, embedder: Embedder | None) -> None:
+        self.folder = folder
+        self.secret = secret
+        self.embedder = embedder
+        self.now = datetime(2000, 1, 1, tzinfo=UTC)
+        self.size = 0
+        self.store: SqlStore | None = None
+        self.ledger: Ledger | None = None
+        self.engine: Engine | None = None
+
+    def clock(self) -> datetime:
+        return self.now
+
+    async def open(self) -> None:
+        signer = NoteSigner.generate("memseal-replay")
+        store = SqliteLogStore(self.folder / "ledger.db", signer, clock=self.clock)
+        Engine.register_schema(store)
+        await store.open()
+        self.store = store
+        self.ledger = Ledger(store, signer.verifier, None)
+        self.engine = await Engine.open(
+            self.ledger, store, self.secret, clock=self.clock, embedder=self.embedder
+        )
+
+    async def close(self) -> None:
+        if self.engine is not None:
+            await self.engine.close()
+        if self.ledger is not None:
+            await self.ledger.close()
+
+    async def append(self, sources: Sequence[Source | int]) -> None:
+        """Append entries (a bare int: an inert gap entry at that seq) in one command."""
+        assert self.store is not None
+
+        def command(txn: WriteTxn) -> int:
+            for source in sources:
+                if isinstance(source, int):
+                    self.now = datetime(2000, 1, 1, tzinfo=UTC)
+                    txn.append(Draft(kind=GAP_KIND, body=b"{}"))
+                    continue
+                self.now = parse_time(source.at)
+                salt = payload = digest = None
+                if source.payload is not None:
+                    payload, salt = source.payload, os.urandom(16)
+                    digest = payload_hash(salt, payload)
+                aligned = txn.size == source.seq
+                txn.append(
+                    Draft(
+                        kind=source.kind,
+                        body=source.body,
+                        payload=payload,
+                        salt=salt,
+                        payload_hash=digest,
+                        mentions=_mentions(source.kind, source.body) if payload else (),
+                        redacts=source.redacts if aligned else (),
+                    )
+                )
+            return txn.size
+
+        self.size = await self.store.run(command)
+        # The engine applies projections only for its own writes; copied entries need a rebuild
+        # of what they add (cheap for the entries appended since the last one).
+        assert self.engine is not None
+        await self.engine.rebuild()
+
+
+class FolderSource:
+    """Every entry of a data folder (read-only), checked against the bundle's."""
+
+    def __init__(self, folder: Path) -> None:
+        self.store = SqliteLogStore(folder / "ledger.db", None)
+
+    async def read(self, start: int, stop: int) -> list[Source | int]:
+        out: list[Source | int] = []
+        async for record in self.store.scan(start, stop):
+            entry = record.entry()
+            out.append(
+                Source(
+                    seq=record.seq,
+                    kind=entry.kind,
+                    at=entry.at,
+                    body=bytes(entry.body),
+                    payload=record.payload,
+                    redacts=entry.redacts,
+                    committed=entry.payload_hash is not None,
+                )
+            )
+        return out
+
+
+class BundleSource:
+    """The bundle's own entries; a seq it does not hold reads as a gap (a bare int)."""
+
+    def __init__(self, verified: VerifiedBundle) -> None:
+        self.by_seq: dict[int, Source] = {}
+        for item in verified.bundle.entries:
+            entry = verified.entries[item.seq]
+            self.by_seq[item.seq] = Source(
+                seq=item.seq,
+                kind=entry.kind,
+                at=entry.at,
+                body=bytes(entry.body),
+                payload=item.payload,
+                redacts=entry.redacts,
+                committed=entry.payload_hash is not None,
+            )
+
+    async def read(self, start: int, stop: int) -> list[Source | int]:
+        return [self.by_seq.get(seq, seq) for seq in range(start, stop)]
+
+
+def clock_for(call: BundleCall, written: Sequence[Source | int]) -> str:
+    # A write's items carry the engine's clock as observed_at: use the recorded one.
+    for source in written:
+        if isinstance(source, Source) and source.kind == "memory_stored":
+            try:
+                observed = msgspec.json.decode(source.body).get("observed_at")
+            except (msgspec.DecodeError, AttributeError):
+                observed = None
+            if isinstance(observed, str):
+                return observed
+    return call.at
+
+
+@contextlib.asynccontextmanager
+async def temp_log(secret: bytes, embedder: Embedder | None) -> AsyncIterator[TempLog]:
+    with tempfile.TemporaryDirectory(prefix="memseal-replay-") as tmp:
+        log = TempLog(Path(tmp), secret, embedder)
+        try:
+            await log.open()
+            yield log
+        finally:
+            await log.close()
+
+
+async def check_folder(source: FolderSource, verified: VerifiedBundle) -> None:
+    size = (await source.store.head()).size
+    if size < verified.size:
+        raise VerificationError(
+            f"the data folder holds {size} entries; the bundle's checkpoint has {verified.size}: "
+            "it is not the folder the bundle came from (or it was truncated)",
+            step="against",
+        )
+    for item in verified.bundle.entries:
+        record = await source.store.read(item.seq)
+        if record.leaf != item.leaf:
+            raise VerificationError(
+                "the data folder's entry differs from the bundle's: not the folder it came from",
+                seq=item.seq,
+                step="against",
+            )
+
+
+def run_scope(verified: VerifiedBundle) -> ToolScope:
+    started = verified.started
+    if started is None:
+        raise VerificationError(
+            "the bundle has no run_started entry: its scope is unknown", step="run"
+        )
+    reach = None
+    if started.reach is not None:
+        mode, _, node = started.reach.partition(":")
+        makers: dict[str, Callable[[str], Reach]] = {
+            "of": Reach.of,
+            "subtree": Reach.subtree,
+            "exact": Reach.exact,
+        }
+        if mode not in makers:
+            raise VerificationError(
+                f"run_started names an unknown reach {started.reach!r}", step="run"
+            )
+        reach = makers[mode](node)
+    # A run records its whole scope; one recorded before that holds place, reach, writes
+    # and floor only, and its default trust is taken as the floor.
+    fields: dict[str, Any] = {"default_trust": started.floor}
+    for name in ("default_trust", "frozen", "allowlist"):
+        value = getattr(started, name)
+        if value is not msgspec.UNSET:
+            fields[name] = None if value is None else value
+    try:
+        return ToolScope(
+            place=started.place,
+            reach=reach,
+            writes=started.writes,
+            floor=started.floor,  # type: ignore[arg-type]
+            **fields,
+        )
+    except InvalidRequest as exc:
+        raise VerificationError(f"run_started names an invalid scope: {exc}", step="run") from None

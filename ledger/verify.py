@@ -17,8 +17,9 @@ Per entry, in order (the step names appear in errors):
    batches on a thread pool: libsodium releases the GIL, so two cores
    verify twice as fast.
 6. ``payload hash``: a present payload hashes, with its salt, to
-   ``payload_hash``.
-7. ``redaction``: a missing payload is listed by a later signed entry's
+   ``payload_hash``; a residue (what a forget left of a payload, stored with
+   an empty salt) holds only texts whose salted refs the signed body carries.
+7. ``redaction``: a missing payload or a residue is listed by a later signed entry's
    ``redacts``; what is still unlisted at the end fails.
 8. ``tree``: the stored Merkle hashes equal those computed from the entries
    (the verifier keeps the tree's right edge, O(log n) hashes).
@@ -46,8 +47,10 @@ from .checkpoint import parse_checkpoint
 from .entry import (
     FORMAT_VERSION,
     GENESIS_PREV,
+    RESIDUE_SALT,
     SALT_SIZE,
     Entry,
+    check_residue,
     decode_entry,
     leaf_hash,
     payload_hash,
@@ -117,6 +120,7 @@ class LedgerVerifier:
         self._prev = GENESIS_PREV
         self._missing: dict[int, None] = {}
         self._redacted: set[int] = set()
+        self._residues: set[int] = set()
         self._inflight: list[Future[int | None]] = []
         self._edge: list[tuple[int, bytes]] = []  # (level, hash) of the tree's right edge
         self._computed: list[bytes] = []  # stored hashes computed in the current feed
@@ -160,6 +164,11 @@ class LedgerVerifier:
     def redacted(self) -> frozenset[int]:
         """Seqs some verified entry redacts (their payloads must be gone)."""
         return frozenset(self._redacted)
+
+    @property
+    def residues(self) -> frozenset[int]:
+        """Seqs whose stored payload is a residue a forget left (checked text by text)."""
+        return frozenset(self._residues)
 
     def feed(self, records: Sequence[Record], tree: Sequence[bytes] | None = None) -> None:
         """Check the next records; signatures may still be in flight when this returns.
@@ -243,11 +252,19 @@ class LedgerVerifier:
                     seq=seq,
                     step="payload hash",
                 )
-            if record.salt is None or len(record.salt) != SALT_SIZE:
+            if record.salt == RESIDUE_SALT:
+                # A payload a forget erased in part: checked text by text against the
+                # signed body, and (like a missing one) owed a later signed redaction.
+                problem = check_residue(bytes(entry.body), record.payload)
+                if problem is not None:
+                    raise VerificationError(problem, seq=seq, step="payload hash")
+                self._missing[seq] = None
+                self._residues.add(seq)
+            elif record.salt is None or len(record.salt) != SALT_SIZE:
                 raise VerificationError(
                     "the payload salt is not 16 bytes", seq=seq, step="payload hash"
                 )
-            if payload_hash(record.salt, record.payload) != entry.payload_hash:
+            elif payload_hash(record.salt, record.payload) != entry.payload_hash:
                 raise VerificationError(
                     "payload does not match its hash", seq=seq, step="payload hash"
                 )

@@ -31,8 +31,11 @@ from nacl.signing import VerifyKey
 
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import (
+    RESIDUE_SALT,
     SALT_SIZE,
     Entry,
+    check_residue,
+    decode_residue,
     leaf_hash,
     payload_hash,
     signing_message,
@@ -488,9 +491,16 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
         if item.payload is not None:
             if entry.payload_hash is None:
                 raise _fail("a payload is given but the entry commits to none", "payload hash", seq)
-            if item.salt is None or len(item.salt) != SALT_SIZE:
+            if item.salt == RESIDUE_SALT:
+                # What a forget left of the payload: each text checked against its signed
+                # ref; like a missing payload, it needs the signed entry that cut it.
+                problem = check_residue(bytes(entry.body), item.payload)
+                if problem is not None:
+                    raise _fail(problem, "payload hash", seq)
+                missing.append(seq)
+            elif item.salt is None or len(item.salt) != SALT_SIZE:
                 raise _fail("the payload salt is not 16 bytes", "payload hash", seq)
-            if payload_hash(item.salt, item.payload) != entry.payload_hash:
+            elif payload_hash(item.salt, item.payload) != entry.payload_hash:
                 raise _fail("payload does not match its hash", "payload hash", seq)
         elif item.salt is not None:
             raise _fail("a salt without a payload", "payload hash", seq)
@@ -642,6 +652,7 @@ def _run_of(
     bundle: Bundle, entries: Mapping[int, Entry]
 ) -> tuple[tuple[BundleCall, ...], tuple[int, ...], RunStarted | None]:
     payloads = {e.seq: e.payload for e in bundle.entries}
+    residues = {e.seq for e in bundle.entries if e.salt == RESIDUE_SALT}
     stored_items: set[str] = set()
     for entry in entries.values():
         if entry.kind == "memory_stored":
@@ -676,7 +687,10 @@ def _run_of(
         withheld: list[str] | None = None
         texts: dict[str, list[str]] | None = None
         payload = payloads.get(seq)
-        if payload is not None:
+        partial = payload is not None and seq in residues
+        if payload is not None and partial:
+            texts = decode_residue(payload)  # checked in step 3
+        elif payload is not None:
             try:
                 decoded = decode_tool_call_payload(payload)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -685,10 +699,11 @@ def _run_of(
             if decoded.withheld is not msgspec.UNSET:
                 withheld = decoded.withheld
         try:
-            result = restore(call.result, texts, None)
+            # A residue lacks the forgotten texts: restore marks them, as for an erased payload.
+            result = restore(call.result, texts, seq if partial else None)
         except ValueError as exc:
             raise _fail(str(exc), "run", seq) from None
-        if texts is None:
+        if texts is None or partial:
             result = _mark_forgotten(result)
         for item in call.cites:
             if item not in stored_items:

@@ -13,7 +13,8 @@ matching signed provenance``; ``detail`` names the failed check). In order:
 5. the result hash is the hash of the body's result skeleton;
 6. a present payload matches its salted hash in the entry and its
    arguments match the input hash (a failed call keeps none); a missing payload was erased by a
-   signed entry (a forget), whose seq marks the forgotten texts;
+   signed entry (a forget), whose seq marks the forgotten texts; a residue (what
+   a forget left) holds only texts the signed body references;
 7. every text put back matches its reference in the skeleton.
 
 Only then is the result decoded.
@@ -37,7 +38,14 @@ from msgspec import UNSET
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from memseal.ledger.entry import leaf_hash, payload_hash, signing_message
+from memseal.ledger.entry import (
+    RESIDUE_SALT,
+    check_residue,
+    decode_residue,
+    leaf_hash,
+    payload_hash,
+    signing_message,
+)
 from memseal.ledger.errors import (
     NotFound,
     ProvenanceError,
@@ -99,7 +107,21 @@ async def check_memo(
     arguments: Any = None
     texts: dict[str, list[str]] | None = None
     forgotten_at: int | None = None
-    if record.payload is not None:
+    if record.payload is not None and record.salt == RESIDUE_SALT:
+        # What a forget left of the payload: the texts it did not forget, each checked
+        # against its signed ref here and in step 7; no arguments stay.
+        if (
+            entry_payload_hash is None
+            or check_residue(bytes(record.entry().body), record.payload) is not None
+        ):
+            raise ProvenanceError(
+                "the payload residue does not match the signed entry", seq=row.seq
+            )
+        forgotten_at = await store.redacted_by(row.seq)
+        if forgotten_at is None:
+            raise ProvenanceError("the payload was cut and no signed entry erased it", seq=row.seq)
+        texts = decode_residue(record.payload)
+    elif record.payload is not None:
         if (
             entry_payload_hash is None
             or record.salt is None

@@ -50,7 +50,7 @@ async def test_forgetting_one_hit_keeps_the_others_byte_for_byte(memory: Memory)
     await memory.ledger.verify(trust=memory.vkey)
     bundle = await export_bundle(memory.ledger, key_history(memory.folder), "run-1")
     verified = verify_bundle(encode_bundle(bundle), memory.vkey)
-    shown = [c.result for c in verified.calls if c.call.tool == "memory_fetch"][0]
+    shown = next(c.result for c in verified.calls if c.call.tool == "memory_fetch")
     assert B in str(shown) and A not in str(shown)
     assert A.encode() not in encode_bundle(bundle)
     store = memory.ledger.store

@@ -7,14 +7,27 @@ transaction, so a payload written a moment ago is not missed); the ledger
 erases those payloads as the entry is appended. The projection drops the
 items' rows and the cached vectors no live item still needs, and the entry
 is marked in ``engine_scrub`` until its scrub (see :mod:`._scrub`) is done.
+
+Erasure is per text where the entry allows it. A recorded result's texts sit
+in its payload under salted refs that the signed body carries (``{"$t": ref}``,
+see ``memseal.replay.results``). Each text belongs to the innermost object of
+the result that names an ``id``; the forget erases the texts of the items it
+forgets and every text no item owns (an answer, a bucket value: memseal cannot
+tell whose words those are), and the arguments (the caller's words, which may
+quote the item). What is left stays as the payload's *residue* (see
+``memseal.ledger.entry``), so a resumed run still gets every other text
+byte for byte. An entry with no text left is erased whole, as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
-from memseal.ledger.entry import make_draft
+import msgspec
+
+from memseal.ledger.entry import check_mention, decode_entry, encode_residue, make_draft
+from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.store import WriteTxn
 
 from ._dialect import for_dialect
@@ -97,10 +110,10 @@ def forget_command(
                     )
                 }
             )
+            kept = _residues(txn, redacts, set(chunk))
             event = MemoryForgotten(items=chunk)
-            appended = txn.append(
-                make_draft("memory_forgotten", event_body(event), None, redacts=redacts)
-            )
+            draft = make_draft("memory_forgotten", event_body(event), None, redacts=redacts)
+            appended = txn.append(msgspec.structs.replace(draft, kept=kept))
             projection.forgotten(appended.seq, event)
             txn.execute("INSERT INTO engine_scrub (seq) VALUES (?)", (appended.seq,))
             seqs.append(appended.seq)
@@ -120,3 +133,75 @@ def forget_command(
         )
 
     return command
+
+
+_TEXT_REF = "$t"
+
+
+def _residues(
+    txn: WriteTxn, seqs: Sequence[int], gone: set[str]
+) -> tuple[tuple[int, bytes, tuple[str, ...]], ...]:
+    """For each of ``seqs`` whose payload keeps texts of items not in ``gone``: its residue."""
+    kept: list[tuple[int, bytes, tuple[str, ...]]] = []
+    for start in range(0, len(seqs), 500):
+        part = list(seqs[start : start + 500])
+        rows = txn.execute(
+            "SELECT e.leaf, p.data FROM entries e JOIN payloads p ON p.seq = e.seq "
+            f"WHERE e.seq IN ({','.join('?' * len(part))}) ORDER BY e.seq",
+            part,
+        )
+        for leaf, data in rows:
+            residue = _residue(bytes(leaf), bytes(data), gone)
+            if residue is not None:
+                kept.append(residue)
+    return tuple(kept)
+
+
+def _residue(leaf: bytes, data: bytes, gone: set[str]) -> tuple[int, bytes, tuple[str, ...]] | None:
+    entry = decode_entry(leaf)
+    try:
+        payload = msgspec.json.decode(data)
+        body = msgspec.json.decode(bytes(entry.body))
+    except msgspec.DecodeError:
+        return None
+    texts = payload.get("texts") if isinstance(payload, dict) else None
+    if not isinstance(texts, dict) or not texts:
+        return None
+    owners: dict[str, str | None] = {}
+
+    def walk(value: Any, owner: str | None) -> None:
+        if isinstance(value, Mapping):
+            ref = value.get(_TEXT_REF)
+            if len(value) == 1 and isinstance(ref, str):
+                owners[ref] = owner
+                return
+            named = value.get("id")
+            inner = named if isinstance(named, str) else owner
+            for v in value.values():
+                walk(v, inner)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, owner)
+
+    walk(body, None)
+    keep = {
+        ref: pair
+        for ref, pair in texts.items()
+        if ref in owners
+        and (owner := owners[ref]) is not None
+        and owner not in gone
+        and _indexable(owner)
+    }
+    if not keep:
+        return None
+    mentions = tuple(sorted({o for ref in keep if (o := owners[ref]) is not None}))
+    return entry.seq, encode_residue(keep), mentions
+
+
+def _indexable(ref: str) -> bool:
+    # A text is kept only under an id the mentions index can hold, so a later forget finds it.
+    try:
+        check_mention(ref)
+    except InvalidRequest:
+        return False
+    return True

@@ -173,6 +173,9 @@ class LogTxn(ABC):
         for earlier in draft.redacts:
             if earlier >= seq:
                 raise InvalidRequest(f"`redacts` names seq {earlier}; only earlier seqs (< {seq})")
+        for earlier, _, _ in draft.kept:
+            if earlier not in draft.redacts:
+                raise InvalidRequest(f"a residue for seq {earlier}, which `redacts` does not name")
         at = format_time(self._clock())
         prev = GENESIS_PREV if self._prev is None else self._prev.hex()
         leaf = encode_entry(draft, seq=seq, at=at, prev=prev, key=self._key)

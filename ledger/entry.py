@@ -13,6 +13,13 @@ the payload bytes. The body is structure only (ids, kinds, hashes); text a
 person typed goes into the payload, which is stored beside the entry and
 can be erased without breaking a signature.
 
+A forget may erase a payload only in part: the stored payload is then a
+*residue* (stored with an empty salt), ``{"texts":{ref:[salt hex, text]}}``,
+the texts that were not forgotten. It is checked text by text: each ``ref``
+is blake3 over the 16-byte salt and the text, and the signed body carries it
+as ``{"$t":"<ref>"}``, so every byte of a residue is committed by the
+entry's signature even though the whole-payload hash no longer applies.
+
 The leaf hash is RFC 6962's ``SHA-256(0x00 || entry bytes)``: the same value
 chains entries, is a leaf of the Merkle tree and, domain separated, is what
 the signature covers, so an entry signature can never pass for a checkpoint
@@ -38,13 +45,17 @@ __all__ = [
     "FORMAT_VERSION",
     "GENESIS_PREV",
     "MAX_MENTIONS",
+    "RESIDUE_SALT",
     "SALT_SIZE",
     "SIGNATURE_CONTEXT",
     "Draft",
     "Entry",
     "check_mention",
+    "check_residue",
     "decode_entry",
+    "decode_residue",
     "encode_entry",
+    "encode_residue",
     "format_time",
     "leaf_hash",
     "make_draft",
@@ -57,6 +68,8 @@ SALT_SIZE = 16
 GENESIS_PREV = "0" * 64
 SIGNATURE_CONTEXT = b"memseal/entry/v1\x00"
 MAX_MENTIONS = 10_000
+#: The salt a residue is stored with: no 16-byte salt, so it can never pass as a whole payload.
+RESIDUE_SALT = b""
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _MENTION = re.compile(r"[\x21-\x7e]{1,256}")
@@ -90,10 +103,54 @@ class Draft(msgspec.Struct, frozen=True, kw_only=True):
     payload_hash: str | None = None
     mentions: tuple[str, ...] = ()
     redacts: tuple[int, ...] = ()
+    # Of the redacted seqs, those whose payload is replaced by a residue: (seq, residue
+    # bytes, what the residue still mentions). The rest are erased whole.
+    kept: tuple[tuple[int, bytes, tuple[str, ...]], ...] = ()
+
+
+class _Residue(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    texts: dict[str, tuple[str, str]]
 
 
 _encoder = msgspec.json.Encoder(order="deterministic")
 _decoder = msgspec.json.Decoder(Entry)
+_residue = msgspec.json.Decoder(_Residue)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def encode_residue(texts: Mapping[str, Sequence[str]]) -> bytes:
+    """The canonical bytes of a residue keeping ``texts`` (ref -> [salt hex, text])."""
+    return _encoder.encode({"texts": {ref: list(pair) for ref, pair in texts.items()}})
+
+
+def decode_residue(data: bytes) -> dict[str, list[str]]:
+    """A residue's texts (ref -> [salt hex, text]); check it first (:func:`check_residue`)."""
+    return {ref: list(pair) for ref, pair in _residue.decode(data).texts.items()}
+
+
+def check_residue(body: bytes, data: bytes) -> str | None:
+    """What is wrong with ``data`` as a residue of the entry whose body is ``body``, or None.
+
+    Canonical bytes only (one residue has one encoding); each text must hash, with
+    its salt, to its ref, and the signed body must carry that ref as a text
+    reference. A body is canonical JSON, where a quote inside a string is always
+    escaped, so ``"$t":"<ref>"`` in its bytes is a reference, never string content.
+    """
+    try:
+        residue = _residue.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return "the residue is not a JSON object of texts"
+    if encode_residue(residue.texts) != data:
+        return "the residue is not canonical"
+    for ref, (salt, text) in residue.texts.items():
+        if not _HEX64.fullmatch(ref) or not _HEX32.fullmatch(salt):
+            return "a residue text's ref or salt is not hex of the right size"
+        if blake3.blake3(bytes.fromhex(salt) + text.encode("utf-8")).hexdigest() != ref:
+            return f"residue text {ref[:12]} does not match its ref"
+        if b'{"$t":"' + ref.encode("ascii") + b'"}' not in body:
+            return f"residue text {ref[:12]} is not referenced by the signed body"
+    return None
 
 
 def payload_hash(salt: bytes, payload: bytes) -> str:

@@ -61,7 +61,7 @@ from ._setup import StoreSetup
 from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
-from .entry import Draft
+from .entry import RESIDUE_SALT, Draft
 from .errors import StorageError
 from .location import hide_password
 from .merkle import stored_hash_count
@@ -234,6 +234,13 @@ class PostgresTxn(LogTxn):
                 "INSERT INTO redactions (seq, by_seq) SELECT DISTINCT s, %s::bigint "
                 "FROM unnest(%s::bigint[]) s ON CONFLICT (seq) DO NOTHING",
                 (earlier_seqs, earlier_seqs, seq, earlier_seqs),
+            )
+        for earlier, residue, mentions in draft.kept:
+            # What the forget left of this payload: the texts it did not forget (entry.py).
+            self.conn.execute(
+                "WITH p AS (INSERT INTO payloads (seq, salt, data) VALUES (%s, %s, %s)) "
+                "INSERT INTO mentions (ref, seq) SELECT r, %s FROM unnest(%s::text[]) r",
+                (earlier, RESIDUE_SALT, residue, earlier, list(mentions)),
             )
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

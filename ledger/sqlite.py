@@ -35,7 +35,7 @@ from ._setup import StoreSetup
 from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
 from ._writer import GroupCommitWriter, Job
-from .entry import Draft
+from .entry import RESIDUE_SALT, Draft
 from .errors import StorageError
 from .merkle import stored_hash_count
 from .note import NoteSigner
@@ -153,6 +153,16 @@ class SqliteTxn(LogTxn):
             # Which signed entry erased it: replay marks forgotten texts with that seq.
             conn.execute(
                 "INSERT OR IGNORE INTO redactions (seq, by_seq) VALUES (?, ?)", (earlier, seq)
+            )
+        for earlier, residue, mentions in draft.kept:
+            # What the forget left of this payload: the texts it did not forget (entry.py).
+            conn.execute(
+                "INSERT INTO payloads (seq, salt, data) VALUES (?, ?, ?)",
+                (earlier, RESIDUE_SALT, residue),
+            )
+            conn.executemany(
+                "INSERT INTO mentions (ref, seq) VALUES (?, ?)",
+                [(ref, earlier) for ref in mentions],
             )
 
     def _grow_tree(self, seq: int, digest: bytes) -> None:

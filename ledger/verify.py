@@ -17,8 +17,9 @@ Per entry, in order (the step names appear in errors):
    batches on a thread pool: libsodium releases the GIL, so two cores
    verify twice as fast.
 6. ``payload hash``: a present payload hashes, with its salt, to
-   ``payload_hash``.
-7. ``redaction``: a missing payload is listed by a later signed entry's
+   ``payload_hash``; a residue (what a forget left of a payload, stored with
+   an empty salt) holds only texts whose salted refs the signed body carries.
+7. ``redaction``: a missing payload or a residue is listed by a later signed entry's
    ``redacts``; what is still unlisted at the end fails.
 8. ``tree``: the stored Merkle hashes equal those computed from the entries
    (the verifier keeps the tree's right edge, O(log n) hashes).
@@ -46,8 +47,10 @@ from .checkpoint import parse_checkpoint
 from .entry import (
     FORMAT_VERSION,
     GENESIS_PREV,
+    RESIDUE_SALT,
     SALT_SIZE,
     Entry,
+    check_residue,
     decode_entry,
     leaf_hash,
     payload_hash,
@@ -180,14 +183,22 @@ def signature_verifies(key: VerifyKey, leaf_digest: bytes, signature: bytes) -> 
 
 def check_payload(entry: Entry, payload: bytes | None, salt: bytes | None) -> bool:
     """Step ``payload hash``: a present payload must hash, with its 16-byte salt, to the
-    entry's ``payload_hash``. Returns True when the entry commits to a payload that is
-    absent (a signed entry's ``redacts`` must then account for it), else False."""
+    entry's ``payload_hash``; a residue (empty salt) must hold only texts the signed body
+    refers to. Returns True when the entry commits to a payload that is absent or cut to a
+    residue (a signed entry's ``redacts`` must then account for it), else False."""
     if payload is None:
         return entry.payload_hash is not None
     if entry.payload_hash is None:
         raise VerificationError(
             "a payload is stored but the entry commits to none", seq=entry.seq, step="payload hash"
         )
+    if salt == RESIDUE_SALT:
+        # A payload a forget erased in part: checked text by text against the signed
+        # body, and (like a missing one) owed a later signed redaction.
+        problem = check_residue(bytes(entry.body), payload)
+        if problem is not None:
+            raise VerificationError(problem, seq=entry.seq, step="payload hash")
+        return True
     if salt is None or len(salt) != SALT_SIZE:
         raise VerificationError(
             "the payload salt is not 16 bytes", seq=entry.seq, step="payload hash"
@@ -223,6 +234,7 @@ class LedgerVerifier:
         self._prev = GENESIS_PREV
         self._missing: dict[int, None] = {}
         self._redacted: set[int] = set()
+        self._residues: set[int] = set()
         self._inflight: list[Future[int | None]] = []
         self._edge: list[tuple[int, bytes]] = []  # (level, hash) of the tree's right edge
         self._computed: list[bytes] = []  # stored hashes computed in the current feed
@@ -263,6 +275,11 @@ class LedgerVerifier:
     def redacted(self) -> frozenset[int]:
         """Seqs some verified entry redacts (their payloads must be gone)."""
         return frozenset(self._redacted)
+
+    @property
+    def residues(self) -> frozenset[int]:
+        """Seqs whose stored payload is a residue a forget left (checked text by text)."""
+        return frozenset(self._residues)
 
     def feed(self, records: Sequence[Record], tree: Sequence[bytes] | None = None) -> None:
         """Check the next records; signatures may still be in flight when this returns.
@@ -335,6 +352,8 @@ class LedgerVerifier:
         key = self._chain.signer_of(entry)
         # 6. payload hash (the signature, step 5, is checked in a batch by the caller)
         if check_payload(entry, record.payload, record.salt):
+            if record.payload is not None:
+                self._residues.add(seq)
             self._missing[seq] = None
         # 7. redaction: this entry authorises erasing earlier payloads.
         for earlier in entry.redacts:

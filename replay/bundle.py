@@ -29,7 +29,9 @@ import msgspec
 
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import (
+    RESIDUE_SALT,
     Entry,
+    decode_residue,
     leaf_hash,
 )
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
@@ -646,6 +648,7 @@ def _run_of(
     bundle: Bundle, entries: Mapping[int, Entry]
 ) -> tuple[tuple[BundleCall, ...], tuple[int, ...], RunStarted | None]:
     payloads = {e.seq: e.payload for e in bundle.entries}
+    residues = {e.seq for e in bundle.entries if e.salt == RESIDUE_SALT}
     stored_items: set[str] = set()
     for entry in entries.values():
         if entry.kind == "memory_stored":
@@ -680,7 +683,10 @@ def _run_of(
         withheld: list[str] | None = None
         texts: dict[str, list[str]] | None = None
         payload = payloads.get(seq)
-        if payload is not None:
+        partial = payload is not None and seq in residues
+        if payload is not None and partial:
+            texts = decode_residue(payload)  # checked in step 3
+        elif payload is not None:
             try:
                 decoded = decode_tool_call_payload(payload)
             except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
@@ -690,10 +696,11 @@ def _run_of(
             if decoded.withheld is not msgspec.UNSET:
                 withheld = decoded.withheld
         try:
-            result = restore(call.result, texts, None)
+            # A residue lacks the forgotten texts: restore marks them, as for an erased payload.
+            result = restore(call.result, texts, seq if partial else None)
         except ValueError as exc:
             raise _fail(str(exc), "run", seq) from None
-        if texts is None:
+        if texts is None or partial:
             result = _mark_forgotten(result)
         for item in call.cites:
             if item not in stored_items:

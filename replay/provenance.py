@@ -13,7 +13,8 @@ matching signed provenance``; ``detail`` names the failed check). In order:
 5. the result hash is the hash of the body's result skeleton;
 6. a present payload matches its salted hash in the entry and its
    arguments match the input hash (a failed call keeps none); a missing payload was erased by a
-   signed entry (a forget), whose seq marks the forgotten texts;
+   signed entry (a forget), whose seq marks the forgotten texts; a residue (what
+   a forget left) holds only texts the signed body references;
 7. every text put back matches its reference in the skeleton.
 
 Only then is the result decoded.
@@ -37,7 +38,7 @@ from msgspec import UNSET
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from memseal.ledger.entry import Entry, leaf_hash, signing_message
+from memseal.ledger.entry import RESIDUE_SALT, Entry, decode_residue, leaf_hash, signing_message
 from memseal.ledger.errors import (
     NotFound,
     ProvenanceError,
@@ -105,7 +106,14 @@ async def check_memo(
         erased = check_payload(entry, record.payload, record.salt)
     except VerificationError:
         raise ProvenanceError("the payload does not match its signed hash", seq=row.seq) from None
-    if record.payload is not None:
+    if record.payload is not None and record.salt == RESIDUE_SALT:
+        # What a forget left of the payload (checked text by text above): the texts it
+        # did not forget; no arguments stay.
+        forgotten_at = await store.redacted_by(row.seq)
+        if forgotten_at is None:
+            raise ProvenanceError("the payload was cut and no signed entry erased it", seq=row.seq)
+        texts = decode_residue(record.payload)
+    elif record.payload is not None:
         try:
             payload = decode_tool_call_payload(record.payload)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):

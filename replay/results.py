@@ -8,9 +8,11 @@ scores, trust, cursors and those references. The skeleton goes into the
 signed entry's body and the result hash covers it; the texts (with their
 salts) go into the entry's payload, which a forget erases.
 
-Replaying puts the texts back. When the payload is gone, each reference
-becomes ``{"forgotten_at": seq}``, the seq of the signed entry that erased
-it: a resumed run stays on its recorded path and never sees forgotten text.
+Replaying puts the texts back. A forget erases only the texts of what it
+forgot (and texts no item owns); the payload keeps the others as a residue.
+Each erased reference becomes ``{"forgotten_at": seq}``, the seq of the
+signed entry that erased it, and every other text comes back byte for byte:
+a resumed run stays on its recorded path and never sees forgotten text.
 
 Structural keys are listed, not text keys: a string under a key not listed
 here is treated as text, so a new field added to a result is protected by
@@ -101,6 +103,9 @@ def result_hash(skeleton: Any) -> str:
 def restore(skeleton: Any, texts: Mapping[str, Any] | None, forgotten_at: int | None) -> Any:
     """Put the texts back; with ``texts`` None (erased), mark each one forgotten.
 
+    With ``texts`` and ``forgotten_at`` both given (a residue a forget left),
+    a reference the texts lack was erased: it is marked forgotten.
+
     Raises ``ValueError`` when a present text does not match its reference:
     the payload was tampered with (the caller turns that into a provenance error).
     """
@@ -112,6 +117,8 @@ def restore(skeleton: Any, texts: Mapping[str, Any] | None, forgotten_at: int | 
                 if texts is None:
                     return {"forgotten_at": forgotten_at}
                 found = texts.get(ref)
+                if found is None and forgotten_at is not None:
+                    return {"forgotten_at": forgotten_at}
                 if (
                     not isinstance(found, list)
                     or len(found) != 2

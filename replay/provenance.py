@@ -46,6 +46,7 @@ from memseal.ledger.errors import (
 )
 from memseal.ledger.store import Record, SqlStore, WriteTxn
 
+from ._mentions import check_mentions
 from .calls import (
     RUN_STARTED,
     TOOL_CALL,
@@ -295,6 +296,8 @@ async def verify_derived(store: SqlStore, size: int | None = None) -> None:
                 seq=seq,
                 step="redaction",
             )
+    # 8. the mentions index, through which a forget finds the payloads it erases
+    await check_mentions(store, total)
 
 
 async def _check_runs(store: SqlStore, starts: dict[str, int]) -> None:

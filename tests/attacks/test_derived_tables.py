@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 from attack_db import rows, run
 
+import memseal
 from memseal.engine import Learning
 from memseal.ledger.errors import VerificationError
 from memseal.memory import Memory
@@ -92,3 +93,27 @@ async def test_full_text_row_without_an_item_fails_verify_deep(memory: Memory) -
     assert not check.matches and check.table == "engine_fts" and check.seq == 999, check
     await memory.engine.rebuild()
     await memory.verify(deep=True)
+
+
+async def test_deleted_mentions_row_fails_verify_before_a_forget_leaves_text(
+    memory: Memory,
+) -> None:
+    scope = memseal.ToolScope.placed_at(PLACE)
+    _, stored = await memory.call("memory_store", {"learning": {"text": SECRET}}, scope=scope)
+    item = stored["id"]
+    await memory.call("memory_fetch", {"query": "zebra", "mode": "exact"}, scope=scope)
+    await memory.verify()
+    cited = rows(memory, "SELECT seq FROM mentions WHERE ref = ? ORDER BY seq", (item,))
+    assert len(cited) >= 2
+    run(memory, "DELETE FROM mentions WHERE ref = ? AND seq = ?", (item, cited[-1][0]))
+    with pytest.raises(VerificationError, match="mentions table") as caught:
+        await memory.verify()
+    assert caught.value.step == "mentions" and caught.value.seq == cited[-1][0]
+
+
+async def test_planted_mentions_row_fails_verify(memory: Memory) -> None:
+    await memory.engine.store(Learning(text=SECRET), namespace=PLACE)
+    seq = int(rows(memory, "SELECT seq FROM mentions ORDER BY seq")[0][0])
+    run(memory, "INSERT INTO mentions (ref, seq) VALUES (?, ?)", ("f" * 32, seq))
+    with pytest.raises(VerificationError, match="extra"):
+        await memory.verify()

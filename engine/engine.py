@@ -728,7 +728,7 @@ class Engine:
     async def check_projections(self) -> ProjectionCheck:
         """Rebuild the projections from the log into a scratch store and compare them
         with the live ones, row by row (``memseal verify --deep``); writes nothing."""
-        return await check_projections(self._reader, self._keyring)
+        return await check_projections(self._reader, self._keyring, self._store.dialect)
 
     async def rebuild(self, progress: Progress | None = None) -> RebuildReport:
         """Drop the projections and replay the log into them, as one writer command.

@@ -140,5 +140,11 @@ class ProjectionCheck(msgspec.Struct, frozen=True, kw_only=True):
             return f"projections: {self.items} items match a rebuild from the log ({self.expected})"
         if self.table is not None:
             what = f"item {self.item}" if self.item is not None else f"seq {self.seq}"
+            if self.table == "engine_fts":
+                return (
+                    f"projections: {what} is not indexed as its text in engine_fts "
+                    "(the full-text index: exact search would miss or misplace it); "
+                    "memseal rebuild repairs it"
+                )
             return f"projections: {what} differs from the log in {self.table}"
         return "projections: the projection's position or running hash differs from the log"

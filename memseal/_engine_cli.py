@@ -66,7 +66,7 @@ async def deep_check(store: SqlStore, folder: Path) -> ProjectionCheck:
     secret = (await asyncio.to_thread(load_keys, folder)).secret
     snapshots = store.snapshots(workers=1)
     try:
-        return await check_projections(snapshots, Keyring(secret))
+        return await check_projections(snapshots, Keyring(secret), store.dialect)
     finally:
         await snapshots.close()
 

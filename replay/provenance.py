@@ -48,6 +48,7 @@ from memseal.ledger.errors import (
 from memseal.ledger.store import Record, SqlStore, WriteTxn
 from memseal.ledger.verify import check_payload, signature_verifies
 
+from ._mentions import check_mentions
 from .calls import (
     RUN_STARTED,
     TOOL_CALL,
@@ -301,6 +302,8 @@ async def verify_derived(store: SqlStore, size: int | None = None) -> None:
                 seq=seq,
                 step="redaction",
             )
+    # 8. the mentions index, through which a forget finds the payloads it erases
+    await check_mentions(store, total)
 
 
 async def _check_runs(store: SqlStore, starts: dict[str, int]) -> None:

@@ -21,12 +21,18 @@ byte for byte. An entry with no text left is erased whole, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Final
 
 import msgspec
 
-from memseal.ledger.entry import check_mention, decode_entry, encode_residue, make_draft
+from memseal.ledger.entry import (
+    check_mention,
+    decode_entry,
+    encode_residue,
+    make_draft,
+    text_owners,
+)
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.store import WriteTxn
 
@@ -167,23 +173,7 @@ def _residue(leaf: bytes, data: bytes, gone: set[str]) -> tuple[int, bytes, tupl
     texts = payload.get("texts") if isinstance(payload, dict) else None
     if not isinstance(texts, dict) or not texts:
         return None
-    owners: dict[str, str | None] = {}
-
-    def walk(value: Any, owner: str | None) -> None:
-        if isinstance(value, Mapping):
-            ref = value.get(_TEXT_REF)
-            if len(value) == 1 and isinstance(ref, str):
-                owners[ref] = owner
-                return
-            named = value.get("id")
-            inner = named if isinstance(named, str) else owner
-            for v in value.values():
-                walk(v, inner)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v, owner)
-
-    walk(body, None)
+    owners = text_owners(body)
     keep = {
         ref: pair
         for ref, pair in texts.items()

@@ -61,6 +61,7 @@ __all__ = [
     "make_draft",
     "payload_hash",
     "signing_message",
+    "text_owners",
 ]
 
 FORMAT_VERSION = 1
@@ -127,6 +128,32 @@ def encode_residue(texts: Mapping[str, Sequence[str]]) -> bytes:
 def decode_residue(data: bytes) -> dict[str, list[str]]:
     """A residue's texts (ref -> [salt hex, text]); check it first (:func:`check_residue`)."""
     return {ref: list(pair) for ref, pair in _residue.decode(data).texts.items()}
+
+
+def text_owners(body: Any) -> dict[str, str | None]:
+    """Each text ref (``{"$t": ref}``) in a decoded body, with the id of the innermost
+    object around it that has a string ``id`` (None when no object does).
+
+    A forget keeps the texts whose owner it did not forget, and indexes their owners in
+    ``mentions``; verify recomputes the same owners to check that index."""
+    owners: dict[str, str | None] = {}
+
+    def walk(value: Any, owner: str | None) -> None:
+        if isinstance(value, Mapping):
+            ref = value.get("$t")
+            if len(value) == 1 and isinstance(ref, str):
+                owners[ref] = owner
+                return
+            named = value.get("id")
+            inner = named if isinstance(named, str) else owner
+            for v in value.values():
+                walk(v, inner)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, owner)
+
+    walk(body, None)
+    return owners
 
 
 def check_residue(body: bytes, data: bytes) -> str | None:

@@ -5,7 +5,8 @@ it would let a forget leave the forgotten text in a payload while the log
 still verified. Each entry's item refs are implied by its signed body: a
 ``memory_stored`` or ``trust_changed`` entry mentions its item, a
 successful ``memory_tool_call`` the ids it cites. An entry whose payload is
-gone mentions nothing. Keyed facet refs (``facet:...``, an explore's bucket
+gone mentions nothing; one a forget cut to a residue mentions the owners of the texts it
+kept. Keyed facet refs (``facet:...``, an explore's bucket
 values) need the instance secret and are not compared here; nor are the rows
 of kinds memseal does not write (a host's own ``ledger.append``).
 """
@@ -16,6 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
+from memseal.ledger.entry import RESIDUE_SALT, decode_residue, text_owners
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.store import SqlStore
 
@@ -63,7 +65,17 @@ async def check_mentions(store: SqlStore, size: int) -> None:
         if entry.kind not in _OURS:
             continue
         ours.add(record.seq)
-        if record.payload is not None:
+        if record.payload is not None and record.salt == RESIDUE_SALT:
+            # A forget cut this payload: what it kept is indexed under the kept texts' owners.
+            owners = text_owners(body)
+            try:
+                kept = decode_residue(bytes(record.payload))
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+                kept = {}
+            refs = {o for ref in kept if (o := owners.get(ref)) is not None}
+            if refs:
+                wanted[record.seq] = refs
+        elif record.payload is not None:
             refs = _implied(entry.kind, body)
             if refs:
                 wanted[record.seq] = refs

@@ -8,7 +8,8 @@ token that opened it. Each MCP session is a durable run: named by the
 whatever this process holds: its first call closes the held run, so the call
 opens it afresh from the ledger, and a session the run was taken from is told
 so rather than let in between another session's steps. (The 2026-07-28
-protocol has no sessions: each of its calls is the run's next step.) Tool errors a model can act on come back as
+protocol has no sessions: each of its calls is the run's next step.) Tool
+errors a model can act on come back as
 ``isError`` results, and so do the run's own refusals (a divergence, a
 lease held elsewhere, a run that belongs to another scope: a token's calls
 always run with its own scope), worded for the model.

@@ -17,7 +17,11 @@ says it must, passing only well-formed messages on.
   version a batch is ``-32600``.
 
 The SDK writes whole lines through :meth:`_Wire.write`, which is where batch answers
-are gathered. As the SDK does, fd 0 and 1 are pointed at the null device and at stderr
+are gathered. At the end of input the wire waits until every request it passed on has
+been answered (or cancelled by the client) before it tells the SDK the input is over:
+the SDK answers whatever is still in flight then with ``-32000 Connection closed`` and
+drops its work, so a client that writes its calls and closes its end (a pipe, a
+script) would lose them. As the SDK does, fd 0 and 1 are pointed at the null device and at stderr
 while serving, so stray output from a handler cannot corrupt the wire.
 """
 
@@ -91,6 +95,8 @@ class _Wire:
         self._version: str | None = None
         self._initialize_ids: set[str | int] = set()
         self._batches: list[_Batch] = []
+        self._pending: set[str | int] = set()
+        self._answered = anyio.Event()
 
     # -- in: the client's lines, answered or passed on ------------------------------
 
@@ -103,6 +109,7 @@ class _Wire:
                 self._reader.readline, MAX_LINE_BYTES + 1, abandon_on_cancel=True
             )
             if not line:
+                await self._drain()
                 return
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                 await anyio.to_thread.run_sync(self._skip_rest, abandon_on_cancel=True)
@@ -114,6 +121,17 @@ class _Wire:
                 continue
             for passed in await self._take(line):
                 yield passed
+
+    async def _drain(self) -> None:
+        """Wait for the answer to every request passed on (see the module docstring)."""
+        while self._pending:
+            await self._answered.wait()
+            self._answered = anyio.Event()
+
+    def _settle(self, id_: str | int) -> None:
+        if id_ in self._pending:
+            self._pending.discard(id_)
+            self._answered.set()
 
     def _skip_rest(self) -> None:
         while True:
@@ -179,6 +197,13 @@ class _Wire:
             return _error(_INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 message", id_)
         if isinstance(message, dict) and message.get("method") == "initialize" and id_ is not None:
             self._initialize_ids.add(id_)
+        if isinstance(message, dict) and "method" in message and id_ is not None:
+            self._pending.add(id_)
+        if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            # A cancelled request may get no answer at all: nothing to wait for.
+            cancelled = _readable_id({"id": (message.get("params") or {}).get("requestId")})
+            if cancelled is not None:
+                self._settle(cancelled)
         return _encode(message).decode()
 
     # -- out: the server's lines, batches gathered ----------------------------------
@@ -195,6 +220,7 @@ class _Wire:
             version = (message.get("result") or {}).get("protocolVersion")
             self._version = version if isinstance(version, str) else None
         if id_ is not None and "method" not in (message or {}):
+            self._settle(id_)
             for batch in self._batches:
                 if id_ in batch.waiting:
                     batch.waiting.discard(id_)

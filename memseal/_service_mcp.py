@@ -3,9 +3,13 @@
 Under the service (``/mcp``), the bearer token (an agent token) fixes the
 scope, exactly as on the HTTP routes; a session may only be used with the
 token that opened it. Each MCP session is a durable run: named by the
-``X-Memseal-Run`` header when the client sends one (so a client that
-reconnects with the same header resumes, and replays, its run), else
-``mcp-<session id>``. Tool errors a model can act on come back as
+``X-Memseal-Run`` header when the client sends one, else
+``mcp-<session id>``. A new session that names a run replays it from step 0,
+whatever this process holds: its first call closes the held run, so the call
+opens it afresh from the ledger, and a session the run was taken from is told
+so rather than let in between another session's steps. (The 2026-07-28
+protocol has no sessions: each of its calls is the run's next step.) Tool
+errors a model can act on come back as
 ``isError`` results, and so do the run's own refusals (a divergence, a
 lease held elsewhere, a run that belongs to another scope: a token's calls
 always run with its own scope), worded for the model.
@@ -16,8 +20,11 @@ command line, one run per process (``--run`` to name it and resume it).
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import mcp.types as types
 from mcp.server import Server
@@ -27,12 +34,60 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from memseal.ledger.errors import MemsealError
+from memseal.ledger.errors import MemsealError, NotFound
 from memseal.tools import to_text
 
 __all__ = ["mcp_route", "stdio_server_for"]
 
 PRINCIPAL_KEY = "memseal.principal"
+#: JSON-RPC codes (the implementation-defined range) for the endpoint's HTTP refusals.
+_RPC_CODE: Final = {401: -32001, 403: -32003, 503: -32002}
+#: Sessions at most (the session manager's limit); sessions beyond that are gone.
+MAX_SESSIONS: Final = 1000
+
+
+class _Sessions:
+    """Which MCP session each named run belongs to, and each session's takeover."""
+
+    def __init__(self) -> None:
+        # (session, run) -> the takeover its first call started; run -> its session.
+        self._joined: OrderedDict[tuple[str, str], asyncio.Future[None]] = OrderedDict()
+        self._owner: OrderedDict[str, str] = OrderedDict()
+
+    async def enter(self, service: Any, principal: Any, session: str, run_id: str) -> None:
+        """Before a call of ``session`` in ``run_id``: take the run over on its first call."""
+        key = (session, run_id)
+        joined = self._joined.get(key)
+        if joined is None:
+            joined = asyncio.get_running_loop().create_future()
+            self._joined[key] = joined
+            # Enough room for every live session (each names one run): an entry
+            # dropped here belongs to a session the manager has ended already.
+            while len(self._joined) > 4 * MAX_SESSIONS:
+                self._joined.popitem(last=False)
+            try:
+                await service.runs.close_run(run_id, principal.scope)
+            except NotFound:
+                pass  # never started (or not this scope's: the call itself says so)
+            except MemsealError as exc:
+                del self._joined[key]
+                joined.set_exception(exc)
+                joined.exception()  # retrieved here: this caller raises it
+                raise
+            self._owner[run_id] = session
+            self._owner.move_to_end(run_id)
+            while len(self._owner) > 4 * MAX_SESSIONS:
+                self._owner.popitem(last=False)
+            joined.set_result(None)
+        else:
+            await joined
+        self._joined.move_to_end(key)
+        if self._owner.get(run_id, session) != session:
+            raise _TakenOver(
+                f"run {run_id!r} was taken over by a newer MCP session naming it; "
+                "a session that goes on with it would interleave steps with that one "
+                "(use one run id per conversation)"
+            )
 
 
 def _tools_of(service: Any, principal: Any) -> list[types.Tool]:
@@ -45,7 +100,15 @@ def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
+class _TakenOver(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
+    sessions = _Sessions()
+
     def who(ctx: Any) -> tuple[Any, Any, Any]:
         service = get_service()
         request = getattr(ctx, "request", None)
@@ -62,10 +125,12 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
         service, principal, request = who(ctx)
         arguments: Any = {} if params.arguments is None else params.arguments
         run_id = request.headers.get("x-memseal-run")
+        session = request.headers.get("mcp-session-id")
         if not run_id:
-            session = request.headers.get("mcp-session-id")
             run_id = f"mcp-{session}" if session else None
         try:
+            if run_id is not None and session:
+                await sessions.enter(service, principal, session, run_id)
             if run_id is None:
                 _, _, result = await service.call_tool(
                     principal, params.name, arguments, run_id=None, step=None, revalidate=False
@@ -143,7 +208,7 @@ class _Endpoint:
         self._manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from ._service_app import ApiError, error_body
+        from ._service_app import ApiError
 
         get_service, manager = self._get_service, self._manager
 
@@ -170,7 +235,20 @@ class _Endpoint:
                     return
                 status, code = 403, "forbidden"
                 message = f"a {principal.role} token cannot use MCP (agent tokens only)"
-        body = error_body(code, message)
+        # The endpoint speaks JSON-RPC, so its refusal is a JSON-RPC error as well (with
+        # the service's code and message as its data): the mcp SDK shows such a body to
+        # its caller, where any other body became "Server returned an error response".
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": _RPC_CODE.get(status, -32000),
+                    "message": f"{code}: {message}",
+                    "data": {"status": status, "code": code, "message": message},
+                },
+            }
+        ).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

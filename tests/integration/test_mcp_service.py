@@ -109,9 +109,33 @@ def test_streamable_http_refuses_bad_tokens_and_other_roles(server: ServerThread
     with httpx.Client(base_url=server.url) as c:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         r = c.post("/mcp", json=body)
-        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        # A JSON-RPC error (so the SDK shows it), the service's code in its data.
+        r = c.post("/mcp", json=body)
+        assert r.status_code == 401 and r.json()["error"]["data"]["code"] == "unauthorized"
+        assert r.json()["jsonrpc"] == "2.0" and r.headers["www-authenticate"] == "Bearer"
         r = c.post("/mcp", json=body, headers={"Authorization": f"Bearer {auditor}"})
-        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+        assert r.status_code == 403 and r.json()["error"]["data"]["code"] == "forbidden"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_auth_failure_reads_as_such_through_the_sdk(
+    server: ServerThread, mode: str
+) -> None:
+    from mcp import MCPError
+
+    auditor = server.token("auditor", "team:a")
+    for token, words in (("ms_not-a-token", "unauthorized"), (auditor, "agent tokens only")):
+        headers = {"Authorization": f"Bearer {token}"}
+        with pytest.raises(BaseException) as caught:
+            async with create_mcp_http_client(headers=headers) as http:
+                transport = streamable_http_client(f"{server.url}/mcp", http_client=http)
+                async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
+                    await client.list_tools()
+        found: BaseException = caught.value
+        while isinstance(found, BaseExceptionGroup):  # the SDK's task groups wrap it
+            found = found.exceptions[0]
+        assert isinstance(found, MCPError), repr(caught.value)
+        assert words in str(found) and "Server returned an error response" not in str(found)
 
 
 async def test_an_mcp_session_is_a_run_and_a_resumed_session_replays_it(
@@ -123,8 +147,8 @@ async def test_an_mcp_session_is_a_run_and_a_resumed_session_replays_it(
         listed = await client.call_tool("memory_list", {})
     with server.client(token) as c:
         status = c.get("/v1/runs/mcp-resume").json()
-        assert status["recorded_steps"] == 2
-        c.delete("/v1/runs/mcp-resume")  # the next session opens the run afresh
+        assert status["recorded_steps"] == 2 and status["held_here"]
+    # No DELETE, no restart: the server still holds the run, and a new session replays.
     with server.client(server.admin) as admin:
         size = admin.get("/v1/ledger").json()["size"]
     async with _http(server, token, run="mcp-resume") as client:
@@ -149,3 +173,94 @@ async def test_the_modern_protocol_maps_the_run_header_to_a_run(server: ServerTh
             assert bad.is_error
     with server.client(token) as c:
         assert c.get("/v1/runs/modern-run").json()["recorded_steps"] == 2
+
+
+async def test_a_new_session_replays_its_run_although_the_server_holds_it(
+    server: ServerThread,
+) -> None:
+    token = server.token("agent", "team:a/agent:held")
+    async with _http(server, token, run="held") as client:
+        first = await client.call_tool("memory_store", {"learning": {"text": "held one"}})
+    with server.client(server.admin) as admin:
+        size = admin.get("/v1/ledger").json()["size"]
+    async with _http(server, token, run="held") as client:
+        again = await client.call_tool("memory_store", {"learning": {"text": "held one"}})
+        assert _text(again) == _text(first)
+        # Past the recording the session goes on live, as the run's next step.
+        more = await client.call_tool("memory_store", {"learning": {"text": "held two"}})
+        assert not more.is_error
+    with server.client(token) as c:
+        assert c.get("/v1/runs/held").json()["recorded_steps"] == 2
+    async with _http(server, token, run="held") as client:
+        # A different first call is a divergence from step 0, whatever the server held.
+        diverged = await client.call_tool("memory_list", {})
+        assert diverged.is_error and "step 0: a different call" in _text(diverged)
+    with server.client(server.admin) as admin:
+        page = admin.get("/v1/ledger/entries", params={"start": size}).json()["entries"]
+    kinds = [e["kind"] for e in page]
+    assert kinds.count("memory_stored") == 1, kinds
+
+
+async def test_a_session_whose_run_a_newer_session_took_is_told_so(
+    server: ServerThread,
+) -> None:
+    token = server.token("agent", "team:a/agent:two")
+    async with _http(server, token, run="shared") as old:
+        await old.call_tool("memory_store", {"learning": {"text": "old session"}})
+        async with _http(server, token, run="shared") as new:
+            replayed = await new.call_tool("memory_store", {"learning": {"text": "old session"}})
+            assert not replayed.is_error
+        refused = await old.call_tool("memory_list", {})
+        assert refused.is_error and "taken over by a newer MCP session" in _text(refused)
+
+
+async def test_stdio_at_end_of_input_answers_every_call_in_flight(tmp_path: Path) -> None:
+    import asyncio
+
+    from memseal.memory import open as open_memory
+
+    folder = tmp_path / "data"
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "pipe", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ] + [
+        {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {"name": "memory_store", "arguments": {"learning": {"text": f"fact {i}"}}},
+        }
+        for i in range(1, 6)
+    ]
+    process = await asyncio.create_subprocess_exec(
+        str(BIN / "memseal"),
+        *["mcp", "--data", str(folder), "--embedder", "none"],
+        *["--place", "team:a/agent:pipe", "--run", "piped"],
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    out, err = await asyncio.wait_for(process.communicate(data), timeout=120)  # stdin closed
+    assert process.returncode == 0, err
+    answers = {a["id"]: a for a in map(json.loads, out.decode().splitlines())}
+    assert sorted(answers) == [0, 1, 2, 3, 4, 5], answers
+    for i in range(1, 6):
+        assert "result" in answers[i] and not answers[i]["result"]["isError"], answers[i]
+    memory = await open_memory(folder, embedder=None)
+    try:
+        rows = await memory.ledger.store.rows(
+            "SELECT count(*) FROM memos WHERE run_id = ?", ("piped",)
+        )
+    finally:
+        await memory.close()
+    assert int(rows[0][0]) == 5

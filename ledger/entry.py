@@ -97,6 +97,7 @@ _decoder = msgspec.json.Decoder(Entry)
 
 
 def payload_hash(salt: bytes, payload: bytes) -> str:
+    """The salted BLAKE3 hash an entry keeps of its payload, so a redaction keeps it."""
     return blake3.blake3(salt + payload).hexdigest()
 
 
@@ -168,6 +169,7 @@ def format_time(at: datetime) -> str:
 
 
 def encode_entry(draft: Draft, *, seq: int, at: str, prev: str, key: str) -> bytes:
+    """The entry's canonical bytes at ``seq``: what its leaf hash and signature cover."""
     entry = Entry(
         v=FORMAT_VERSION,
         seq=seq,
@@ -188,6 +190,7 @@ def decode_entry(data: bytes) -> Entry:
 
 
 def leaf_hash(data: bytes) -> bytes:
+    """The RFC 6962 leaf hash ``SHA-256(0x00 || data)`` of an entry's bytes."""
     return hashlib.sha256(b"\x00" + data).digest()
 
 

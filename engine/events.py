@@ -62,6 +62,7 @@ class MemoryStored(
     tag_field="event",
 ):
     """The signed body of a ``memory_stored`` entry: an item's identity and metadata."""
+
     item: str
     kind: ItemKind
     namespace: str
@@ -80,6 +81,7 @@ class TrustChanged(
     tag_field="event",
 ):
     """The signed body of a ``trust_changed`` entry: an item's new trust level."""
+
     item: str
     trust: Trust
     previous: Trust
@@ -94,6 +96,7 @@ class MemoryForgotten(
     tag_field="event",
 ):
     """The signed body of a ``memory_forgotten`` entry: which items to erase."""
+
     items: tuple[str, ...]
 
 
@@ -131,6 +134,7 @@ class StoredPayload(
 
 class TrustPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The redactable part of a trust change: who changed it and why."""
+
     actor: str
     reason: str
 

@@ -43,12 +43,14 @@ CLOSED_FACETS: Final = frozenset({"kind"})
 
 class Bucket(msgspec.Struct, frozen=True, kw_only=True):
     """One value of a facet and how many items in scope carry it."""
+
     value: str
     count: int
 
 
 class Exploration(msgspec.Struct, frozen=True, kw_only=True):
     """The buckets of one facet over the items in scope, and how many were counted."""
+
     facet: str
     buckets: tuple[Bucket, ...]
     total: int

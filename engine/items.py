@@ -126,6 +126,7 @@ META_FIELDS: Final[tuple[str, ...]] = tuple(f for f in Meta.__struct_fields__ if
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One message of a conversation: who spoke and what was said."""
+
     role: str
     text: str
 
@@ -147,12 +148,14 @@ class Learning(
 
 class Document(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A longer text stored whole, with an optional title."""
+
     text: str
     title: str | None = None
 
 
 class Conversation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A stored exchange: its turns in order."""
+
     turns: tuple[Turn, ...]
 
 

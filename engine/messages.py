@@ -60,12 +60,14 @@ class Got(msgspec.Struct, frozen=True, kw_only=True):
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
     """One page of a listing, newest first, with the cursor of the next page."""
+
     items: tuple[Item, ...]
     next_cursor: str | None = None
 
 
 class Fetched(msgspec.Struct, frozen=True, kw_only=True):
     """The hits of a fetch, with the mode and minimum trust that produced them."""
+
     hits: tuple[Hit, ...]
     mode: Mode
     min_trust: Trust

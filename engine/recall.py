@@ -55,6 +55,7 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
 
 class Recollection(msgspec.Struct, frozen=True, kw_only=True):
     """A recall's answer and the stored items it cites."""
+
     answer: str
     citations: tuple[Citation, ...]
 

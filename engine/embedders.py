@@ -140,13 +140,16 @@ class HashingEmbedder:
 
     @property
     def id(self) -> str:
+        """The embedder's id, recorded with its vectors; it names the algorithm and dim."""
         return f"hashing-v1/blake3/w1-c3/dim{self._dim}"
 
     @property
     def dim(self) -> int:
+        """The length of each vector."""
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit-length vector per text, from hashed words and character n-grams."""
         return [self._embed_one(text) for text in _check_texts(texts)]
 
     def _features(self, text: str) -> list[tuple[bytes, float]]:
@@ -378,10 +381,12 @@ class MiniLMEmbedder:
 
     @property
     def id(self) -> str:
+        """The embedder's id, recorded with its vectors; it names model and quantization."""
         return self._id
 
     @property
     def dim(self) -> int:
+        """The length of each vector (384)."""
         return MINILM_DIM
 
     def token_count(self, text: str) -> int:
@@ -389,6 +394,7 @@ class MiniLMEmbedder:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One normalised vector per text; long texts are chunked and pooled."""
         items = _check_texts(texts)
         chunks: list[list[int]] = []
         owner: list[int] = []

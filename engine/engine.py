@@ -186,6 +186,7 @@ class Engine:
         return engine
 
     async def start(self, progress: Progress | None = None) -> None:
+        """Make the engine ready: build stale projections, finish a scrub, fill vectors."""
         version = await self._reader.rows("SELECT value FROM engine_meta WHERE key = 'projection'")
         if not version or version[0][0] != PROJECTION_VERSION:
             # New here (or an older layout): the projections are derived, so build them.
@@ -220,6 +221,7 @@ class Engine:
 
     @property
     def embedder_id(self) -> str | None:
+        """The id of the embedder whose vectors semantic search uses; None without one."""
         return None if self._vectors is None else self._vectors.id
 
     def facet_ref(self, facet: str, value: str) -> str:
@@ -405,6 +407,7 @@ class Engine:
     async def mark_stale(
         self, item_id: str, *, actor: str, reason: str, reach: Reach | None = None
     ) -> TrustChange:
+        """Set an item's trust to ``stale`` (below ``unverified``) with a signed entry."""
         return await self._set_trust(item_id, "stale", actor, reason, reach)
 
     async def _set_trust(

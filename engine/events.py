@@ -61,6 +61,8 @@ class MemoryStored(
     tag="memory_stored",
     tag_field="event",
 ):
+    """The signed body of a ``memory_stored`` entry: an item's identity and metadata."""
+
     item: str
     kind: ItemKind
     namespace: str
@@ -78,6 +80,8 @@ class TrustChanged(
     tag="trust_changed",
     tag_field="event",
 ):
+    """The signed body of a ``trust_changed`` entry: an item's new trust level."""
+
     item: str
     trust: Trust
     previous: Trust
@@ -91,6 +95,8 @@ class MemoryForgotten(
     tag="memory_forgotten",
     tag_field="event",
 ):
+    """The signed body of a ``memory_forgotten`` entry: which items to erase."""
+
     items: tuple[str, ...]
 
 
@@ -112,6 +118,7 @@ class StoredPayload(
 
     @classmethod
     def of(cls, content: Content, tags: tuple[str, ...], meta: Meta) -> StoredPayload:
+        """The redactable payload of a stored item: its text or turns, tags and meta."""
         if isinstance(content, Conversation):
             return cls(turns=content.turns, tags=tags, meta=meta)
         if isinstance(content, Document):
@@ -119,12 +126,15 @@ class StoredPayload(
         return cls(text=content.text, evidence=content.evidence, tags=tags, meta=meta)
 
     def searchable_text(self) -> str:
+        """The text the full-text and vector indexes see for this item."""
         if self.turns is not None:
             return "\n".join(f"{turn.role}: {turn.text}" for turn in self.turns)
         return self.text or ""
 
 
 class TrustPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The redactable part of a trust change: who changed it and why."""
+
     actor: str
     reason: str
 
@@ -141,6 +151,7 @@ def event_body(event: Event) -> dict[str, object]:
 
 
 def payload_value(payload: StoredPayload | TrustPayload) -> dict[str, object]:
+    """The payload as plain JSON values, ready for the entry's canonical encoding."""
     value: dict[str, object] = msgspec.to_builtins(payload)
     return value
 
@@ -154,10 +165,12 @@ def decode_event(kind: str, body: bytes) -> Event:
 
 
 def decode_stored_payload(data: bytes) -> StoredPayload:
+    """Decode a ``memory_stored`` payload strictly (unknown fields refused)."""
     return _stored_decoder.decode(data)
 
 
 def decode_trust_payload(data: bytes) -> TrustPayload:
+    """Decode a ``trust_changed`` payload strictly (unknown fields refused)."""
     return _trust_decoder.decode(data)
 
 
@@ -181,6 +194,7 @@ class Keyring:
         self._facet_key = blake3.blake3(secret, derive_key_context=_FACET_CONTEXT).digest()
 
     def item_id(self, namespace: str, kind: str, content: Content) -> str:
+        """The keyed, deterministic id of an item: same namespace, kind and content, same id."""
         identity: object
         if isinstance(content, Conversation):
             identity = [[turn.role, turn.text] for turn in content.turns]

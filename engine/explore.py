@@ -42,11 +42,15 @@ CLOSED_FACETS: Final = frozenset({"kind"})
 
 
 class Bucket(msgspec.Struct, frozen=True, kw_only=True):
+    """One value of a facet and how many items in scope carry it."""
+
     value: str
     count: int
 
 
 class Exploration(msgspec.Struct, frozen=True, kw_only=True):
+    """The buckets of one facet over the items in scope, and how many were counted."""
+
     facet: str
     buckets: tuple[Bucket, ...]
     total: int
@@ -56,6 +60,7 @@ class Exploration(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def check_facet(value: object, field: str = "facet") -> str:
+    """``value`` if it is one of FACETS; otherwise InvalidRequest naming ``field``."""
     if not isinstance(value, str) or value not in FACETS:
         shown = value if isinstance(value, str) else type(value).__name__
         raise InvalidRequest(f"`{field}`: `{shown}` is not a facet ({', '.join(FACETS)})")
@@ -70,6 +75,7 @@ def explore(
     limit: int,
     cap: int = EXPLORE_CAP,
 ) -> Exploration:
+    """Count the items matching ``where`` per value of ``facet`` (capped at ``cap``)."""
     scope = f"SELECT i.seq FROM engine_items i WHERE {where} ORDER BY i.seq DESC LIMIT {cap + 1}"
     counted = execute(
         f"WITH scope AS ({scope}) SELECT count(*), "

@@ -64,6 +64,7 @@ class Filter(
     observed_before: str | None = None
 
     def is_empty(self) -> bool:
+        """Whether no field of the filter is set (the query is not narrowed)."""
         return all(getattr(self, name) is None for name in self.__struct_fields__)
 
 
@@ -93,10 +94,12 @@ class DateRange(
 
     @property
     def first(self) -> date:
+        """The range's first day."""
         return date.fromisoformat(self.start)
 
     @property
     def last(self) -> date:
+        """The range's last day (inclusive)."""
         return date.fromisoformat(self.end)
 
 
@@ -164,6 +167,7 @@ def check_filter(value: object, field: str = "filter") -> Filter:
 
 
 def check_date_range(value: object, field: str = "refers_to") -> DateRange | None:
+    """``value`` as a checked DateRange (start not after end), or None."""
     if value is None:
         return None
     raw = value if isinstance(value, DateRange) else convert(value, DateRange, field)

@@ -125,6 +125,8 @@ META_FIELDS: Final[tuple[str, ...]] = tuple(f for f in Meta.__struct_fields__ if
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One message of a conversation: who spoke and what was said."""
+
     role: str
     text: str
 
@@ -145,11 +147,15 @@ class Learning(
 
 
 class Document(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A longer text stored whole, with an optional title."""
+
     text: str
     title: str | None = None
 
 
 class Conversation(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A stored exchange: its turns in order."""
+
     turns: tuple[Turn, ...]
 
 
@@ -221,6 +227,7 @@ def clean_text(value: object, field: str, limit: int, *, required: bool = True) 
 
 
 def check_kind(value: object, field: str, allowed: Sequence[str] = ITEM_KINDS) -> str:
+    """``value`` if it is one of ``allowed`` kinds; otherwise InvalidRequest naming ``field``."""
     if not isinstance(value, str) or value not in allowed:
         shown = value if isinstance(value, str) else type(value).__name__
         what = "a learning kind" if allowed is LEARNING_KINDS else "an item kind"
@@ -303,6 +310,7 @@ def parse_content(value: object, field: str = "content") -> Content:
 
 
 def content_kind(content: Content) -> ItemKind:
+    """The item kind a piece of content is stored as."""
     if isinstance(content, Learning):
         kind: ItemKind = content.kind  # type: ignore[assignment]  # checked by parse_content
         return kind
@@ -317,6 +325,7 @@ def content_text(content: Content) -> str:
 
 
 def check_tags(value: object, field: str = "tags") -> tuple[str, ...]:
+    """``value`` as a tuple of checked tags (none when None); errors name ``field``."""
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, Sequence):
@@ -331,6 +340,7 @@ def check_tags(value: object, field: str = "tags") -> tuple[str, ...]:
 
 
 def check_meta(value: object, field: str = "meta") -> Meta:
+    """``value`` as checked Meta (empty when None); errors name ``field``."""
     if value is None:
         return Meta()
     meta = value if isinstance(value, Meta) else convert(value, Meta, field)

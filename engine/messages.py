@@ -59,11 +59,15 @@ class Got(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Page(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of a listing, newest first, with the cursor of the next page."""
+
     items: tuple[Item, ...]
     next_cursor: str | None = None
 
 
 class Fetched(msgspec.Struct, frozen=True, kw_only=True):
+    """The hits of a fetch, with the mode and minimum trust that produced them."""
+
     hits: tuple[Hit, ...]
     mode: Mode
     min_trust: Trust
@@ -107,6 +111,7 @@ class RebuildReport(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def matches(self) -> bool:
+        """Whether the rebuilt projections hash as the ones they replaced."""
         return self.state_hash == self.previous_hash
 
 
@@ -133,9 +138,11 @@ class ProjectionCheck(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def matches(self) -> bool:
+        """Whether the rebuilt, recomputed and running state hashes agree, row for row."""
         return self.expected == self.found == self.incremental and self.table is None
 
     def line(self) -> str:
+        """The check's outcome as one line for the CLI."""
         if self.matches:
             return f"projections: {self.items} items match a rebuild from the log ({self.expected})"
         if self.table is not None:

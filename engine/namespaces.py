@@ -63,22 +63,27 @@ class Namespace:
 
     @classmethod
     def root(cls) -> Namespace:
+        """The empty namespace, above every other."""
         return cls("")
 
     @classmethod
     def parse(cls, value: Namespace | str, *, field: str = "namespace") -> Namespace:
+        """``value`` as a Namespace, checked; errors name ``field``."""
         return value if isinstance(value, Namespace) else cls(value, field=field)
 
     @property
     def text(self) -> str:
+        """The namespace as written: ``kind:name`` segments joined by ``/``."""
         return self._text
 
     @property
     def segments(self) -> tuple[tuple[str, str], ...]:
+        """The ``(kind, name)`` pairs from the root down."""
         return self._segments
 
     @property
     def is_root(self) -> bool:
+        """Whether this is the root namespace."""
         return not self._segments
 
     def ancestors(self) -> Iterator[Namespace]:
@@ -88,6 +93,7 @@ class Namespace:
             yield Namespace("/".join(parts[:depth]))
 
     def child(self, kind: str, name: str) -> Namespace:
+        """The namespace one ``kind:name`` segment below this one."""
         segment = f"{kind}:{name}"
         return Namespace(f"{self._text}/{segment}" if self._text else segment)
 
@@ -126,10 +132,12 @@ class Reach(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def subtree(cls, node: Namespace | str) -> Reach:
+        """A reach over ``node`` and every namespace below it."""
         return cls(mode="subtree", node=Namespace.parse(node, field="reach").text)
 
     @classmethod
     def exact(cls, node: Namespace | str) -> Reach:
+        """A reach over ``node`` alone."""
         return cls(mode="exact", node=Namespace.parse(node, field="reach").text)
 
     def __post_init__(self) -> None:

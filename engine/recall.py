@@ -54,6 +54,8 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Recollection(msgspec.Struct, frozen=True, kw_only=True):
+    """A recall's answer and the stored items it cites."""
+
     answer: str
     citations: tuple[Citation, ...]
 
@@ -64,7 +66,8 @@ class Answerer(Protocol):
 
     async def answer(
         self, question: str, hits: Sequence[Hit], *, instructions: str | None
-    ) -> Recollection: ...
+    ) -> Recollection:
+        """Answer ``question`` from ``hits`` alone, citing the hits it used."""
 
 
 def _terms(text: str) -> set[str]:
@@ -105,6 +108,7 @@ class ExtractiveAnswerer:
     async def answer(
         self, question: str, hits: Sequence[Hit], *, instructions: str | None = None
     ) -> Recollection:
+        """The best passages of ``hits`` for ``question``, cited, within the budget."""
         if not hits:
             return Recollection(answer=NO_ANSWER, citations=())
         terms = _terms(question)

@@ -38,6 +38,7 @@ def trust_rank(level: Trust) -> int:
 
 
 def check_trust(value: object, field: str = "trust") -> Trust:
+    """``value`` if it is a trust level; otherwise InvalidRequest naming ``field``."""
     if not isinstance(value, str) or value not in _RANK:
         raise InvalidRequest(
             f"`{field}`: {value!r} is not a trust level ({', '.join(TRUST_LEVELS)})"

@@ -1,1 +1,142 @@
-"""memseal.ledger"""
+"""memseal.ledger: the signed, append-only log every other layer records into.
+
+Entries are canonical JSON payloads signed with Ed25519 and chained by hash;
+their leaf hashes form an RFC 6962 Merkle tree whose checkpoints are signed
+notes (C2SP signed-note / tlog-checkpoint). A log store (SQLite or
+PostgreSQL) keeps the entries; :class:`Ledger` appends to it and
+:class:`LedgerVerifier` checks it end to end. See docs/ledger.md. This layer
+imports nothing else of memseal.
+
+The public names are re-exported here; modules whose names start with ``_``
+are internal.
+"""
+
+from .canonical import MAX_PAYLOAD_BYTES, canonical_json
+from .checkpoint import (
+    Checkpoint,
+    TlogProof,
+    format_checkpoint,
+    format_tlog_proof,
+    parse_checkpoint,
+    parse_tlog_proof,
+)
+from .entry import (
+    GENESIS_PREV,
+    Draft,
+    Entry,
+    decode_entry,
+    encode_entry,
+    format_time,
+    make_draft,
+    payload_hash,
+    signing_message,
+)
+from .errors import (
+    Conflict,
+    InvalidRequest,
+    KeyFileError,
+    MemsealError,
+    NotFound,
+    ProvenanceError,
+    ReplayDivergence,
+    StorageError,
+    Unsupported,
+    VerificationError,
+)
+from .keys import Keys, create_keys, key_files_exist, key_history, load_keys, secure_folder
+from .ledger import KEY_ROTATED, Ledger
+from .location import DatabaseUrl, hide_password, is_database_url, parse_database_url
+from .merkle import EMPTY_ROOT, leaf_hash, verify_consistency, verify_inclusion
+from .note import Note, NoteSigner, VerifierKey, open_note, parse_vkey, sign_note, split_note
+from .postgres import PostgresLogStore
+from .sqlite import SqliteLogStore
+from .store import Appended, Execute, Head, LogStore, Record, Snapshots, SqlStore, WriteTxn
+from .transparency import (
+    CheckpointPolicy,
+    ConsistencyProof,
+    InclusionProof,
+    LogClient,
+    open_checkpoint,
+)
+from .verify import (
+    KeyChain,
+    LedgerVerifier,
+    VerifySummary,
+    check_format,
+    check_payload,
+    signature_verifies,
+)
+
+__all__ = [
+    "EMPTY_ROOT",
+    "GENESIS_PREV",
+    "KEY_ROTATED",
+    "MAX_PAYLOAD_BYTES",
+    "Appended",
+    "Checkpoint",
+    "CheckpointPolicy",
+    "Conflict",
+    "ConsistencyProof",
+    "DatabaseUrl",
+    "Draft",
+    "Entry",
+    "Execute",
+    "Head",
+    "InclusionProof",
+    "InvalidRequest",
+    "KeyChain",
+    "KeyFileError",
+    "Keys",
+    "Ledger",
+    "LedgerVerifier",
+    "LogClient",
+    "LogStore",
+    "MemsealError",
+    "NotFound",
+    "Note",
+    "NoteSigner",
+    "PostgresLogStore",
+    "ProvenanceError",
+    "Record",
+    "ReplayDivergence",
+    "Snapshots",
+    "SqlStore",
+    "SqliteLogStore",
+    "StorageError",
+    "TlogProof",
+    "Unsupported",
+    "VerificationError",
+    "VerifierKey",
+    "VerifySummary",
+    "WriteTxn",
+    "canonical_json",
+    "check_format",
+    "check_payload",
+    "create_keys",
+    "decode_entry",
+    "encode_entry",
+    "format_checkpoint",
+    "format_time",
+    "format_tlog_proof",
+    "hide_password",
+    "is_database_url",
+    "key_files_exist",
+    "key_history",
+    "leaf_hash",
+    "load_keys",
+    "make_draft",
+    "open_checkpoint",
+    "open_note",
+    "parse_checkpoint",
+    "parse_database_url",
+    "parse_tlog_proof",
+    "parse_vkey",
+    "payload_hash",
+    "secure_folder",
+    "sign_note",
+    "signature_verifies",
+    "signing_message",
+    "split_note",
+    "verify_consistency",
+    "verify_inclusion",
+]

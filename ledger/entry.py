@@ -181,6 +181,7 @@ def check_residue(body: bytes, data: bytes) -> str | None:
 
 
 def payload_hash(salt: bytes, payload: bytes) -> str:
+    """The salted BLAKE3 hash an entry keeps of its payload, so a redaction keeps it."""
     return blake3.blake3(salt + payload).hexdigest()
 
 
@@ -252,6 +253,7 @@ def format_time(at: datetime) -> str:
 
 
 def encode_entry(draft: Draft, *, seq: int, at: str, prev: str, key: str) -> bytes:
+    """The entry's canonical bytes at ``seq``: what its leaf hash and signature cover."""
     entry = Entry(
         v=FORMAT_VERSION,
         seq=seq,
@@ -272,6 +274,7 @@ def decode_entry(data: bytes) -> Entry:
 
 
 def leaf_hash(data: bytes) -> bytes:
+    """The RFC 6962 leaf hash ``SHA-256(0x00 || data)`` of an entry's bytes."""
     return hashlib.sha256(b"\x00" + data).digest()
 
 

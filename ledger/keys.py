@@ -63,6 +63,7 @@ class Keys:
 
     @property
     def signer(self) -> NoteSigner:
+        """The instance's current signing key."""
         return self._signer
 
     @property
@@ -72,10 +73,12 @@ class Keys:
 
     @property
     def verifier(self) -> VerifierKey:
+        """The public half of the signing key, as a signed-note verifier."""
         return self._signer.verifier
 
     @property
     def vkey(self) -> str:
+        """The verifier key in its text form (``name+keyid+base64``), the trust root to share."""
         return self._signer.verifier.text
 
     @property
@@ -92,6 +95,7 @@ def _dir(folder: Path) -> Path:
 
 
 def key_files_exist(folder: Path) -> bool:
+    """Whether any key file is in ``folder``: a half-written key set is not a new one."""
     d = _dir(folder)
     return any((d / name).exists() for name in (_SKEY, _VKEY, _SECRET))
 
@@ -215,6 +219,7 @@ def begin_rotation(folder: Path, name: str) -> NoteSigner:
 
 
 def pending_rotation(folder: Path) -> NoteSigner | None:
+    """The next key of a rotation begun but not finished, or None."""
     path = _dir(folder) / _NEXT
     if not path.exists():
         return None
@@ -250,6 +255,7 @@ def _move(source: Path, target: Path) -> None:
 
 
 def discard_rotation(folder: Path) -> None:
+    """Drop the next key of an unfinished rotation (the log never named it)."""
     (_dir(folder) / _NEXT).unlink(missing_ok=True)
 
 

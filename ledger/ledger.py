@@ -88,10 +88,12 @@ class Ledger:
 
     @property
     def signer(self) -> NoteSigner:
+        """The key the store signs new entries with."""
         return self.store.signer
 
     @property
     def trust_root(self) -> VerifierKey:
+        """The key whose history reads are checked against; a read-only ledger has none."""
         if self._trust_root is None:
             raise InvalidRequest("this read-only ledger has no trust root; pass `trust`")
         return self._trust_root
@@ -102,6 +104,7 @@ class Ledger:
             self._timer = asyncio.create_task(self._checkpoint_timer(self.policy.interval))
 
     async def close(self) -> None:
+        """Stop the checkpoint timer, then close the store (queued commits finish first)."""
         if self._timer is not None:
             self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -140,15 +143,19 @@ class Ledger:
     # -- reading --------------------------------------------------------------
 
     async def head(self) -> Head:
+        """The log's size and last leaf hash, as of the last commit."""
         return await self.store.head()
 
     async def size(self) -> int:
+        """How many entries the log holds, as of the last commit."""
         return (await self.store.head()).size
 
     async def read(self, seq: int) -> Record:
+        """The entry at ``seq`` with its payload and signature; NotFound past the end."""
         return await self.store.read(seq)
 
     def scan(self, start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
+        """The entries from ``start`` up to ``stop`` (the end when None), in order."""
         return self.store.scan(start, stop)
 
     async def mentioning(self, ref: str) -> list[int]:
@@ -191,13 +198,16 @@ class Ledger:
         return (await self.store.run(command)).note
 
     async def latest_checkpoint(self) -> StoredCheckpoint | None:
+        """The newest signed checkpoint, or None before the first one."""
         stored = await self.store.checkpoints()
         return stored[-1] if stored else None
 
     async def checkpoints(self) -> list[StoredCheckpoint]:
+        """Every signed checkpoint, oldest first."""
         return await self.store.checkpoints()
 
     async def root(self, size: int | None = None) -> bytes:
+        """The Merkle root of the first ``size`` entries (the whole log when None)."""
         n = await self._size_arg(size, "size")
         return await self.store.tree_read(lambda read: tree_hash(n, read))
 

@@ -227,11 +227,13 @@ class NoteSigner:
 
     @property
     def verifier(self) -> VerifierKey:
+        """The public key that checks this signer's notes."""
         public_key = bytes(self.signing_key.verify_key)
         return VerifierKey(name=self.name, key_id=self.key_id, public_key=public_key)
 
     @property
     def seed(self) -> bytes:
+        """The 32-byte Ed25519 seed; secret, written only to the key file."""
         return bytes(self.signing_key)
 
     def sign(self, message: bytes) -> bytes:

@@ -119,9 +119,11 @@ class WriteTxn(Protocol):
         """Stored Merkle hashes by index, as of this transaction (a ``HashReader``)."""
         ...
 
-    def latest_checkpoint(self) -> StoredCheckpoint | None: ...
+    def latest_checkpoint(self) -> StoredCheckpoint | None:
+        """The newest stored checkpoint as this transaction sees it, or None."""
 
-    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None: ...
+    def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        """Keep a signed checkpoint; it commits with the transaction."""
 
     def now(self) -> str:
         """The store clock's time, formatted as entries carry it."""
@@ -138,7 +140,8 @@ class LogStore(Protocol):
         """Run ``command`` in the writer; return once its transaction is durable."""
         ...
 
-    async def head(self) -> Head: ...
+    async def head(self) -> Head:
+        """The log's size and last leaf hash, as of the last commit."""
 
     async def read(self, seq: int) -> Record:
         """One record; :class:`NotFound` when ``seq`` is not in the log."""
@@ -156,9 +159,11 @@ class LogStore(Protocol):
         """Run ``work`` with a synchronous reader of stored tree hashes, on one snapshot."""
         ...
 
-    async def tree_range(self, start: int, stop: int) -> list[bytes]: ...
+    async def tree_range(self, start: int, stop: int) -> list[bytes]:
+        """The stored Merkle hashes at indexes ``start`` to ``stop`` (for proofs)."""
 
-    async def checkpoints(self) -> list[StoredCheckpoint]: ...
+    async def checkpoints(self) -> list[StoredCheckpoint]:
+        """Every stored checkpoint, oldest first."""
 
     async def payloads_present(self, seqs: Sequence[int]) -> list[int]:
         """Which of ``seqs`` still have a stored payload."""
@@ -172,7 +177,8 @@ class LogStore(Protocol):
         """Rows that belong to no entry of the log of ``size`` entries."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Stop the writer after the queued commits and close the connections."""
 
 
 class Snapshots(Protocol):
@@ -182,9 +188,11 @@ class Snapshots(Protocol):
         """``fn(execute)`` on a reader thread, inside one read transaction."""
         ...
 
-    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one read on a snapshot of the committed state; the rows it returns."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release the snapshot connections."""
 
 
 class SqlStore(LogStore, Protocol):
@@ -196,12 +204,15 @@ class SqlStore(LogStore, Protocol):
     """
 
     @property
-    def dialect(self) -> str: ...
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgres"``: which SQL the engine's projections speak."""
 
     @property
-    def signer(self) -> NoteSigner: ...
+    def signer(self) -> NoteSigner:
+        """The key that signs new entries (the current key after a rotation)."""
 
-    def use_signer(self, signer: NoteSigner) -> None: ...
+    def use_signer(self, signer: NoteSigner) -> None:
+        """Sign with ``signer`` from now on: how a key rotation takes effect."""
 
     def set_key_source(self, source: Callable[[str], NoteSigner | None]) -> None:
         """Where a process finds the key another process rotated the log to."""
@@ -215,7 +226,8 @@ class SqlStore(LogStore, Protocol):
         """``hook(txn)`` after each group's commands, inside its transaction."""
         ...
 
-    async def open(self) -> None: ...
+    async def open(self) -> None:
+        """Create or check the schema and start the writer; call once before any use."""
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """A read-only query (one statement, the store's reader connection)."""

@@ -89,6 +89,7 @@ class InclusionProof(msgspec.Struct, frozen=True, kw_only=True):
     hashes: tuple[bytes, ...]
 
     def verify(self) -> None:
+        """Raise VerificationError unless the entry's leaf is in the tree of ``root``."""
         verify_inclusion(self.seq, self.size, self.leaf_hash, self.hashes, self.root)
 
 
@@ -102,6 +103,7 @@ class ConsistencyProof(msgspec.Struct, frozen=True, kw_only=True):
     hashes: tuple[bytes, ...]
 
     def verify(self) -> None:
+        """Raise VerificationError unless the old tree is a prefix of the new one."""
         verify_consistency(self.old_size, self.new_size, self.old_root, self.new_root, self.hashes)
 
     def text(self) -> str:

@@ -89,6 +89,7 @@ class VerifySummary(msgspec.Struct, frozen=True, kw_only=True):
     checkpoints: int = 0
 
     def line(self) -> str:
+        """The one line ``memseal verify`` prints on success."""
         head = self.head[:16] if self.head else "-"
         return (
             f"ok: {self.size} entries verified, head {head}, root {self.root.hex()[:16]}, "
@@ -269,6 +270,7 @@ class LedgerVerifier:
 
     @property
     def size(self) -> int:
+        """How many entries have been fed and checked so far."""
         return self._next
 
     @property
@@ -420,6 +422,11 @@ class LedgerVerifier:
         self._checked += 1
 
     def finish(self) -> VerifySummary:
+        """End the check after the last entry and return its summary.
+
+        Raises if a checkpoint was signed for more entries than the log has (a
+        truncation) or a payload is missing with no signed entry redacting it.
+        """
         self._collect()
         if self._checkpoints:
             size = self._checkpoints[0][0]

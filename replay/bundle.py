@@ -161,9 +161,11 @@ class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def run_id(self) -> str:
+        """The id of the run the bundle holds."""
         return self.bundle.run_id
 
     def line(self) -> str:
+        """The one line ``memseal verify`` prints for a verified bundle."""
         return (
             f"ok: bundle of run {self.run_id!r}: {len(self.entries)} entries verified against "
             f"checkpoint {self.size} (root {self.root.hex()[:16]}), {len(self.calls)} call(s), "

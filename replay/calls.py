@@ -61,6 +61,8 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class ToolCallPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The erasable part of a tool call: arguments and the result's texts."""
+
     arguments: Any  # null for a failed call (see the module docstring)
     texts: dict[str, list[str]]
     # A failed call: [salt hex, blake3(salt + canonical arguments) hex].
@@ -68,6 +70,8 @@ class ToolCallPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 
 class RunStarted(msgspec.Struct, frozen=True, kw_only=True):
+    """The signed body of a ``run_started`` entry: a run's id, mode and the scope it runs in."""
+
     run_id: str
     mode: str
     place: str
@@ -94,8 +98,10 @@ _payload = msgspec.json.Decoder(ToolCallPayload)
 
 
 def decode_tool_call(body: bytes) -> ToolCall:
+    """Decode a ``tool_call`` entry body strictly."""
     return _call.decode(body)
 
 
 def decode_tool_call_payload(payload: bytes) -> ToolCallPayload:
+    """Decode a ``tool_call`` payload strictly (unknown fields refused)."""
     return _payload.decode(payload)

@@ -63,6 +63,7 @@ class ScopeIdentity(msgspec.Struct, frozen=True, kw_only=True):
 
     @classmethod
     def of(cls, scope: ToolScope) -> ScopeIdentity:
+        """The parts of ``scope`` that a call's fingerprint covers."""
         reach = scope.reach
         return cls(
             place=scope.place,
@@ -98,6 +99,7 @@ class ScopeIdentity(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def memo_key(run_id: str, step: int) -> str:
+    """The memo key of a run's step: the same run and step always map to the same key."""
     return blake3.blake3(_encoder.encode([MEMO_CONTEXT, run_id, step])).hexdigest()
 
 
@@ -107,11 +109,13 @@ def _derive(secret: bytes, context: str) -> bytes:
 
 
 def fingerprint(secret: bytes, tool: str, arguments: Any, scope: ScopeIdentity) -> str:
+    """A keyed hash of a call (tool, arguments, scope): a replay must send the same one."""
     key = _derive(secret, "replay fingerprint v1")
     data = _encoder.encode([tool, arguments, *scope.as_list()])
     return blake3.blake3(data, key=key).hexdigest()
 
 
 def input_hash(secret: bytes, arguments: Any) -> str:
+    """A keyed hash of a call's arguments, kept signed after the arguments are erased."""
     key = _derive(secret, "replay input hash v1")
     return blake3.blake3(_encoder.encode(arguments), key=key).hexdigest()

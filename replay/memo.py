@@ -88,6 +88,8 @@ HOST = socket.gethostname()
 
 
 class MemoRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A row of the memo table: which entry recorded a run's step."""
+
     run_id: str
     step: int
     memo_key: str
@@ -95,6 +97,8 @@ class MemoRow(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """Who holds a run's lease, and since which entry."""
+
     holder: str
     started_seq: int | None  # None: the run existed before this lease
     new: bool
@@ -123,6 +127,7 @@ def held_here(holder: str, owner: str) -> None:
 
 
 def let_go_here(holder: str) -> None:
+    """Forget that an open run of this process holds ``holder``'s lease (it closed)."""
     _HELD_HERE.pop(holder, None)
 
 
@@ -186,6 +191,7 @@ def check_holder(txn: WriteTxn, run_id: str, holder: str) -> None:
 
 
 def renew(txn: WriteTxn, run_id: str, holder: str, ttl: float) -> bool:
+    """Extend ``holder``'s lease on the run by ``ttl`` seconds; False if it no longer holds it."""
     rows = txn.execute(
         "UPDATE runs SET lease_until = ? WHERE run_id = ? AND holder = ? RETURNING run_id",
         (time.time() + ttl, run_id, holder),
@@ -194,6 +200,7 @@ def renew(txn: WriteTxn, run_id: str, holder: str, ttl: float) -> bool:
 
 
 def release(txn: WriteTxn, run_id: str, holder: str) -> None:
+    """Give up ``holder``'s lease on the run, so another process may resume it."""
     txn.execute(
         "UPDATE runs SET holder = NULL, lease_until = 0 WHERE run_id = ? AND holder = ?",
         (run_id, holder),
@@ -201,6 +208,7 @@ def release(txn: WriteTxn, run_id: str, holder: str) -> None:
 
 
 def put_memo(txn: WriteTxn, row: MemoRow) -> None:
+    """Record that a run's step is answered by the entry in ``row``."""
     txn.execute(
         "INSERT INTO memos (run_id, step, memo_key, seq) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (run_id, step) DO UPDATE SET memo_key = excluded.memo_key, seq = excluded.seq",

@@ -64,6 +64,8 @@ __all__ = ["Reconciled", "Verified", "check_memo", "reconcile_memos", "verify_de
 
 
 class Verified(msgspec.Struct, frozen=True, kw_only=True):
+    """A memo whose entry was checked: its seq, its tool call and its arguments."""
+
     seq: int
     call: ToolCall
     arguments: Any  # None when erased by a forget
@@ -78,6 +80,7 @@ async def check_memo(
     run_id: str,
     step: int,
 ) -> Verified:
+    """Check a memo's entry (key, position, signature, hashes) before replaying it."""
     expected = memo_key(run_id, step)
     # 1. position
     if row.memo_key != expected or row.run_id != run_id or row.step != step:

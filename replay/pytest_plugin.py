@@ -31,6 +31,7 @@ __all__ = ["BundleItem", "memseal_session"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--memseal-sessions`` (a folder of bundles) and ``--memseal-trust``."""
     group = parser.getgroup("memseal", "memseal session bundles")
     group.addoption(
         "--memseal-sessions",
@@ -59,6 +60,7 @@ class BundleItem(pytest.Item):
         self.trust = trust
 
     def runtest(self) -> None:
+        """Verify the bundle and re-execute its run; a changed step fails the test."""
         bundle = decode_bundle_or_fail(self.bundle)
         try:
             verified = verify_bundle(bundle, self.trust or (bundle.keys[0] if bundle.keys else ""))
@@ -71,15 +73,18 @@ class BundleItem(pytest.Item):
             raise BundleFailure(report.text())
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """A bundle failure as its one-line message, not a traceback."""
         if isinstance(excinfo.value, BundleFailure):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
+        """Where pytest reports the item: the bundle file."""
         return self.bundle, None, f"memseal session {self.bundle.name}"
 
 
 def decode_bundle_or_fail(path: Path) -> Any:
+    """Decode the bundle at ``path``, failing the test with a clear line if it cannot."""
     try:
         return decode_bundle(path.read_bytes())
     except VerificationError as exc:
@@ -89,6 +94,7 @@ def decode_bundle_or_fail(path: Path) -> Any:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    """Add one test item per ``*.bundle`` in ``--memseal-sessions``."""
     folder = config.getoption("--memseal-sessions")
     if folder is None:
         return

@@ -78,6 +78,8 @@ Mode = Literal["exact", "bundle"]
 
 
 class StepOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """How one recorded step fared when re-executed: same, changed or skipped."""
+
     step: int
     tool: str
     status: Literal["same", "changed", "skipped"]
@@ -86,6 +88,8 @@ class StepOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RegressReport(msgspec.Struct, kw_only=True):
+    """The outcome of re-executing a run's recorded calls, step by step."""
+
     run_id: str
     mode: Mode
     tolerance: float
@@ -95,9 +99,11 @@ class RegressReport(msgspec.Struct, kw_only=True):
 
     @property
     def changed(self) -> list[StepOutcome]:
+        """The steps whose result differs from the recorded one."""
         return [s for s in self.steps if s.status == "changed"]
 
     def text(self) -> str:
+        """The report as text for the CLI: how it ran, then each changed step."""
         how = (
             "exact: each call ran at the tree size it observed, against the data folder's log"
             if self.mode == "exact"

@@ -49,9 +49,11 @@ class ReplayRun:
 
     @property
     def steps_issued(self) -> int:
+        """How many steps the replayed program has called so far."""
         return self._next
 
     def specs(self) -> list[Any]:
+        """The specs of the tools the replayed run offers (read tools only, unless it writes)."""
         return [spec_for(name) for name in self._names]
 
     def toolset(self) -> AsyncToolset:
@@ -104,6 +106,7 @@ class ReplayRun:
         return result
 
     def check_consumed(self) -> None:
+        """Raise ReplayDivergence if any recorded step was never replayed."""
         unconsumed = [c.call.step for c in self._calls if c.call.step not in self._consumed]
         if unconsumed:
             raise ReplayDivergence(
@@ -131,6 +134,7 @@ class Replayer:
 
     @property
     def run_id(self) -> str:
+        """The id of the recorded run being replayed."""
         return self.verified.run_id
 
     async def run(self, agent: Callable[[ReplayRun], Awaitable[T]]) -> T:

@@ -76,6 +76,7 @@ class Split(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def split(result: Any) -> Split:
+    """Split a result into its signed skeleton and its erasable, salted texts."""
     texts: dict[str, list[str]] = {}
 
     def walk(value: Any, structural: bool) -> Any:

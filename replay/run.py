@@ -105,10 +105,12 @@ class Prepared(Protocol):
     """One validated tool call (the tools layer's two-phase API)."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The tool the prepared call runs."""
 
     @property
-    def side_effects(self) -> bool: ...
+    def side_effects(self) -> bool:
+        """Whether the call writes (and so runs in the writer's transaction)."""
 
     @property
     def result(self) -> Any:
@@ -135,9 +137,13 @@ class Prepared(Protocol):
 
 
 class Preparer(Protocol):
-    def specs(self) -> Sequence[Any]: ...
+    """What a run records through: tools that prepare a call before it commits."""
 
-    async def prepare(self, name: str, arguments: Mapping[str, Any]) -> Prepared: ...
+    def specs(self) -> Sequence[Any]:
+        """The specs of the tools offered."""
+
+    async def prepare(self, name: str, arguments: Mapping[str, Any]) -> Prepared:
+        """Validate a call and run its read, or plan its write as a command."""
 
 
 class Change(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,6 +155,7 @@ class Change(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def new_run_id() -> str:
+    """A fresh random run id."""
     return f"run-{secrets.token_hex(8)}"
 
 

@@ -233,6 +233,8 @@ IdsArg = Annotated[
 
 
 class RecallArgs(msgspec.Struct, **_STRUCT):
+    """The strict arguments of ``memory_recall``: a question answered from cited memory."""
+
     question: Annotated[
         str,
         Meta(
@@ -280,6 +282,8 @@ ModeArg = Annotated[
 
 
 class FetchArgs(msgspec.Struct, **_STRUCT):
+    """The strict arguments of ``memory_fetch``: a search query, its mode and filters."""
+
     query: Annotated[
         str,
         Meta(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search memory for."),
@@ -293,6 +297,8 @@ class FetchArgs(msgspec.Struct, **_STRUCT):
 
 
 class ListArgs(msgspec.Struct, **_STRUCT):
+    """The strict arguments of ``memory_list``: a filter and a page of newest items."""
+
     filter: FilterArg | UnsetType = UNSET
     limit: LimitArg | UnsetType = UNSET
     cursor: CursorArg | UnsetType = UNSET
@@ -300,11 +306,15 @@ class ListArgs(msgspec.Struct, **_STRUCT):
 
 
 class GetArgs(msgspec.Struct, **_STRUCT):
+    """The strict arguments of ``memory_get``: items by id."""
+
     ids: IdsArg
     min_trust: MinTrustArg | UnsetType = UNSET
 
 
 class ExploreArgs(msgspec.Struct, **_STRUCT):
+    """The strict arguments of ``memory_explore``: counts per value of one facet."""
+
     facet: Annotated[
         Facet,
         Meta(description="Which property to count the memory by."),
@@ -388,6 +398,8 @@ class StoreDocument(msgspec.Struct, **_STRUCT):
 
 
 class StoreTurn(msgspec.Struct, **_STRUCT):
+    """One turn of a conversation passed to ``memory_store``."""
+
     role: Annotated[
         str,
         Meta(
@@ -415,6 +427,8 @@ class StoreConversation(msgspec.Struct, **_STRUCT):
 
 
 class StoreArgs(msgspec.Struct, **_STRUCT):
+    """The strict arguments of ``memory_store``: a learning, document or conversation, tagged."""
+
     learning: (
         Annotated[
             StoreLearning,
@@ -438,6 +452,8 @@ class StoreArgs(msgspec.Struct, **_STRUCT):
 
 
 class ForgetArgs(msgspec.Struct, **_STRUCT):
+    """The strict arguments of ``memory_forget``: the items to erase, by id or filter."""
+
     ids: (
         Annotated[
             list[Annotated[str, Meta(pattern=r"^[\x21-\x7e]{1,128}$")]],

@@ -56,6 +56,7 @@ class Traits(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def read_only(self) -> bool:
+        """Whether the tool only reads (no side effects, so no approval is needed)."""
         return not self.side_effects
 
 
@@ -85,4 +86,5 @@ TRAITS: Final[dict[str, Traits]] = {
 
 
 def is_tool_name(value: object) -> bool:
+    """Whether ``value`` names one of the seven memory tools."""
     return isinstance(value, str) and value in TRAITS

@@ -143,10 +143,12 @@ class ScopedTools(Protocol):
     tools ``memory.tools(scope)`` hands a host."""
 
     @property
-    def engine(self) -> Engine: ...
+    def engine(self) -> Engine:
+        """The engine the brief reads items from."""
 
     @property
-    def scope(self) -> ToolScope: ...
+    def scope(self) -> ToolScope:
+        """The scope whose reach and default trust the brief keeps to."""
 
 
 async def compile(

@@ -174,14 +174,17 @@ class MemoryTools:
 
     @property
     def engine(self) -> Engine:
+        """The engine these tools run over."""
         return self._engine
 
     @property
     def scope(self) -> ToolScope:
+        """The host-fixed scope every call of these tools runs in."""
         return self._scope
 
     @property
     def zone(self) -> tzinfo | None:
+        """The host's time zone for ``refers_to`` dates (None: the engine's)."""
         return self._zone
 
     @property
@@ -192,6 +195,7 @@ class MemoryTools:
     # -- builders -----------------------------------------------------------------------------
 
     def with_scope(self, scope: ToolScope) -> MemoryTools:
+        """The same tools over the same engine, for another scope."""
         return MemoryTools(self._engine, scope, zone=self._zone)
 
     def placed_at(self, place: Namespace | str) -> MemoryTools:

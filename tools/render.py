@@ -138,6 +138,7 @@ def _hits(hits: Sequence[Hit]) -> list[dict[str, Any]]:
 
 
 def render_fetched(fetched: Fetched) -> dict[str, Any]:
+    """A fetch result as the JSON a model receives."""
     out: dict[str, Any] = {
         "hits": _hits(fetched.hits),
         "mode": fetched.mode,
@@ -149,6 +150,7 @@ def render_fetched(fetched: Fetched) -> dict[str, Any]:
 
 
 def render_page(page: Page) -> dict[str, Any]:
+    """A listing page as the JSON a model receives, with its next cursor."""
     out: dict[str, Any] = {"items": _items(page.items)}
     if page.next_cursor is not None:
         out["next_cursor"] = page.next_cursor
@@ -156,6 +158,7 @@ def render_page(page: Page) -> dict[str, Any]:
 
 
 def render_got(got: Got) -> dict[str, Any]:
+    """A ``memory_get`` result as the JSON a model receives."""
     return {
         "items": _items(got.items),
         "missing": list(got.missing),
@@ -164,6 +167,7 @@ def render_got(got: Got) -> dict[str, Any]:
 
 
 def render_recollection(recollection: Recollection) -> dict[str, Any]:
+    """A recall's answer and citations as the JSON a model receives."""
     citations = [
         {
             "ref": c.ref,
@@ -179,6 +183,7 @@ def render_recollection(recollection: Recollection) -> dict[str, Any]:
 
 
 def render_exploration(exploration: Exploration) -> dict[str, Any]:
+    """A facet's buckets as the JSON a model receives."""
     return {
         "facet": exploration.facet,
         "buckets": [{"value": b.value, "count": b.count} for b in exploration.buckets],
@@ -190,8 +195,10 @@ def render_exploration(exploration: Exploration) -> dict[str, Any]:
 
 
 def render_stored(stored: Stored) -> dict[str, Any]:
+    """A store result as JSON: the item's id and whether it was already kept."""
     return {"id": stored.id, "replayed": stored.replayed}
 
 
 def render_forgotten(forgotten: Forgotten) -> dict[str, Any]:
+    """A forget result as JSON: the ids erased and the ids skipped."""
     return {"forgotten": list(forgotten.forgotten), "skipped": list(forgotten.skipped)}

@@ -151,7 +151,7 @@ async def test_fetch_pages_see_only_what_the_first_page_saw(engine: Engine) -> N
     assert first.next_cursor is not None
     await _store(engine, "apple pie apple pie apple pie newest")
     seen = [h.item.text for h in first.hits]
-    cursor = first.next_cursor
+    cursor: str | None = first.next_cursor
     while cursor is not None:
         page = await engine.fetch("apple pie", mode="exact", limit=2, cursor=cursor)
         seen += [h.item.text for h in page.hits]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -23,7 +24,7 @@ from memseal.engine import (
 PLACE = "team:acme/agent:writer"
 
 
-async def _entry(engine: Engine, seq: int) -> tuple[dict[str, object], dict[str, object] | None]:
+async def _entry(engine: Engine, seq: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
     record = await engine.ledger.read(seq)
     body = json.loads(bytes(record.entry().body))
     payload = None if record.payload is None else json.loads(record.payload)

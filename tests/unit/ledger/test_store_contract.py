@@ -11,7 +11,7 @@ import hashlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -47,7 +47,7 @@ async def _open(adapter: str, where: Path) -> SqliteLogStore:
         store = SqliteLogStore(where / "ledger.db", SIGNER)
     store.add_schema("CREATE TABLE IF NOT EXISTS side (seq INTEGER PRIMARY KEY, note TEXT)")
     await store.open()
-    return store
+    return cast(SqliteLogStore, store)
 
 
 async def _drop_schemas(schemas: list[str]) -> None:
@@ -90,7 +90,7 @@ async def append(store: LogStore, n: int = 1, payload: bool = True) -> list[Appe
     out = []
     for i in range(n):
         draft = make_draft("note", {"i": i}, {"text": f"t{i}"} if payload else None)
-        out.append(await store.run(lambda txn, d=draft: txn.append(d)))
+        out.append(await store.run(lambda txn, d=draft: txn.append(d)))  # type: ignore[misc]
     return out
 
 
@@ -206,7 +206,10 @@ async def test_close_drains_commands_already_submitted(tmp_path: Path) -> None:
     for adapter in ADAPTERS:
         opened = await _open(adapter, tmp_path)
         drafts = [make_draft("note", {"i": i}) for i in range(20)]
-        tasks = [asyncio.ensure_future(opened.run(lambda t, d=d: t.append(d))) for d in drafts]
+        tasks = [
+            asyncio.ensure_future(opened.run(lambda t, d=d: t.append(d)))  # type: ignore[misc]
+            for d in drafts
+        ]
         await asyncio.sleep(0)
         await opened.close()
         done = await asyncio.gather(*tasks)

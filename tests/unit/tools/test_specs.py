@@ -70,7 +70,7 @@ def test_the_schema_is_the_decoding_type() -> None:
 
 
 def test_the_seed_arguments_and_limits() -> None:
-    props = {name: spec_for(name).parameters["properties"] for name in TOOL_NAMES}
+    props: dict[str, Any] = {name: spec_for(name).parameters["properties"] for name in TOOL_NAMES}
     assert list(props["memory_recall"]) == [
         "question",
         "filter",

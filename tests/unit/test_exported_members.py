@@ -1,0 +1,273 @@
+"""The public surface of memseal and its four layers, pinned.
+
+Each layer package re-exports its public names from ``__init__.py`` and lists
+them in ``__all__``. This pins those lists, so adding, dropping or renaming a
+public name is a deliberate edit here and not a side effect of a refactor
+(the same check httpx keeps in ``tests/test_exported_members.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import pytest
+
+PINNED: dict[str, list[str]] = {
+    "memseal": [
+        "Conflict",
+        "InvalidRequest",
+        "KeyFileError",
+        "Memory",
+        "MemsealError",
+        "Namespace",
+        "NotFound",
+        "ProvenanceError",
+        "Reach",
+        "RecordedCall",
+        "RecordedTools",
+        "ReplayDivergence",
+        "Run",
+        "StorageError",
+        "SyncMemory",
+        "ToolScope",
+        "Unsupported",
+        "VerificationError",
+        "open",
+        "open_sync",
+    ],
+    "memseal.ledger": [
+        "EMPTY_ROOT",
+        "GENESIS_PREV",
+        "KEY_ROTATED",
+        "MAX_PAYLOAD_BYTES",
+        "Appended",
+        "Checkpoint",
+        "CheckpointPolicy",
+        "Conflict",
+        "ConsistencyProof",
+        "DatabaseUrl",
+        "Draft",
+        "Entry",
+        "Execute",
+        "Head",
+        "InclusionProof",
+        "InvalidRequest",
+        "KeyChain",
+        "KeyFileError",
+        "Keys",
+        "Ledger",
+        "LedgerVerifier",
+        "LogClient",
+        "LogStore",
+        "MemsealError",
+        "NotFound",
+        "Note",
+        "NoteSigner",
+        "PostgresLogStore",
+        "ProvenanceError",
+        "Record",
+        "ReplayDivergence",
+        "Snapshots",
+        "SqlStore",
+        "SqliteLogStore",
+        "StorageError",
+        "TlogProof",
+        "Unsupported",
+        "VerificationError",
+        "VerifierKey",
+        "VerifySummary",
+        "WriteTxn",
+        "canonical_json",
+        "check_format",
+        "check_payload",
+        "create_keys",
+        "decode_entry",
+        "encode_entry",
+        "format_checkpoint",
+        "format_time",
+        "format_tlog_proof",
+        "hide_password",
+        "is_database_url",
+        "key_files_exist",
+        "key_history",
+        "leaf_hash",
+        "load_keys",
+        "make_draft",
+        "open_checkpoint",
+        "open_note",
+        "parse_checkpoint",
+        "parse_database_url",
+        "parse_tlog_proof",
+        "parse_vkey",
+        "payload_hash",
+        "secure_folder",
+        "sign_note",
+        "signature_verifies",
+        "signing_message",
+        "split_note",
+        "verify_consistency",
+        "verify_inclusion",
+    ],
+    "memseal.engine": [
+        "ENGINE_KINDS",
+        "FACETS",
+        "ITEM_KINDS",
+        "LEARNING_KINDS",
+        "RANK_CAP",
+        "TRUST_LEVELS",
+        "Answerer",
+        "Bucket",
+        "Citation",
+        "Clock",
+        "Content",
+        "Conversation",
+        "DateRange",
+        "Document",
+        "Embedder",
+        "Engine",
+        "Exploration",
+        "ExtractiveAnswerer",
+        "Fetched",
+        "Filter",
+        "Forgotten",
+        "Got",
+        "HashingEmbedder",
+        "Hit",
+        "Item",
+        "ItemKind",
+        "Keyring",
+        "Learning",
+        "MemoryForgotten",
+        "MemoryStored",
+        "Meta",
+        "Mode",
+        "Namespace",
+        "NewItem",
+        "Page",
+        "Progress",
+        "ProjectionCheck",
+        "Reach",
+        "RebuildReport",
+        "Recollection",
+        "Source",
+        "Stored",
+        "StoredPayload",
+        "Trust",
+        "TrustChange",
+        "TrustChanged",
+        "TrustPayload",
+        "Turn",
+        "Verdict",
+        "check_projections",
+        "default_embedder",
+        "state_hash",
+    ],
+    "memseal.tools": [
+        "DEFAULT_BRIEFS",
+        "FORBIDDEN_KEYS",
+        "MAX_ARGUMENT_BYTES",
+        "MODEL_ERRORS",
+        "READ_TOOLS",
+        "TOOL_NAMES",
+        "TRAITS",
+        "WRITE_TOOLS",
+        "AsyncTool",
+        "AsyncToolset",
+        "Brief",
+        "ContextSpec",
+        "MemoryTools",
+        "Outcome",
+        "PreparedCall",
+        "Refusal",
+        "Runner",
+        "Tool",
+        "ToolName",
+        "ToolScope",
+        "ToolSource",
+        "ToolSpec",
+        "Toolset",
+        "Traits",
+        "arguments_type",
+        "as_plain",
+        "cited_ids",
+        "has_side_effects",
+        "mcp_server",
+        "parameters_for",
+        "refusal_before_approval",
+        "runner_for",
+        "spec_for",
+        "to_text",
+    ],
+    "memseal.replay": [
+        "BUNDLE_FORMAT",
+        "MODES",
+        "RUN_FORKED",
+        "RUN_STARTED",
+        "TOOL_CALL",
+        "Bundle",
+        "Change",
+        "Mode",
+        "Prepared",
+        "Preparer",
+        "RegressReport",
+        "ReplayRun",
+        "Replayer",
+        "Run",
+        "RunForked",
+        "RunStarted",
+        "ScopeIdentity",
+        "ToolCall",
+        "Verified",
+        "VerifiedBundle",
+        "check_memo",
+        "decode_bundle",
+        "encode_bundle",
+        "export_bundle",
+        "fingerprint",
+        "input_hash",
+        "memo_key",
+        "new_run_id",
+        "regress",
+        "split_result",
+        "verify_bundle",
+    ],
+}
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    # The order ruff's RUF022 keeps: CONSTANTS, then Classes, then functions.
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_all_matches_the_pinned_list(name: str) -> None:
+    module = importlib.import_module(name)
+    assert list(module.__all__) == PINNED[name]
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_all_is_sorted(name: str) -> None:
+    exported = list(importlib.import_module(name).__all__)
+    assert exported == sorted(exported, key=_isort_key)
+    assert len(set(exported)) == len(exported)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_every_name_in_all_exists(name: str) -> None:
+    module = importlib.import_module(name)
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_every_public_name_in_the_package_is_in_all(name: str) -> None:
+    # A name imported into __init__.py without joining __all__ is a public name
+    # nobody pinned; submodules and dunders are not part of the surface.
+    module = importlib.import_module(name)
+    public = {
+        n
+        for n, value in vars(module).items()
+        if not n.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert sorted(public - set(module.__all__)) == []

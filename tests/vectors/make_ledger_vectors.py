@@ -117,7 +117,7 @@ BASE: list[Append] = [
     ("memory_forgotten", {"items": ["itm-0003"]}, None, [], [4]),
     (
         "memory_tool_call",
-        {"tool": "memory_store", "run": "run-42", "step": 1},
+        {"tool": "memory_store", "cites": ["itm-0004"], "run": "run-42", "step": 1},
         {"args": {"learning": {"text": "ships with feature flags"}}, "result": {"id": "itm-0004"}},
         ["itm-0004"],
         [],
@@ -620,8 +620,8 @@ ATTACKS = [
         Build(
             rewrite={
                 6: replace_once(
-                    b'"body":{"run":"run-42","step":1,"tool":"memory_store"}',
-                    b'"body":{"tool":"memory_store","run":"run-42","step":1}',
+                    b'"body":{"cites":["itm-0004"],"run":"run-42","step":1,"tool":"memory_store"}',
+                    b'"body":{"tool":"memory_store","cites":["itm-0004"],"run":"run-42","step":1}',
                 )
             }
         ),
@@ -631,7 +631,7 @@ ATTACKS = [
         "Entry 6's body with a duplicated key (parsers disagree on which one wins), signed by "
         "the real key.",
         (6, "format"),
-        Build(rewrite={6: replace_once(b'"body":{"run":', b'"body":{"run":"run-1","run":')}),
+        Build(rewrite={6: replace_once(b',"run":', b',"run":"run-1","run":')}),
     ),
     Attack(
         "non-canonical-string-escape",

@@ -20,6 +20,7 @@ from memseal._bundle_update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key,
 from memseal._trust_arg import trust_text
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
+from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import key_history
 from memseal.memory import STORE_ENV, open
 from memseal.replay.bundle import (
@@ -93,7 +94,7 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 async def _export(args: argparse.Namespace) -> int:
     folder = Path(args.data)
     store = args.store or os.environ.get(STORE_ENV) or None
-    if store is None and not (folder / "ledger.db").is_file():
+    if store is None and not DataFolder(root=folder).has_database():
         print(f"memseal export: no ledger in {folder}", file=sys.stderr)
         return USAGE
     async with open(
@@ -147,7 +148,7 @@ async def _replay(args: argparse.Namespace) -> int:
         print(f"memseal replay: no bundle at {path}", file=sys.stderr)
         return USAGE
     against = None if args.against is None else Path(args.against)
-    if against is not None and not (against / "ledger.db").is_file():
+    if against is not None and not DataFolder(root=against).has_database():
         print(f"memseal replay: --against {against} holds no ledger", file=sys.stderr)
         return USAGE
     data = path.read_bytes()

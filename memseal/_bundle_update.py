@@ -39,6 +39,7 @@ import msgspec
 
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest
+from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
 from memseal.memory import open as open_memory
 from memseal.replay._reexec import (
@@ -110,7 +111,7 @@ async def update(
     folder_source: FolderSource | None = None
     secret: bytes | None = None
     if against is not None:
-        secret_path = against / "keys" / "instance.secret"
+        secret_path = DataFolder(root=against).instance_secret
         try:
             secret = secret_path.read_bytes()
         except OSError as exc:
@@ -129,9 +130,9 @@ async def update(
         with tempfile.TemporaryDirectory(prefix="memseal-update-") as tmp:
             data = Path(tmp) / "data"
             data.mkdir(mode=0o700)
-            shutil.copytree(key_folder / "keys", data / "keys")
+            shutil.copytree(DataFolder(root=key_folder).keys, DataFolder(root=data).keys)
             if secret is not None:
-                (data / "keys" / "instance.secret").write_bytes(secret)
+                DataFolder(root=data).instance_secret.write_bytes(secret)
             log = TempLog(data, b"", embedder)
             memory = await open_memory(
                 data,

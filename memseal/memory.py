@@ -34,6 +34,7 @@ from memseal.ledger.errors import (
     StorageError,
     VerificationError,
 )
+from memseal.ledger.folder import DATABASE
 from memseal.ledger.keys import (
     Keys,
     begin_rotation,
@@ -86,7 +87,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-DATABASE = "ledger.db"
 #: The environment variable naming the store when ``store=`` is not given.
 STORE_ENV = "MEMSEAL_STORE"
 #: The data folder (keys) for ``memseal.open(URL)``, which names only the database.

@@ -44,6 +44,7 @@ from memseal.ledger.errors import (
     NotFound,
     Unsupported,
 )
+from memseal.ledger.folder import DataFolder
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
@@ -235,7 +236,7 @@ async def regress(
     scope = run_scope(verified)
     folder_source: FolderSource | None = None
     if against is not None:
-        secret_path = against / "keys" / "instance.secret"
+        secret_path = DataFolder(root=against).instance_secret
         try:
             secret = secret_path.read_bytes()
         except OSError as exc:

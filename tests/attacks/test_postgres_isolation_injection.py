@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _scale import SCALE
 from integration.test_service_support import ServerThread
 from stores import ADAPTERS, drop_schemas, fresh_url
 
@@ -109,7 +110,7 @@ TOOLS = (
     "memory_store",
     "memory_forget",
 )
-FULL = os.environ.get("MEMSEAL_INJECTION_FULL") == "1"
+FULL = os.environ.get("MEMSEAL_INJECTION_FULL") == "1" or SCALE > 1
 META_FIELDS = ("workspace", "folder", "file_path", "repo", "url", "thread_id", "agent_id")
 
 

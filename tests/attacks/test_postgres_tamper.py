@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _scale import SCALE
 from stores import POSTGRES, drop_schemas, fresh_url
 
 import memseal
@@ -42,7 +43,7 @@ REDACTED_SEQ = 3  # its payload is erased by the forget at FORGET_SEQ
 FORGET_SEQ = 9
 NO_PAYLOAD = {4, 8, FORGET_SEQ}
 ATTACKER = NoteSigner.from_seed("attacker", bytes(range(7, 39)))
-SAMPLE = int(os.environ.get("MEMSEAL_TAMPER_SAMPLE", "20"))
+SAMPLE = int(os.environ.get("MEMSEAL_TAMPER_SAMPLE", str(20 * SCALE)))
 SEED = 24
 
 

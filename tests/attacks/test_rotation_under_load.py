@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _scale import SCALE
 
 import memseal
 from memseal.engine import Learning
@@ -22,7 +23,7 @@ from memseal.ledger import keys as key_files
 from memseal.ledger.errors import MemsealError
 
 PLACE = "user:rotation"
-ROTATIONS = 4
+ROTATIONS = 4 * SCALE
 WRITERS = 8
 
 

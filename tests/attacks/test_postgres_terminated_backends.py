@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from _scale import SCALE
 from stores import POSTGRES, drop_schemas, fresh_url
 
 import memseal
@@ -76,6 +77,9 @@ async def test_reads_and_writes_go_on_after_the_server_drops_the_connections(
         async with memory.run("r1", scope) as run:  # resumes: the memo read, then live
             await run.call("memory_fetch", {"query": "deploy"})
             await run.call("memory_store", {"learning": {"text": "written after the drop"}})
+        for round in range(SCALE):  # MEMSEAL_ATTACK_SCALE: more drops, each mid-session
+            await _drop_every_connection_but_mine()
+            await memory.engine.store(Learning(text=f"round {round} after a drop"), namespace=PLACE)
         await _drop_every_connection_but_mine()
         assert await memory.ledger.inclusion_proof(0, size)  # the Merkle reads' connection
         await _drop_every_connection_but_mine()

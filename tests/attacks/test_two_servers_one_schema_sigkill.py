@@ -37,8 +37,11 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 import pytest
+from _scale import SCALE
 from mcp import Client
 from stores import POSTGRES, drop_schemas, fresh_url
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 from test_mcp_service import _stdio, _text
 from test_service_faults import Serve, _client
 from test_service_support import free_port
@@ -137,15 +140,20 @@ async def _load_kill_and_check(folder: Path, store: str, a: Serve, b: Serve) -> 
         for n in range(2 * PER_PROCESS)
     ]
     try:
-        await _until("writes acknowledged by both", lambda: count("A") >= 20 and count("B") >= 20)
+        await _until(
+            "writes acknowledged by both",
+            lambda: count("A") >= 20 * SCALE and count("B") >= 20 * SCALE,
+        )
         # A's four clients have requests in flight: the kill lands mid-write.
         code = await asyncio.to_thread(a.stop, signal.SIGKILL)
         assert code == -signal.SIGKILL
         while_down = count("B")
-        await _until("B acknowledging while A is down", lambda: count("B") >= while_down + 20)
+        await _until(
+            "B acknowledging while A is down", lambda: count("B") >= while_down + 20 * SCALE
+        )
         after_kill = count("A")
         await asyncio.to_thread(a.start)
-        await _until("A serving again", lambda: count("A") >= after_kill + 20)
+        await _until("A serving again", lambda: count("A") >= after_kill + 20 * SCALE)
     finally:
         stop.set()
         errors = await asyncio.gather(*tasks)

@@ -103,7 +103,7 @@ async def _export(args: argparse.Namespace) -> int:
         rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
         bundle = await export_bundle(
             memory.ledger,
-            key_history(folder),
+            await memory.key_history(),
             args.run_id,
             embedders=sorted(str(r[0]) for r in rows),
         )

@@ -858,7 +858,6 @@ def _routes(app: FastAPI) -> None:
         who: Agent,
         run_id: Annotated[str, PathParam(min_length=1, max_length=200)],
     ) -> Response:
-        from memseal.ledger.keys import key_history
         from memseal.replay.bundle import encode_bundle, export_bundle
 
         service = _service(request)
@@ -866,7 +865,7 @@ def _routes(app: FastAPI) -> None:
             raise NotFound(f"no run {run_id!r} in this scope")
         memory = service.memory
         rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
-        keys = await asyncio.to_thread(key_history, memory.folder)
+        keys = await memory.key_history()
         bundle = await export_bundle(
             memory.ledger, keys, run_id, embedders=sorted(str(r[0]) for r in rows)
         )

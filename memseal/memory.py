@@ -150,6 +150,19 @@ class Memory:
         """
         return self.ledger.trust_root.text
 
+    async def key_history(self) -> list[VerifierKey]:
+        """The ledger's keys, oldest first, read from ``keys/history`` now and checked
+        against the signed chain of ``key_rotated`` entries.
+
+        Exports list these keys, and a long-running server exports long after it
+        opened (a rotation may have extended the file since): a file cut or edited
+        meanwhile is refused here, as at open, rather than handed to an auditor.
+        """
+        history = await asyncio.to_thread(key_history, self.folder)
+        await _check_first_key(self.ledger.store, history[0], self.folder)
+        await _check_key_chain(self.ledger.store, history, self.folder)
+        return history
+
     async def close(self) -> None:
         """Close the runs this memory opened (releasing their leases), then the stores."""
         self._closed = True

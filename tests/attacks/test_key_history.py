@@ -120,3 +120,29 @@ def test_trust_given_a_history_file_of_several_keys_says_so(
     assert "holds 3 keys" in err and "head -n 1" in err, err
     trust.write_text(lines[0] + "\n")  # the first line alone: the trust root
     assert main(["verify", str(folder), "--trust", str(trust)]) == 0
+
+
+def test_a_running_server_refuses_to_export_a_history_cut_after_it_opened(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    import asyncio
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
+    from test_service_support import ServerThread
+
+    folder = tmp_path / "data"
+    lines = asyncio.run(_rotated_twice(folder, store_url))
+    history = folder / "keys" / "history"
+    server = ServerThread(folder, store=store_url)
+    with server, server.client(server.token("agent", "team:keys/agent:x")) as client:
+        before = client.get("/v1/runs/r1/export")
+        assert before.status_code == 200, before.text
+        assert before.json()["keys"] == lines
+        history.write_text(lines[0] + "\n")  # cut while the server runs
+        cut = client.get("/v1/runs/r1/export")
+        assert cut.status_code == 503, cut.text
+        assert "history lists 1 key(s)" in cut.json()["error"]["message"]
+        history.write_text("\n".join(lines) + "\n")
+        again = client.get("/v1/runs/r1/export")
+        assert again.status_code == 200, again.text
+        assert again.json()["keys"] == lines

@@ -260,8 +260,7 @@ def _strict(node: Any) -> Any:
         properties = out.get("properties", {})
         required = set(out.get("required", ()))
         out["properties"] = {
-            name: prop if name in required else _nullable(prop)
-            for name, prop in properties.items()
+            name: prop if name in required else _nullable(prop) for name, prop in properties.items()
         }
         out["required"] = list(properties)
         out["additionalProperties"] = False

@@ -445,6 +445,14 @@ class Run:
         """The run's tools for OpenAI, Anthropic, LangChain or MCP: every call recorded here."""
         return AsyncToolset.of(self)
 
+    def refusal_before_approval(self, name: str, arguments: object = None) -> Any:
+        """The policy refusal a call to ``name`` meets in this run, or None; records nothing.
+
+        What an approval gate asks first: the run's tools' scope decides.
+        """
+        ask = getattr(self._tools, "refusal_before_approval", None)
+        return None if ask is None else ask(name, arguments)
+
     def call_at(
         self,
         step: int,

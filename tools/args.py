@@ -99,6 +99,7 @@ class RefersTo(msgspec.Struct, rename={"start": "from", "end": "to"}, **_STRUCT)
         Meta(
             pattern=r"^\d{4}-\d{2}-\d{2}$",
             description="First day, a local date like 2026-11-30.",
+            extra_json_schema={"format": "date"},
         ),
     ]
     end: Annotated[
@@ -106,6 +107,7 @@ class RefersTo(msgspec.Struct, rename={"start": "from", "end": "to"}, **_STRUCT)
         Meta(
             pattern=r"^\d{4}-\d{2}-\d{2}$",
             description="Last day (inclusive), a local date like 2026-11-30.",
+            extra_json_schema={"format": "date"},
         ),
     ]
 
@@ -173,6 +175,7 @@ class ModelFilter(msgspec.Struct, **_STRUCT):
                 max_length=40,
                 description="Only memory observed at or after this time (RFC 3339, "
                 "like 2026-11-30T09:00:00Z).",
+                extra_json_schema={"format": "date-time"},
             ),
         ]
         | UnsetType
@@ -183,6 +186,7 @@ class ModelFilter(msgspec.Struct, **_STRUCT):
             Meta(
                 max_length=40,
                 description="Only memory observed before this time (RFC 3339).",
+                extra_json_schema={"format": "date-time"},
             ),
         ]
         | UnsetType
@@ -470,7 +474,8 @@ class ForgetArgs(msgspec.Struct, **_STRUCT):
             ModelFilter,
             Meta(
                 description="Forget every memory matching this filter; it must set at least "
-                "one field."
+                "one field.",
+                extra_json_schema={"minProperties": 1},
             ),
         ]
         | UnsetType

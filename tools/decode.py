@@ -4,8 +4,10 @@
 one) for one tool and checks, in order:
 
 1. the arguments are a JSON object of plain JSON values (text keys, finite
-   numbers), nested at most :data:`MAX_DEPTH` deep and at most
-   :data:`MAX_ARGUMENT_BYTES` long as JSON;
+   numbers; an empty text is the empty object, and a member whose value is
+   null is left out, as OpenAI strict mode sends absent options), nested
+   at most :data:`MAX_DEPTH` deep and at most :data:`MAX_ARGUMENT_BYTES`
+   long as JSON;
 2. no object, at any depth, has a ``namespace`` or ``reach`` key: the host
    fixes those (scoping invariant 4), and this wins over any other fault;
 3. the object decodes into the tool's type (:mod:`memseal.tools.args`)
@@ -101,7 +103,8 @@ def _kind_of(value: object) -> str:
 def as_plain(tool: str, arguments: object) -> dict[str, Any]:
     """The arguments as a plain JSON object (dict, list, str, int, float, bool, None), checked.
 
-    Takes a mapping or the JSON text of an object (what model APIs return).
+    Takes a mapping or the JSON text of an object (what model APIs return);
+    empty text is ``{}``, and an object member set to null is dropped.
     Raises :class:`InvalidRequest` for anything that is not a JSON object
     of finite numbers and text keys, nested at most :data:`MAX_DEPTH` deep,
     at most :data:`MAX_ARGUMENT_BYTES` as JSON.
@@ -118,7 +121,8 @@ def as_plain(tool: str, arguments: object) -> dict[str, Any]:
                 f"`arguments` are {len(raw):,} bytes of JSON; the limit is {MAX_ARGUMENT_BYTES:,}",
             )
         try:
-            value: object = msgspec.json.decode(raw)
+            # OpenAI hands back "" for a call without arguments: that is an empty object.
+            value: object = msgspec.json.decode(raw) if raw.strip() else {}
         except (msgspec.DecodeError, UnicodeDecodeError) as exc:
             reason = str(exc).split(" - at ")[0].removeprefix("JSON is malformed: ")
             reason = reason[:1].lower() + reason[1:]
@@ -169,6 +173,10 @@ def _plain(tool: str, root: dict[Any, Any]) -> object:
                     continue
                 if key in FORBIDDEN_KEYS:
                     raise fail(tool, _forbidden(key, path))
+                if item is None:
+                    # No argument is nullable, and OpenAI strict mode sends every optional
+                    # one it leaves out as null: a null member is an absent one.
+                    continue
                 pairs.append((key, item))
         else:
             assert isinstance(source, list)

@@ -13,6 +13,18 @@ every runtime a host may hand it to:
 * every property must carry a description: generating a spec without one
   fails loudly, as a missing description is a model left guessing.
 
+The schema states every rule the server enforces that all runtimes take
+(limits, patterns, ``format`` on dates and times, forget's non-empty
+``filter``). Two rules are about which top-level arguments go together
+(memory_store takes exactly one of ``learning`` / ``document`` /
+``conversation``, memory_forget exactly one of ``ids`` / ``filter``), and
+OpenAI refuses ``oneOf`` / ``anyOf`` / ``allOf`` / ``not`` at the top of a
+function's parameters, so they are not in the shared schema:
+:func:`root_rules` gives them, as a top-level ``not`` (what Anthropic's
+``input_schema`` accepts, unlike a top-level ``oneOf``), for the runtimes
+that take them. :func:`openai_strict` rewrites a schema into the subset
+OpenAI strict mode accepts.
+
 The names and schemas are frozen in ``tests/fixtures/tool_contracts.json``.
 """
 
@@ -28,7 +40,15 @@ import msgspec
 from .args import DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT, arguments_type
 from .catalog import TOOL_NAMES
 
-__all__ = ["DESCRIPTIONS", "ToolSpec", "parameters_for", "schema_of", "spec_for"]
+__all__ = [
+    "DESCRIPTIONS",
+    "ToolSpec",
+    "openai_strict",
+    "parameters_for",
+    "root_rules",
+    "schema_of",
+    "spec_for",
+]
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -150,3 +170,112 @@ def spec_for(name: str, modes: Sequence[str] = ("exact", "semantic", "hybrid")) 
     return ToolSpec(
         name=name, description=DESCRIPTIONS[name], parameters=parameters_for(name, modes)
     )
+
+
+#: The arguments of which exactly one must be given, by tool (the server refuses the rest).
+_EXACTLY_ONE: Final[dict[str, tuple[str, ...]]] = {
+    "memory_store": ("learning", "document", "conversation"),
+    "memory_forget": ("ids", "filter"),
+}
+
+
+def root_rules(name: str) -> dict[str, Any]:
+    """Top-level keywords for tool ``name`` stating which arguments go together, or ``{}``.
+
+    "Exactly one of a, b, c" as a single ``not``: neither two of them at
+    once, nor none of them. Anthropic takes a top-level ``not`` (not a
+    ``oneOf``); OpenAI takes neither, so its shapes leave these out.
+    """
+    names = _EXACTLY_ONE.get(name)
+    if names is None:
+        return {}
+    pairs = [
+        {"required": [first, second]}
+        for index, first in enumerate(names)
+        for second in names[index + 1 :]
+    ]
+    none = {"not": {"anyOf": [{"required": [one]} for one in names]}}
+    return {"not": {"anyOf": [*pairs, none]}}
+
+
+#: The keywords OpenAI strict mode accepts; any other one makes it refuse the tool.
+_STRICT_KEYWORDS: Final = frozenset(
+    {
+        "type",
+        "description",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "anyOf",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    }
+)
+_STRICT_FORMATS: Final = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+
+
+def openai_strict(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` as OpenAI strict mode takes it.
+
+    Every object lists all its properties as required and is closed; an
+    optional property becomes a union with null (the dispatcher reads an
+    explicit null as absent, :mod:`memseal.tools.decode`). Keywords strict
+    mode refuses (``default``, ``minLength`` / ``maxLength``,
+    ``minProperties``, top-level rules) are dropped: the descriptions say
+    the same and the server still enforces every one.
+    """
+    out = _strict(schema)
+    assert isinstance(out, dict)
+    return out
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(item) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key not in _STRICT_KEYWORDS or (key == "format" and value not in _STRICT_FORMATS):
+            continue
+        if key == "properties":
+            out[key] = {name: _strict(prop) for name, prop in value.items()}
+        elif key in ("items", "anyOf"):
+            out[key] = _strict(value)
+        else:
+            out[key] = copy.deepcopy(value)
+    if out.get("type") == "object":
+        properties = out.get("properties", {})
+        required = set(out.get("required", ()))
+        out["properties"] = {
+            name: prop if name in required else _nullable(prop) for name, prop in properties.items()
+        }
+        out["required"] = list(properties)
+        out["additionalProperties"] = False
+    return out
+
+
+def _nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    kind = prop.get("type")
+    if isinstance(kind, str) and kind != "object":
+        widened = dict(prop, type=[kind, "null"])
+        if "enum" in widened:
+            widened["enum"] = [*widened["enum"], None]
+        return widened
+    inner = {key: value for key, value in prop.items() if key != "description"}
+    union: dict[str, Any] = {"anyOf": [inner, {"type": "null"}]}
+    if "description" in prop:
+        union["description"] = prop["description"]
+    return union

@@ -27,7 +27,7 @@ import copy
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol, TypeVar
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -36,7 +36,7 @@ from memseal.ledger.errors import InvalidRequest, NotFound, Unsupported
 from .catalog import TRAITS
 from .decode import MAX_DEPTH, fail
 from .render import to_text
-from .specs import ToolSpec
+from .specs import ToolSpec, openai_strict, root_rules
 
 __all__ = [
     "MODEL_ERRORS",
@@ -161,31 +161,55 @@ class _Definitions:
     def names(self) -> list[str]:
         return [tool.name for tool in self._tools()]
 
-    def to_openai(self) -> list[dict[str, Any]]:
-        """Chat Completions function tools: ``{"type": "function", "function": {...}}``.
+    def to_openai(
+        self, *, strict: bool = False, api: Literal["chat", "responses"] = "chat"
+    ) -> list[dict[str, Any]]:
+        """OpenAI function tools, for Chat Completions or (``api="responses"``) the Responses API.
+
+        Chat Completions takes ``{"type": "function", "function": {...}}``;
+        the Responses API takes the same fields flat, ``{"type": "function",
+        "name", ...}``. With ``strict=True`` the parameters are rewritten into
+        the subset strict mode accepts (every property required, the
+        optional ones nullable, every object closed;
+        :func:`~memseal.tools.specs.openai_strict`): the dispatcher reads a
+        null as an absent argument. OpenAI refuses top-level rules, so
+        "exactly one of" stays in the descriptions (the server enforces it).
 
         Definitions only: pair them with ``call()``, which also takes the
-        JSON text that API hands back as a call's arguments.
+        JSON text (or the empty text) that API hands back as a call's arguments.
         """
-        return [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": copy.deepcopy(tool.parameters),
-                },
+        if api not in ("chat", "responses"):
+            raise ValueError(f"`api` must be 'chat' or 'responses', not {api!r}")
+        out: list[dict[str, Any]] = []
+        for tool in self._tools():
+            parameters = (
+                openai_strict(tool.parameters) if strict else copy.deepcopy(tool.parameters)
+            )
+            function: dict[str, Any] = {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": parameters,
+                "strict": strict,
             }
-            for tool in self._tools()
-        ]
+            if api == "responses":
+                out.append({"type": "function", **function})
+            else:
+                out.append({"type": "function", "function": function})
+        return out
 
     def to_anthropic(self) -> list[dict[str, Any]]:
-        """Anthropic Messages API tools: ``{"name", "description", "input_schema"}``."""
+        """Anthropic Messages API tools: ``{"name", "description", "input_schema"}``.
+
+        The input schema adds the top-level rules OpenAI refuses (exactly
+        one of memory_store's learning / document / conversation, of
+        memory_forget's ids / filter), as a ``not``: Anthropic refuses a
+        top-level ``oneOf`` / ``anyOf`` / ``allOf``, not a ``not``.
+        """
         return [
             {
                 "name": tool.name,
                 "description": tool.description,
-                "input_schema": copy.deepcopy(tool.parameters),
+                "input_schema": {**copy.deepcopy(tool.parameters), **root_rules(tool.name)},
             }
             for tool in self._tools()
         ]
@@ -259,18 +283,45 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         outcome = await self.outcome(name, {} if arguments is None else arguments)
         return {"content": [{"type": "text", "text": outcome.text}], "isError": outcome.is_error}
 
+    def refusal_before_approval(self, name: str, arguments: object = None) -> Any:
+        """The policy refusal a call meets whatever an approver answers, or None; runs nothing.
+
+        What an approval gate asks before asking a human (a
+        :class:`~memseal.tools.policy.Refusal`, or None when the call may run
+        or the source has no policy).
+        """
+        return _refusal(self._source, name, arguments)
+
     def to_langchain(self) -> list[Any]:
         """One ``langchain_core.tools.StructuredTool`` per tool, bound as a coroutine.
 
+        An ``error:`` result (what the model can act on) is raised as a
+        ``ToolException`` the tool handles, so a call made with a ``ToolCall``
+        answers a ``ToolMessage`` with ``status="error"`` and the same text.
         Raises ImportError when langchain-core is not installed.
         """
-        structured = _structured_tool()
+        structured, failed = _structured_tool()
+        source = self._source
+
+        def bind(tool: AsyncTool) -> Callable[..., Awaitable[str]]:
+            if source is None:
+                return tool.call
+
+            async def call(**arguments: Any) -> str:
+                outcome = await _outcome(source, tool.name, arguments)
+                if outcome.is_error:
+                    raise failed(outcome.text)
+                return outcome.text
+
+            return call
+
         return [
             structured(
                 name=tool.name,
                 description=tool.description,
                 args_schema=copy.deepcopy(tool.parameters),
-                coroutine=tool.call,
+                coroutine=bind(tool),
+                handle_tool_error=True,
             )
             for tool in self
         ]
@@ -326,18 +377,40 @@ class Toolset(tuple[Tool, ...], _Definitions):
         result: Outcome = runner(_outcome(_bound(self._source), name, arguments))
         return result
 
+    def refusal_before_approval(self, name: str, arguments: object = None) -> Any:
+        """The policy refusal a call meets before any approval; see :class:`AsyncToolset`."""
+        return _refusal(self._source, name, arguments)
+
     def to_langchain(self) -> list[Any]:
         """One ``langchain_core.tools.StructuredTool`` per tool (sync ``invoke``).
 
+        An ``error:`` result (what the model can act on) is raised as a
+        ``ToolException`` the tool handles, so a call made with a ``ToolCall``
+        answers a ``ToolMessage`` with ``status="error"`` and the same text.
         Raises ImportError when langchain-core is not installed.
         """
-        structured = _structured_tool()
+        structured, failed = _structured_tool()
+        source, runner = self._source, self._runner
+
+        def bind(tool: Tool) -> Callable[..., str]:
+            if source is None or runner is None:
+                return tool.call
+
+            def call(**arguments: Any) -> str:
+                outcome: Outcome = runner(_outcome(source, tool.name, arguments))
+                if outcome.is_error:
+                    raise failed(outcome.text)
+                return outcome.text
+
+            return call
+
         return [
             structured(
                 name=tool.name,
                 description=tool.description,
                 args_schema=copy.deepcopy(tool.parameters),
-                func=tool.call,
+                func=bind(tool),
+                handle_tool_error=True,
             )
             for tool in self
         ]
@@ -349,12 +422,17 @@ def _bound(source: ToolSource | None) -> ToolSource:
     return source
 
 
-def _structured_tool() -> Any:
+def _structured_tool() -> tuple[Any, Any]:
     try:
-        from langchain_core.tools import StructuredTool
+        from langchain_core.tools import StructuredTool, ToolException
     except ImportError as exc:
         raise ImportError(_LANGCHAIN_MISSING) from exc
-    return StructuredTool
+    return StructuredTool, ToolException
+
+
+def _refusal(source: ToolSource | None, name: str, arguments: object) -> Any:
+    ask = getattr(source, "refusal_before_approval", None)
+    return None if ask is None else ask(name, arguments)
 
 
 def runner_for(loop: asyncio.AbstractEventLoop) -> Runner:

@@ -40,7 +40,7 @@ def test_the_seed_example_message() -> None:
         ),
         ("memory_list", {"limit": "5"}, "memory_list: `limit` must be an integer, not text"),
         ("memory_list", {"limit": 2.5}, "memory_list: `limit` must be an integer, not a number"),
-        ("memory_list", {"limit": None}, "memory_list: `limit` must be an integer, not null"),
+        ("memory_list", {"limit": "ten"}, "memory_list: `limit` must be an integer, not text"),
         ("memory_list", {"filter": []}, "memory_list: `filter` must be an object, not a list"),
         (
             "memory_list",
@@ -164,6 +164,26 @@ def test_json_text_is_decoded_like_an_object() -> None:
     assert "`arguments` must be a JSON object, not null" in _error("memory_list", None)
     assert "`arguments` must be a JSON object, not text" in _error("memory_list", '"x"')
     assert "host fixes" in _error("memory_list", '{"filter": {"namespace": "x"}}')
+
+
+def test_an_empty_argument_text_is_the_empty_object() -> None:
+    # OpenAI hands back "" for a call it made without arguments.
+    for empty in ("", b"", "  \n"):
+        assert decode("memory_list", empty, ListArgs)[0] == {}
+    assert "`query` is required" in _error("memory_fetch", "")
+
+
+def test_an_explicit_null_is_an_absent_argument() -> None:
+    # OpenAI strict mode sends every optional argument it leaves out as null.
+    sent = '{"query": "dark mode", "mode": null, "filter": {"kinds": null, "repo": "x"}}'
+    plain, args = decode("memory_fetch", sent, FetchArgs)
+    assert plain == {"query": "dark mode", "filter": {"repo": "x"}}
+    assert given(args.mode) is None
+    # A required argument sent as null is still missing, and a null in a list is no value.
+    assert "`query` is required" in _error("memory_fetch", {"query": None})
+    assert "`ids[0]` must be text, not null" in _error("memory_get", {"ids": [None]})
+    # The host-fixed keys are refused even when null.
+    assert "host fixes" in _error("memory_list", {"filter": {"reach": None}})
 
 
 def test_only_plain_json_values_pass() -> None:

@@ -6,6 +6,8 @@ so this test fails until the fixture is regenerated on purpose:
     BLESS_TOOL_CONTRACTS=1 .venv/bin/pytest tests/unit/tools/test_tool_contracts.py
 
 The fixture is generated with the default install: every fetch mode served.
+Besides the shared schema it freezes the per-runtime variants: the top-level
+rules only Anthropic takes, and the parameters OpenAI strict mode gets.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from memseal.engine import Engine
 from memseal.tools import MemoryTools, ToolScope
+from memseal.tools.specs import openai_strict, root_rules
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "tool_contracts.json"
 
@@ -33,6 +36,8 @@ def _contracts(tools: MemoryTools) -> dict[str, Any]:
                 "side_effects": tools.side_effects(spec.name),
                 "annotations": annotations[spec.name],
                 "parameters": spec.parameters,
+                "anthropic_root_rules": root_rules(spec.name),
+                "openai_strict_parameters": openai_strict(spec.parameters),
             }
             for spec in tools.specs()
         ],

@@ -31,7 +31,7 @@ def _objects(node: Any) -> list[dict[str, Any]]:
 
 def test_strict_openai_tools_fit_the_sdk_and_strict_mode(tools: MemoryTools) -> None:
     adapter = TypeAdapter(ChatCompletionFunctionToolParam)
-    for definition in tools.async_toolset().to_openai(strict=True):
+    for definition in tools.toolset().to_openai(strict=True):
         adapter.validate_python(definition, strict=True)
         assert definition["function"]["strict"] is True
         parameters = definition["function"]["parameters"]
@@ -57,13 +57,13 @@ def test_optional_arguments_become_nullable_in_strict_mode() -> None:
 def test_responses_api_tools_fit_the_sdk(tools: MemoryTools) -> None:
     adapter = TypeAdapter(FunctionToolParam)
     for strict in (False, True):
-        for definition in tools.async_toolset().to_openai(strict=strict, api="responses"):
+        for definition in tools.toolset().to_openai(strict=strict, api="responses"):
             adapter.validate_python(definition, strict=True)
             assert definition["type"] == "function" and "function" not in definition
 
 
 async def test_what_strict_mode_sends_runs(tools: MemoryTools) -> None:
-    toolset = tools.async_toolset()
+    toolset = tools.toolset()
     sent = (
         '{"learning": {"text": "prefers dark mode", "learning_kind": null, "confidence": null,'
         ' "evidence": null}, "document": null, "conversation": null, "tags": null}'
@@ -76,7 +76,7 @@ def test_anthropic_tools_carry_the_exactly_one_rules(tools: MemoryTools) -> None
     anthropic_types = pytest.importorskip("anthropic.types")
     adapter = TypeAdapter(anthropic_types.ToolParam)
     by_name = {}
-    for definition in tools.async_toolset().to_anthropic():
+    for definition in tools.toolset().to_anthropic():
         adapter.validate_python(definition)
         assert not {"oneOf", "anyOf", "allOf"} & definition["input_schema"].keys()
         by_name[definition["name"]] = definition["input_schema"]
@@ -91,7 +91,7 @@ async def test_an_error_result_is_a_langchain_tool_message_with_status_error(
     pytest.importorskip("langchain_core")
     from langchain_core.messages import ToolMessage
 
-    lc = {tool.name: tool for tool in tools.async_toolset().to_langchain()}
+    lc = {tool.name: tool for tool in tools.toolset().to_langchain()}
     bad = await lc["memory_get"].ainvoke(
         {"type": "tool_call", "id": "c1", "name": "memory_get", "args": {"ids": []}}
     )
@@ -105,7 +105,7 @@ async def test_an_error_result_is_a_langchain_tool_message_with_status_error(
 
 def test_toolsets_answer_refusal_before_approval(engine: Any) -> None:
     frozen = MemoryTools(engine, ToolScope.placed_at("team:acme/agent:writer", frozen=True))
-    toolset = frozen.async_toolset()
+    toolset = frozen.toolset()
     refusal = toolset.refusal_before_approval("memory_store", {})
     assert refusal is not None and refusal.code == "frozen"
     assert toolset.refusal_before_approval("memory_fetch", {}) is None

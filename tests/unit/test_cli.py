@@ -42,6 +42,18 @@ def test_keys_show_prints_the_vkey_and_new_refuses_to_overwrite(folder: Path) ->
     assert "never overwrites" in refused.stderr
 
 
+def test_keys_show_of_a_missing_folder_says_it_is_not_a_data_folder(tmp_path: Path) -> None:
+    # As verify says, not "restore it from a backup": a mistyped --data lost no key.
+    for argv in (
+        ["keys", "show", "--data", str(tmp_path / "nothere")],
+        ["verify", str(tmp_path / "nothere"), "--trust", "x+00000000+AA"],
+    ):
+        done = run(*argv)
+        assert done.returncode == 2, done
+        assert done.stderr.strip().endswith("is not a memseal data folder"), done.stderr
+        assert "backup" not in done.stderr
+
+
 def test_keys_new_makes_a_key_in_an_empty_folder(tmp_path: Path) -> None:
     made = run("keys", "new", "--data", str(tmp_path / "fresh"), "--name", "audit-test")
     assert made.returncode == 0, made.stderr

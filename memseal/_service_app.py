@@ -49,7 +49,15 @@ from memseal.tools.decode import MAX_DEPTH
 
 from ._service_ledger import MAX_ENTRIES, EntryView, projection_report
 from ._service_runs import RunRegistry
-from ._service_tokens import ROLES, OutsideReach, Principal, TokenStore, check_mint, parse_reach
+from ._service_tokens import (
+    ROLES,
+    OutsideReach,
+    Principal,
+    TokenStore,
+    check_mint,
+    parse_reach,
+    role_token,
+)
 
 __all__ = ["MAX_BODY_BYTES", "SMALL_BODY_BYTES", "ApiError", "Service", "body_limit", "create_app"]
 
@@ -533,8 +541,9 @@ def _principal(
 def _role(*allowed: str) -> Callable[[Principal], Principal]:
     def check(who: Annotated[Principal, Depends(_principal)]) -> Principal:
         if who.role not in allowed:
+            routes = "/".join(allowed)
             raise ApiError(
-                403, "forbidden", f"a {who.role} token cannot use this route ({'/'.join(allowed)})"
+                403, "forbidden", f"{role_token(who.role)} cannot use this route ({routes})"
             )
         return who
 

@@ -227,6 +227,20 @@ def test_roles_reach_only_their_routes(server: ServerThread) -> None:
         assert metrics.headers["content-type"].startswith("text/plain")
 
 
+def test_role_refusals_name_the_role_in_plain_english(server: ServerThread) -> None:
+    agent = server.client(server.token("agent", "team:grammar/agent:x"))
+    auditor = server.client(server.token("auditor", "team:grammar"))
+    admin = server.client(server.admin)
+    with agent, auditor, admin:
+        said = {
+            "agent": agent.get("/v1/admin/tokens").json()["error"]["message"],
+            "auditor": auditor.get("/v1/tools").json()["error"]["message"],
+            "admin": admin.get("/v1/tools").json()["error"]["message"],
+        }
+    for role, message in said.items():
+        assert message.startswith(f"an {role} token cannot use this route"), message
+
+
 def test_tool_specs_follow_the_token_scope(server: ServerThread) -> None:
     limited = server.token("agent", "team:s/agent:x", allow=["memory_fetch", "memory_get"])
     with server.client(limited) as c:

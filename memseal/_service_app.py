@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -25,7 +25,7 @@ from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -145,6 +145,9 @@ class RunStatusOut(BaseModel):
     steps_issued: int | None
     mode: str | None
     leased: bool
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class TokenIn(BaseModel):
@@ -583,7 +586,7 @@ ARGUMENTS_BODY: Final[dict[str, Any]] = {
 }
 
 
-async def _arguments(request: Request) -> dict[str, Any]:
+async def _arguments(request: Request, what: str = "arguments") -> dict[str, Any]:
     """The request body as a JSON object, whatever the content type said."""
     raw = await request.body()
     if not raw.strip():
@@ -603,8 +606,37 @@ async def _arguments(request: Request) -> dict[str, Any]:
             f"the body nests deeper than the arguments may ({MAX_DEPTH} levels)",
         ) from exc
     if not isinstance(value, dict):
-        raise ApiError(400, "invalid_request", "the body must be a JSON object of arguments")
+        raise ApiError(400, "invalid_request", f"the body must be a JSON object of {what}")
     return value
+
+
+def _fields(model: type[_Model]) -> Any:
+    """A dependency giving the body as ``model``, read as the tool routes read theirs.
+
+    FastAPI parses a body as JSON only when its Content-Type says JSON, so ``curl -d``
+    (form-encoded by default) reached an admin route as bytes, "not a valid dictionary",
+    while the same form worked on the tool routes. Pair with :func:`_fields_doc`.
+    """
+
+    async def read(request: Request) -> _Model:
+        value = await _arguments(request, what="fields")
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors(include_url=False)) from exc
+
+    return Depends(read)
+
+
+def _fields_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of a route taking :func:`_fields` (FastAPI sees none)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "description": "a JSON object (any Content-Type, as on the tool routes)",
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
 
 
 def create_app(
@@ -1023,8 +1055,11 @@ def _routes(app: FastAPI) -> None:
         summary="Make a token (shown once in the answer)",
         status_code=201,
         response_model=TokenMadeOut,
+        openapi_extra=_fields_doc(TokenIn),
     )
-    async def add_token(request: Request, who: Admin, body: TokenIn) -> Response:
+    async def add_token(
+        request: Request, who: Admin, body: Annotated[TokenIn, _fields(TokenIn)]
+    ) -> Response:
         service = _service(request)
         scope = scope_from(
             role=body.role,
@@ -1091,7 +1126,7 @@ def _routes(app: FastAPI) -> None:
                 request: Request,
                 who: Admin,
                 item_id: Annotated[str, PathParam(max_length=200)],
-                body: ReasonIn,
+                body: Annotated[ReasonIn, _fields(ReasonIn)],
             ) -> Response:
                 return await _trust(request, who, item_id, action, body.reason)
 
@@ -1103,6 +1138,7 @@ def _routes(app: FastAPI) -> None:
             tags=["admin"],
             summary=summary,
             response_model=TrustChangeOut,
+            openapi_extra=_fields_doc(ReasonIn),
         )(make(action))
 
 

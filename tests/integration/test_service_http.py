@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -347,6 +348,56 @@ def test_admins_govern_trust_with_signed_reasons(server: ServerThread) -> None:
             )
         hits = a.post("/v1/tools/memory_fetch", json={"query": "deploy key"}).json()["result"]
         assert hits["hits"] == []
+
+
+def test_admin_routes_take_a_json_body_whatever_its_content_type(server: ServerThread) -> None:
+    with server.client(server.token("agent", "team:curl/agent:x")) as a:
+        item = store(a, "curl sends forms by default")["result"]["id"]
+    form = {"Content-Type": "application/x-www-form-urlencoded"}  # what curl -d sends
+    with server.client(server.admin) as admin:
+        for headers in (form, {}, {"Content-Type": "text/plain"}):
+            r = admin.post(
+                f"/v1/admin/items/{item}/stale", content=b'{"reason": "old"}', headers=headers
+            )
+            assert r.status_code == 200, r.text
+            r = admin.post(
+                "/v1/admin/tokens",
+                content=b'{"role": "agent", "place": "team:curl/agent:y"}',
+                headers=headers,
+            )
+            assert r.status_code == 201, r.text
+        # Still checked as before: each field named, nothing changed.
+        for body in (b"", b"{}", b'{"reason": ""}'):
+            r = admin.post(f"/v1/admin/items/{item}/reject", content=body, headers=form)
+            assert "`reason`" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        r = admin.post(f"/v1/admin/items/{item}/reject", content=b"reason=x", headers=form)
+        assert "not JSON" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        r = admin.post(f"/v1/admin/items/{item}/reject", content=b"[1]", headers=form)
+        assert "JSON object" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        r = admin.post("/v1/admin/tokens", content=b'{"role": "root", "place": "/"}')
+        assert "`role`" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        assert admin.get("/v1/ledger/entries?kind=trust_changed").status_code == 200
+    with server.client(None) as anonymous:  # who asks is checked before the body is read
+        assert_error(anonymous.post(f"/v1/admin/items/{item}/stale", content=b"x"), 401)
+    # And with curl itself, as docs/service.md writes it.
+    if shutil.which("curl") is None:
+        pytest.skip("no curl")
+    done = subprocess.run(
+        ["curl", "-s", "-X", "POST", f"{server.url}/v1/admin/items/{item}/promote",
+         "-H", f"Authorization: Bearer {server.admin}", "-d", '{"reason": "checked"}'],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout)["trust"] == "verified", done.stdout
+
+
+def test_the_openapi_document_shows_the_admin_bodies(server: ServerThread) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    for action in ("promote", "reject", "stale"):
+        body = spec["paths"][f"/v1/admin/items/{{item_id}}/{action}"]["post"]["requestBody"]
+        schema = body["content"]["application/json"]["schema"]
+        assert body["required"] and schema["required"] == ["reason"], body
+    body = spec["paths"]["/v1/admin/tokens"]["post"]["requestBody"]
+    assert set(body["content"]["application/json"]["schema"]["required"]) == {"role", "place"}
 
 
 def test_the_openapi_document_lists_every_route(server: ServerThread) -> None:

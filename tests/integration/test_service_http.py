@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -398,6 +399,39 @@ def test_the_openapi_document_shows_the_admin_bodies(server: ServerThread) -> No
         assert body["required"] and schema["required"] == ["reason"], body
     body = spec["paths"]["/v1/admin/tokens"]["post"]["requestBody"]
     assert set(body["content"]["application/json"]["schema"]["required"]) == {"role", "place"}
+
+
+def _documented_token(folder: Path, label: str) -> str:
+    """The token docs/service.md's "Tokens and roles" block makes into ``label.token``."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
+    block = page.split("## Tokens and roles", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    command = next(
+        c for c in block.replace("\\\n", " ").splitlines() if c.endswith(f"> {label}.token")
+    )
+    argv = shlex.split(command.removesuffix(f"> {label}.token"))
+    assert argv[:2] == ["memseal", "tokens"] and "--data" in argv
+    argv[argv.index("--data") + 1] = str(folder)
+    made = subprocess.run(
+        [str(BIN / "memseal"), *argv[1:]], capture_output=True, text=True, check=True, timeout=60
+    )
+    return made.stdout.strip()
+
+
+def test_the_documented_reader_sees_what_the_documented_writer_stores(
+    server: ServerThread,
+) -> None:
+    writer = server.client(_documented_token(server.folder, "writer"))
+    reader = server.client(_documented_token(server.folder, "reader"))
+    with writer, reader:
+        stored = store(writer, "the writer's note on the release train")["result"]["id"]
+        r = reader.post("/v1/tools/memory_fetch", json={"query": "release train", "mode": "exact"})
+        assert r.status_code == 200, r.text
+        assert [h["id"] for h in r.json()["result"]["hits"]] == [stored]
+        got = reader.post("/v1/tools/memory_get", json={"ids": [stored]}).json()["result"]
+        assert [i["id"] for i in got["items"]] == [stored]
+        # Read-only as documented: it cannot store.
+        refused = reader.post("/v1/tools/memory_store", json={"learning": {"text": "x"}})
+        assert_error(refused, 403)
 
 
 def test_the_openapi_document_lists_every_route(server: ServerThread) -> None:

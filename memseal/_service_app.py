@@ -229,6 +229,14 @@ class EntriesOut(BaseModel):
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     status: {"model": ErrorResponse} for status in (400, 401, 403, 404, 409, 413, 422)
 }
+#: A route answering text/plain on success: declared with ``response_class=Response`` (no
+#: media type of its own), FastAPI lists its errors as the JSON they are, not as text/plain.
+TEXT_OK: Final[dict[int | str, dict[str, Any]]] = {
+    200: {
+        "description": "the signed text (C2SP formats)",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
+}
 
 # -- the service ---------------------------------------------------------------------------
 
@@ -798,7 +806,8 @@ def _routes(app: FastAPI) -> None:
         "/metrics",
         tags=["ops"],
         summary="Prometheus text: requests, latency, tool calls, open runs",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses={200: {**TEXT_OK[200], "description": "Prometheus text format 0.0.4"}},
     )
     async def metrics(request: Request) -> Response:
         service = _service(request)
@@ -994,7 +1003,8 @@ def _routes(app: FastAPI) -> None:
         "/v1/ledger/checkpoint",
         tags=["ledger"],
         summary="The latest signed checkpoint (C2SP signed note; one is cut if none exists)",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses=TEXT_OK,
     )
     async def checkpoint(request: Request, who: Auditor) -> Response:
         memory = _service(request).memory
@@ -1015,7 +1025,8 @@ def _routes(app: FastAPI) -> None:
         "/v1/ledger/proofs/inclusion",
         tags=["ledger"],
         summary="C2SP tlog-proof of entry `seq` (against checkpoint `size`, default the newest)",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses=TEXT_OK,
     )
     async def inclusion(
         request: Request,
@@ -1032,7 +1043,8 @@ def _routes(app: FastAPI) -> None:
         "/v1/ledger/proofs/consistency",
         tags=["ledger"],
         summary="Consistency proof from tree size `old` to `new` (default: the current size)",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses=TEXT_OK,
     )
     async def consistency(
         request: Request,

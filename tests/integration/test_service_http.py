@@ -461,6 +461,30 @@ def test_the_openapi_document_lists_every_route(server: ServerThread) -> None:
     assert "requestBody" in call and "400" in call["responses"]
 
 
+def test_text_routes_document_text_success_and_json_errors(server: ServerThread) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    texts = (
+        "/metrics",
+        "/v1/ledger/checkpoint",
+        "/v1/ledger/proofs/inclusion",
+        "/v1/ledger/proofs/consistency",
+    )
+    for path in texts:
+        responses = spec["paths"][path]["get"]["responses"]
+        assert list(responses["200"]["content"]) == ["text/plain"], path
+        for status in ("400", "401", "403", "404"):
+            content = responses[status]["content"]
+            assert list(content) == ["application/json"], (path, status)
+            assert content["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+    # What the server answers is what the document says.
+    with server.client(server.admin) as admin:
+        ok = admin.get("/v1/ledger/checkpoint")
+        assert ok.headers["content-type"].startswith("text/plain")
+        bad = admin.get("/v1/ledger/proofs/inclusion", params={"seq": 10**9})
+        assert bad.headers["content-type"].startswith("application/json")
+        assert_error(bad, 404, "not_found")
+
+
 def test_the_data_folder_is_made_on_first_serve(tmp_path: Path) -> None:
     folder = tmp_path / "new" / "data"
     with ServerThread(folder) as s:

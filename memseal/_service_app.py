@@ -707,9 +707,12 @@ def create_app(
         summary="Agent memory in which every tool call is an Ed25519-signed ledger entry.",
         lifespan=lifespan,
         responses=ERRORS,
+        docs_url=None,
+        redoc_url=None,
     )
     _handlers(app)
     _routes(app)
+    _doc_pages(app)
     if mcp:
         from ._service_mcp import mcp_route
 
@@ -1152,6 +1155,52 @@ def _routes(app: FastAPI) -> None:
             response_model=TrustChangeOut,
             openapi_extra=_fields_doc(ReasonIn),
         )(make(action))
+
+
+#: Where the doc pages' scripts and styles are served from (the package's own files).
+DOC_ASSETS: Final = "/docs/assets"
+
+
+def _doc_pages(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their assets served from installed files.
+
+    FastAPI's pages load their scripts from a CDN, so offline (or behind a proxy that
+    allows only this host) they were blank. fastapi-offline ships Swagger UI 5 (which
+    reads OpenAPI 3.1), ReDoc and the favicon as package data; nothing else is used.
+    """
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    assets = Path(str(files("fastapi_offline").joinpath("static")))
+    app.mount(DOC_ASSETS, StaticFiles(directory=assets), name="doc_assets")
+
+    def prefix(request: Request) -> str:
+        return str(request.scope.get("root_path", "")).rstrip("/")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = prefix(request)
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOC_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOC_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOC_ASSETS}/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = prefix(request)
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOC_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOC_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 def scope_from(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -483,6 +484,24 @@ def test_text_routes_document_text_success_and_json_errors(server: ServerThread)
         bad = admin.get("/v1/ledger/proofs/inclusion", params={"seq": 10**9})
         assert bad.headers["content-type"].startswith("application/json")
         assert_error(bad, 404, "not_found")
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_doc_pages_load_only_local_assets(server: ServerThread, page: str) -> None:
+    with httpx.Client(base_url=server.url) as c:
+        html = c.get(page)
+        assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+        urls = re.findall(
+            r"""(?:src|href|spec-url)=["']([^"']+)["']|url: ?["']([^"']+)["']""", html.text
+        )
+        found = sorted({a or b for a, b in urls})
+        assert any(u.endswith(".js") for u in found) and "/openapi.json" in found, found
+        # Nothing from another host: a page that loads a CDN is blank offline.
+        assert "//" not in html.text.replace("http://www.w3.org", ""), html.text
+        for url in found:
+            assert url.startswith("/") and not url.startswith("//"), url
+            got = c.get(url)
+            assert got.status_code == 200 and got.content, url
 
 
 def test_the_data_folder_is_made_on_first_serve(tmp_path: Path) -> None:

@@ -169,6 +169,13 @@ def parse_tlog_proof(text: str) -> TlogProof:
     if split < 0:
         raise InvalidRequest("tlog proof has no empty line before the checkpoint")
     lines, checkpoint = text[:split].split("\n"), text[split + 2 :]
+    if checkpoint.endswith("\n\n"):
+        # Refused, not trimmed: the checkpoint is carried verbatim and Go's note.Open
+        # refuses the same bytes, so both verifiers keep agreeing on one text.
+        raise InvalidRequest(
+            "tlog proof ends with an empty line: a proof ends with its checkpoint's last "
+            "signature line and exactly one newline (remove the extra trailing newline)"
+        )
     if lines[0] != TLOG_PROOF_HEADER:
         raise InvalidRequest(f"tlog proof must start with {TLOG_PROOF_HEADER}")
     position = 1

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -25,7 +25,7 @@ from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,7 +49,15 @@ from memseal.tools.decode import MAX_DEPTH
 
 from ._service_ledger import MAX_ENTRIES, EntryView, projection_report
 from ._service_runs import RunRegistry
-from ._service_tokens import ROLES, OutsideReach, Principal, TokenStore, check_mint, parse_reach
+from ._service_tokens import (
+    ROLES,
+    OutsideReach,
+    Principal,
+    TokenStore,
+    check_mint,
+    parse_reach,
+    role_token,
+)
 
 __all__ = ["MAX_BODY_BYTES", "SMALL_BODY_BYTES", "ApiError", "Service", "body_limit", "create_app"]
 
@@ -139,6 +147,9 @@ class RunStatusOut(BaseModel):
     leased: bool
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
 class TokenIn(BaseModel):
     role: Literal["agent", "auditor", "admin"]
     place: str = Field(max_length=1000, description="the namespace, e.g. team:acme/agent:writer")
@@ -217,6 +228,14 @@ class EntriesOut(BaseModel):
 
 ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     status: {"model": ErrorResponse} for status in (400, 401, 403, 404, 409, 413, 422)
+}
+#: A route answering text/plain on success: declared with ``response_class=Response`` (no
+#: media type of its own), FastAPI lists its errors as the JSON they are, not as text/plain.
+TEXT_OK: Final[dict[int | str, dict[str, Any]]] = {
+    200: {
+        "description": "the signed text (C2SP formats)",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
 }
 
 # -- the service ---------------------------------------------------------------------------
@@ -533,8 +552,9 @@ def _principal(
 def _role(*allowed: str) -> Callable[[Principal], Principal]:
     def check(who: Annotated[Principal, Depends(_principal)]) -> Principal:
         if who.role not in allowed:
+            routes = "/".join(allowed)
             raise ApiError(
-                403, "forbidden", f"a {who.role} token cannot use this route ({'/'.join(allowed)})"
+                403, "forbidden", f"{role_token(who.role)} cannot use this route ({routes})"
             )
         return who
 
@@ -574,7 +594,7 @@ ARGUMENTS_BODY: Final[dict[str, Any]] = {
 }
 
 
-async def _arguments(request: Request) -> dict[str, Any]:
+async def _arguments(request: Request, what: str = "arguments") -> dict[str, Any]:
     """The request body as a JSON object, whatever the content type said."""
     raw = await request.body()
     if not raw.strip():
@@ -594,8 +614,37 @@ async def _arguments(request: Request) -> dict[str, Any]:
             f"the body nests deeper than the arguments may ({MAX_DEPTH} levels)",
         ) from exc
     if not isinstance(value, dict):
-        raise ApiError(400, "invalid_request", "the body must be a JSON object of arguments")
+        raise ApiError(400, "invalid_request", f"the body must be a JSON object of {what}")
     return value
+
+
+def _fields(model: type[_Model]) -> Any:
+    """A dependency giving the body as ``model``, read as the tool routes read theirs.
+
+    FastAPI parses a body as JSON only when its Content-Type says JSON, so ``curl -d``
+    (form-encoded by default) reached an admin route as bytes, "not a valid dictionary",
+    while the same form worked on the tool routes. Pair with :func:`_fields_doc`.
+    """
+
+    async def read(request: Request) -> _Model:
+        value = await _arguments(request, what="fields")
+        try:
+            return model.model_validate(value)
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors(include_url=False)) from exc
+
+    return Depends(read)
+
+
+def _fields_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of a route taking :func:`_fields` (FastAPI sees none)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "description": "a JSON object (any Content-Type, as on the tool routes)",
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
 
 
 def create_app(
@@ -658,9 +707,12 @@ def create_app(
         summary="Agent memory in which every tool call is an Ed25519-signed ledger entry.",
         lifespan=lifespan,
         responses=ERRORS,
+        docs_url=None,
+        redoc_url=None,
     )
     _handlers(app)
     _routes(app)
+    _doc_pages(app)
     if mcp:
         from ._service_mcp import mcp_route
 
@@ -757,7 +809,8 @@ def _routes(app: FastAPI) -> None:
         "/metrics",
         tags=["ops"],
         summary="Prometheus text: requests, latency, tool calls, open runs",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses={200: {**TEXT_OK[200], "description": "Prometheus text format 0.0.4"}},
     )
     async def metrics(request: Request) -> Response:
         service = _service(request)
@@ -952,7 +1005,8 @@ def _routes(app: FastAPI) -> None:
         "/v1/ledger/checkpoint",
         tags=["ledger"],
         summary="The latest signed checkpoint (C2SP signed note; one is cut if none exists)",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses=TEXT_OK,
     )
     async def checkpoint(request: Request, who: Auditor) -> Response:
         memory = _service(request).memory
@@ -973,7 +1027,8 @@ def _routes(app: FastAPI) -> None:
         "/v1/ledger/proofs/inclusion",
         tags=["ledger"],
         summary="C2SP tlog-proof of entry `seq` (against checkpoint `size`, default the newest)",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses=TEXT_OK,
     )
     async def inclusion(
         request: Request,
@@ -990,7 +1045,8 @@ def _routes(app: FastAPI) -> None:
         "/v1/ledger/proofs/consistency",
         tags=["ledger"],
         summary="Consistency proof from tree size `old` to `new` (default: the current size)",
-        response_class=PlainTextResponse,
+        response_class=Response,
+        responses=TEXT_OK,
     )
     async def consistency(
         request: Request,
@@ -1013,8 +1069,11 @@ def _routes(app: FastAPI) -> None:
         summary="Make a token (shown once in the answer)",
         status_code=201,
         response_model=TokenMadeOut,
+        openapi_extra=_fields_doc(TokenIn),
     )
-    async def add_token(request: Request, who: Admin, body: TokenIn) -> Response:
+    async def add_token(
+        request: Request, who: Admin, body: Annotated[TokenIn, _fields(TokenIn)]
+    ) -> Response:
         service = _service(request)
         scope = scope_from(
             role=body.role,
@@ -1081,7 +1140,7 @@ def _routes(app: FastAPI) -> None:
                 request: Request,
                 who: Admin,
                 item_id: Annotated[str, PathParam(max_length=200)],
-                body: ReasonIn,
+                body: Annotated[ReasonIn, _fields(ReasonIn)],
             ) -> Response:
                 return await _trust(request, who, item_id, action, body.reason)
 
@@ -1093,7 +1152,54 @@ def _routes(app: FastAPI) -> None:
             tags=["admin"],
             summary=summary,
             response_model=TrustChangeOut,
+            openapi_extra=_fields_doc(ReasonIn),
         )(make(action))
+
+
+#: Where the doc pages' scripts and styles are served from (the package's own files).
+DOC_ASSETS: Final = "/docs/assets"
+
+
+def _doc_pages(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their assets served from installed files.
+
+    FastAPI's pages load their scripts from a CDN, so offline (or behind a proxy that
+    allows only this host) they were blank. fastapi-offline ships Swagger UI 5 (which
+    reads OpenAPI 3.1), ReDoc and the favicon as package data; nothing else is used.
+    """
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    assets = Path(str(files("fastapi_offline").joinpath("static")))
+    app.mount(DOC_ASSETS, StaticFiles(directory=assets), name="doc_assets")
+
+    def prefix(request: Request) -> str:
+        return str(request.scope.get("root_path", "")).rstrip("/")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = prefix(request)
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOC_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOC_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOC_ASSETS}/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = prefix(request)
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOC_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOC_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 def scope_from(

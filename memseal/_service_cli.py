@@ -302,12 +302,36 @@ async def _mcp(args: argparse.Namespace) -> int:
     return OK
 
 
+def _is_data_folder(folder: Path) -> bool:
+    """Whether ``memseal serve`` (or ``keys new``) made ``folder``: its keys, ledger or tokens.
+
+    The keys are the mark where the ledger lives in PostgreSQL.
+    """
+    from memseal.ledger.keys import key_files_exist
+    from memseal.memory import DATABASE
+
+    from ._service_tokens import TOKENS_FILE
+
+    return folder.is_dir() and (
+        key_files_exist(folder) or (folder / DATABASE).exists() or (folder / TOKENS_FILE).exists()
+    )
+
+
 async def _tokens(args: argparse.Namespace) -> int:
     from ._service_tokens import TokenStore
 
     folder = Path(args.data)
     if args.action != "add" and not (folder / "tokens.db").exists():
         print(f"memseal tokens: no tokens in {folder} (run memseal serve once)", file=sys.stderr)
+        return USAGE
+    if args.action == "add" and not _is_data_folder(folder):
+        # A token minted into a fresh folder is one the server (reading its own folder)
+        # refuses; making that folder silently hid the mistyped or missing --data.
+        print(
+            f"memseal tokens add: {folder} is not a memseal data folder (no keys, no ledger); "
+            "give the server's folder with --data",
+            file=sys.stderr,
+        )
         return USAGE
     store = TokenStore(folder)
     try:

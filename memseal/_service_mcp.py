@@ -37,6 +37,8 @@ from starlette.types import Receive, Scope, Send
 from memseal.ledger.errors import MemsealError, NotFound
 from memseal.tools import to_text
 
+from ._service_tokens import role_token
+
 __all__ = ["mcp_route", "stdio_server_for"]
 
 PRINCIPAL_KEY = "memseal.principal"
@@ -234,7 +236,7 @@ class _Endpoint:
                     await manager.handle_request(scope, receive, send)
                     return
                 status, code = 403, "forbidden"
-                message = f"a {principal.role} token cannot use MCP (agent tokens only)"
+                message = f"{role_token(principal.role)} cannot use MCP (agent tokens only)"
         # The endpoint speaks JSON-RPC, so its refusal is a JSON-RPC error as well (with
         # the service's code and message as its data): the mcp SDK shows such a body to
         # its caller, where any other body became "Server returned an error response".

@@ -49,6 +49,7 @@ __all__ = [
     "manages",
     "parse_reach",
     "reach_text",
+    "role_token",
 ]
 
 TOKENS_FILE: Final = "tokens.db"
@@ -74,6 +75,11 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked_at    TEXT
 );
 """
+
+
+def role_token(role: str) -> str:
+    """``an agent token``, ``an auditor token``: the role with its article, for messages."""
+    return f"{'an' if role[:1] in 'aeiou' else 'a'} {role} token"
 
 
 def parse_reach(text: str | None, place: str, role: str) -> Reach | None:

@@ -96,6 +96,10 @@ async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
 async def _keys(args: argparse.Namespace) -> int:
     folder = Path(args.data)
     if args.action == "show":
+        if not folder.is_dir():
+            # A mistyped --data is not a lost key: "restore it from a backup" would mislead.
+            print(f"memseal keys show: {folder} is not a memseal data folder", file=sys.stderr)
+            return USAGE
         print(load_keys(folder).vkey)
         return OK
     if args.action == "rotate":

@@ -1,4 +1,4 @@
-"""The README's Python examples run as written."""
+"""The README's examples run as written, and what they make is ignored by git."""
 
 from __future__ import annotations
 
@@ -52,3 +52,23 @@ def test_readme_shell_example_runs(index: int, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "ok:" in done.stdout
+
+
+def test_what_the_readme_examples_make_is_ignored_by_git() -> None:
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    made = set(re.findall(r"--(?:data|out) ([\w.-]+)", readme))
+    assert {"memseal-data", "agent-data", "session.bundle"} <= made
+    # A file inside each folder, and each file itself: none may show in `git status`.
+    paths = [f"{name}/ledger.db" if "." not in name else name for name in sorted(made)]
+    paths += [f"{name}/" for name in sorted(made) if "." not in name]
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--verbose", "--non-matching", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    unignored = [line for line in done.stdout.splitlines() if line.startswith("::")]
+    assert not unignored, unignored

@@ -115,6 +115,7 @@ def test_streamable_http_refuses_bad_tokens_and_other_roles(server: ServerThread
         assert r.json()["jsonrpc"] == "2.0" and r.headers["www-authenticate"] == "Bearer"
         r = c.post("/mcp", json=body, headers={"Authorization": f"Bearer {auditor}"})
         assert r.status_code == 403 and r.json()["error"]["data"]["code"] == "forbidden"
+        assert "an auditor token cannot use MCP" in r.text
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -227,6 +230,20 @@ def test_roles_reach_only_their_routes(server: ServerThread) -> None:
         assert metrics.headers["content-type"].startswith("text/plain")
 
 
+def test_role_refusals_name_the_role_in_plain_english(server: ServerThread) -> None:
+    agent = server.client(server.token("agent", "team:grammar/agent:x"))
+    auditor = server.client(server.token("auditor", "team:grammar"))
+    admin = server.client(server.admin)
+    with agent, auditor, admin:
+        said = {
+            "agent": agent.get("/v1/admin/tokens").json()["error"]["message"],
+            "auditor": auditor.get("/v1/tools").json()["error"]["message"],
+            "admin": admin.get("/v1/tools").json()["error"]["message"],
+        }
+    for role, message in said.items():
+        assert message.startswith(f"an {role} token cannot use this route"), message
+
+
 def test_tool_specs_follow_the_token_scope(server: ServerThread) -> None:
     limited = server.token("agent", "team:s/agent:x", allow=["memory_fetch", "memory_get"])
     with server.client(limited) as c:
@@ -335,6 +352,89 @@ def test_admins_govern_trust_with_signed_reasons(server: ServerThread) -> None:
         assert hits["hits"] == []
 
 
+def test_admin_routes_take_a_json_body_whatever_its_content_type(server: ServerThread) -> None:
+    with server.client(server.token("agent", "team:curl/agent:x")) as a:
+        item = store(a, "curl sends forms by default")["result"]["id"]
+    form = {"Content-Type": "application/x-www-form-urlencoded"}  # what curl -d sends
+    with server.client(server.admin) as admin:
+        for headers in (form, {}, {"Content-Type": "text/plain"}):
+            r = admin.post(
+                f"/v1/admin/items/{item}/stale", content=b'{"reason": "old"}', headers=headers
+            )
+            assert r.status_code == 200, r.text
+            r = admin.post(
+                "/v1/admin/tokens",
+                content=b'{"role": "agent", "place": "team:curl/agent:y"}',
+                headers=headers,
+            )
+            assert r.status_code == 201, r.text
+        # Still checked as before: each field named, nothing changed.
+        for body in (b"", b"{}", b'{"reason": ""}'):
+            r = admin.post(f"/v1/admin/items/{item}/reject", content=body, headers=form)
+            assert "`reason`" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        r = admin.post(f"/v1/admin/items/{item}/reject", content=b"reason=x", headers=form)
+        assert "not JSON" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        r = admin.post(f"/v1/admin/items/{item}/reject", content=b"[1]", headers=form)
+        assert "JSON object" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        r = admin.post("/v1/admin/tokens", content=b'{"role": "root", "place": "/"}')
+        assert "`role`" in assert_error(r, 400, "invalid_request")["error"]["message"]
+        assert admin.get("/v1/ledger/entries?kind=trust_changed").status_code == 200
+    with server.client(None) as anonymous:  # who asks is checked before the body is read
+        assert_error(anonymous.post(f"/v1/admin/items/{item}/stale", content=b"x"), 401)
+    # And with curl itself, as docs/service.md writes it.
+    if shutil.which("curl") is None:
+        pytest.skip("no curl")
+    done = subprocess.run(
+        ["curl", "-s", "-X", "POST", f"{server.url}/v1/admin/items/{item}/promote",
+         "-H", f"Authorization: Bearer {server.admin}", "-d", '{"reason": "checked"}'],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout)["trust"] == "verified", done.stdout
+
+
+def test_the_openapi_document_shows_the_admin_bodies(server: ServerThread) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    for action in ("promote", "reject", "stale"):
+        body = spec["paths"][f"/v1/admin/items/{{item_id}}/{action}"]["post"]["requestBody"]
+        schema = body["content"]["application/json"]["schema"]
+        assert body["required"] and schema["required"] == ["reason"], body
+    body = spec["paths"]["/v1/admin/tokens"]["post"]["requestBody"]
+    assert set(body["content"]["application/json"]["schema"]["required"]) == {"role", "place"}
+
+
+def _documented_token(folder: Path, label: str) -> str:
+    """The token docs/service.md's "Tokens and roles" block makes into ``label.token``."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
+    block = page.split("## Tokens and roles", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    command = next(
+        c for c in block.replace("\\\n", " ").splitlines() if c.endswith(f"> {label}.token")
+    )
+    argv = shlex.split(command.removesuffix(f"> {label}.token"))
+    assert argv[:2] == ["memseal", "tokens"] and "--data" in argv
+    argv[argv.index("--data") + 1] = str(folder)
+    made = subprocess.run(
+        [str(BIN / "memseal"), *argv[1:]], capture_output=True, text=True, check=True, timeout=60
+    )
+    return made.stdout.strip()
+
+
+def test_the_documented_reader_sees_what_the_documented_writer_stores(
+    server: ServerThread,
+) -> None:
+    writer = server.client(_documented_token(server.folder, "writer"))
+    reader = server.client(_documented_token(server.folder, "reader"))
+    with writer, reader:
+        stored = store(writer, "the writer's note on the release train")["result"]["id"]
+        r = reader.post("/v1/tools/memory_fetch", json={"query": "release train", "mode": "exact"})
+        assert r.status_code == 200, r.text
+        assert [h["id"] for h in r.json()["result"]["hits"]] == [stored]
+        got = reader.post("/v1/tools/memory_get", json={"ids": [stored]}).json()["result"]
+        assert [i["id"] for i in got["items"]] == [stored]
+        # Read-only as documented: it cannot store.
+        refused = reader.post("/v1/tools/memory_store", json={"learning": {"text": "x"}})
+        assert_error(refused, 403)
+
+
 def test_the_openapi_document_lists_every_route(server: ServerThread) -> None:
     spec = httpx.get(f"{server.url}/openapi.json").json()
     paths = set(spec["paths"])
@@ -360,6 +460,48 @@ def test_the_openapi_document_lists_every_route(server: ServerThread) -> None:
     } <= paths
     call = spec["paths"]["/v1/tools/{name}"]["post"]
     assert "requestBody" in call and "400" in call["responses"]
+
+
+def test_text_routes_document_text_success_and_json_errors(server: ServerThread) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    texts = (
+        "/metrics",
+        "/v1/ledger/checkpoint",
+        "/v1/ledger/proofs/inclusion",
+        "/v1/ledger/proofs/consistency",
+    )
+    for path in texts:
+        responses = spec["paths"][path]["get"]["responses"]
+        assert list(responses["200"]["content"]) == ["text/plain"], path
+        for status in ("400", "401", "403", "404"):
+            content = responses[status]["content"]
+            assert list(content) == ["application/json"], (path, status)
+            assert content["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+    # What the server answers is what the document says.
+    with server.client(server.admin) as admin:
+        ok = admin.get("/v1/ledger/checkpoint")
+        assert ok.headers["content-type"].startswith("text/plain")
+        bad = admin.get("/v1/ledger/proofs/inclusion", params={"seq": 10**9})
+        assert bad.headers["content-type"].startswith("application/json")
+        assert_error(bad, 404, "not_found")
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_doc_pages_load_only_local_assets(server: ServerThread, page: str) -> None:
+    with httpx.Client(base_url=server.url) as c:
+        html = c.get(page)
+        assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+        urls = re.findall(
+            r"""(?:src|href|spec-url)=["']([^"']+)["']|url: ?["']([^"']+)["']""", html.text
+        )
+        found = sorted({a or b for a, b in urls})
+        assert any(u.endswith(".js") for u in found) and "/openapi.json" in found, found
+        # Nothing from another host: a page that loads a CDN is blank offline.
+        assert "//" not in html.text.replace("http://www.w3.org", ""), html.text
+        for url in found:
+            assert url.startswith("/") and not url.startswith("//"), url
+            got = c.get(url)
+            assert got.status_code == 200 and got.content, url
 
 
 def test_the_data_folder_is_made_on_first_serve(tmp_path: Path) -> None:

@@ -42,6 +42,45 @@ def test_keys_show_prints_the_vkey_and_new_refuses_to_overwrite(folder: Path) ->
     assert "never overwrites" in refused.stderr
 
 
+def test_keys_show_of_a_missing_folder_says_it_is_not_a_data_folder(tmp_path: Path) -> None:
+    # As verify says, not "restore it from a backup": a mistyped --data lost no key.
+    for argv in (
+        ["keys", "show", "--data", str(tmp_path / "nothere")],
+        ["verify", str(tmp_path / "nothere"), "--trust", "x+00000000+AA"],
+    ):
+        done = run(*argv)
+        assert done.returncode == 2, done
+        assert done.stderr.strip().endswith("is not a memseal data folder"), done.stderr
+        assert "backup" not in done.stderr
+
+
+def test_tokens_add_outside_a_data_folder_refuses_naming_data(tmp_path: Path) -> None:
+    # Run where no server ever ran: no memseal-data/ made, no token the server would refuse.
+    for where in (tmp_path, tmp_path / "empty"):
+        where.mkdir(exist_ok=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "memseal.cli", "tokens", "add", "--place", "team:a"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done
+        assert done.stdout == "" and "--data" in done.stderr, done.stderr
+        assert "not a memseal data folder" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"]
+    assert list((tmp_path / "empty").iterdir()) == []
+    done = run("tokens", "add", "--data", str(tmp_path / "empty"), "--place", "team:a")
+    assert done.returncode == 2 and list((tmp_path / "empty").iterdir()) == []
+
+
+def test_tokens_add_in_a_data_folder_prints_a_token(folder: Path) -> None:
+    done = run("tokens", "add", "--data", str(folder), "--place", "team:a")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ms_")
+
+
 def test_keys_new_makes_a_key_in_an_empty_folder(tmp_path: Path) -> None:
     made = run("keys", "new", "--data", str(tmp_path / "fresh"), "--name", "audit-test")
     assert made.returncode == 0, made.stderr

@@ -227,6 +227,8 @@ GOOD = f"{TLOG_PROOF_HEADER}\nextra aGk=\nindex 7\n{base64.b64encode(H).decode()
         (GOOD.replace(SIGNED, format_checkpoint(FANCY)), "checkpoint: note has no blank line"),
         (GOOD.replace(SIGNED, SIGNED[:-1]), "checkpoint"),
         (GOOD + "trailing\n", "checkpoint: note signature line 3"),
+        (GOOD + "\n", "ends with an empty line.*extra trailing newline"),
+        (GOOD + "\n\n", "ends with an empty line"),
         (GOOD.replace("109482", "0109482"), "checkpoint: checkpoint size"),
         (GOOD.replace("EQi08=", "EQi08"), "checkpoint: checkpoint root"),
         (GOOD.replace("example.com/fancylog\n1", "1"), "checkpoint: checkpoint needs origin"),

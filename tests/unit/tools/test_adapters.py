@@ -96,7 +96,7 @@ async def test_an_error_result_is_a_langchain_tool_message_with_status_error(
         {"type": "tool_call", "id": "c1", "name": "memory_get", "args": {"ids": []}}
     )
     assert isinstance(bad, ToolMessage) and bad.status == "error"
-    assert bad.content.startswith("error: memory_get:")
+    assert isinstance(bad.content, str) and bad.content.startswith("error: memory_get:")
     good = await lc["memory_list"].ainvoke(
         {"type": "tool_call", "id": "c2", "name": "memory_list", "args": {}}
     )

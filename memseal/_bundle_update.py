@@ -49,6 +49,7 @@ from memseal.replay._reexec import (
     TempLog,
     check_folder,
     clock_for,
+    open_against,
     parse_time,
     run_scope,
 )
@@ -111,13 +112,7 @@ async def update(
     folder_source: FolderSource | None = None
     secret: bytes | None = None
     if against is not None:
-        secret_path = DataFolder(root=against).instance_secret
-        try:
-            secret = secret_path.read_bytes()
-        except OSError as exc:
-            raise InvalidRequest(f"--against {against}: cannot read {secret_path}: {exc}") from exc
-        folder_source = FolderSource(against)
-        await folder_source.store.open()
+        secret, folder_source = await open_against(against)
     elif any(c.call.tool in WRITE_TOOLS for c in verified.calls):
         notes.append(
             "the run's writes were re-executed with the local key's instance secret: the items "

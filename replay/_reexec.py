@@ -27,6 +27,7 @@ from memseal.engine import Engine, Reach
 from memseal.engine.embedders import Embedder
 from memseal.ledger.entry import Draft, payload_hash
 from memseal.ledger.errors import InvalidRequest, VerificationError
+from memseal.ledger.folder import DataFolder
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.sqlite import SqliteLogStore
@@ -43,6 +44,7 @@ __all__ = [
     "TempLog",
     "check_folder",
     "clock_for",
+    "open_against",
     "parse_time",
     "run_scope",
     "temp_log",
@@ -271,3 +273,16 @@ def run_scope(verified: VerifiedBundle) -> ToolScope:
         )
     except InvalidRequest as exc:
         raise VerificationError(f"run_started names an invalid scope: {exc}", step="run") from None
+
+
+async def open_against(against: Path) -> tuple[bytes, FolderSource]:
+    """The instance secret of the data folder ``--against`` names, and its store opened
+    as the source of the recorded memory (the caller closes it)."""
+    secret_path = DataFolder(root=against).instance_secret
+    try:
+        secret = secret_path.read_bytes()
+    except OSError as exc:
+        raise InvalidRequest(f"--against {against}: cannot read {secret_path}: {exc}") from exc
+    source = FolderSource(against)
+    await source.store.open()
+    return secret, source

@@ -44,7 +44,6 @@ from memseal.ledger.errors import (
     NotFound,
     Unsupported,
 )
-from memseal.ledger.folder import DataFolder
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
@@ -55,6 +54,7 @@ from ._reexec import (
     TempLog,
     check_folder,
     clock_for,
+    open_against,
     parse_time,
     run_scope,
     temp_log,
@@ -236,13 +236,7 @@ async def regress(
     scope = run_scope(verified)
     folder_source: FolderSource | None = None
     if against is not None:
-        secret_path = DataFolder(root=against).instance_secret
-        try:
-            secret = secret_path.read_bytes()
-        except OSError as exc:
-            raise InvalidRequest(f"--against {against}: cannot read {secret_path}: {exc}") from exc
-        folder_source = FolderSource(against)
-        await folder_source.store.open()
+        secret, folder_source = await open_against(against)
     else:
         # Without the instance secret the ids of new items cannot be the recorded ones.
         secret = os.urandom(32)

@@ -21,6 +21,7 @@ from memseal.ledger.errors import MemsealError
 from memseal.ledger.keys import load_keys
 from memseal.ledger.store import SqlStore
 from memseal.memory import DATABASE, STORE_ENV, open
+from memseal.replay._mentions import check_facet_mentions
 
 __all__ = ["add_engine_verbs", "deep_check", "open_engine"]
 
@@ -64,11 +65,15 @@ async def deep_check(store: SqlStore, folder: Path) -> ProjectionCheck:
     folder; it only reads.
     """
     secret = (await asyncio.to_thread(load_keys, folder)).secret
+    keyring = Keyring(secret)
     snapshots = store.snapshots(workers=1)
     try:
-        return await check_projections(snapshots, Keyring(secret), store.dialect)
+        check = await check_projections(snapshots, keyring, store.dialect)
     finally:
         await snapshots.close()
+    # The keyed facet refs of mentions need the secret too: compared here, not in verify.
+    await check_facet_mentions(store, (await store.head()).size, keyring.facet_ref)
+    return check
 
 
 async def _rebuild(args: argparse.Namespace) -> int:

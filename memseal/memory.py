@@ -59,6 +59,7 @@ from memseal.ledger.note import NoteSigner, VerifierKey
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.ledger.transparency import CheckpointPolicy
+from memseal.replay._mentions import check_facet_mentions
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
 from memseal.replay.provenance import verify_derived
@@ -284,6 +285,7 @@ class Memory:
             check = await self.engine.check_projections()
             if not check.matches:
                 raise VerificationError(check.line(), seq=check.seq, step="projection")
+            await check_facet_mentions(self.ledger.store, summary.size, self.engine.facet_ref)
 
     async def rotate_key(self, name: str | None = None) -> str:
         """Hand the ledger to a new signing key; returns the new vkey.

@@ -7,21 +7,27 @@ still verified. Each entry's item refs are implied by its signed body: a
 successful ``memory_tool_call`` the ids it cites. An entry whose payload is
 gone mentions nothing; one a forget cut to a residue mentions the owners of the texts it
 kept. Keyed facet refs (``facet:...``, an explore's bucket
-values) need the instance secret and are not compared here; nor are the rows
-of kinds memseal does not write (a host's own ``ledger.append``).
+values) need the instance secret: :func:`check_facet_mentions` compares them
+under ``verify --deep``. The rows of kinds memseal does not write (a host's own
+``ledger.append``) are not compared.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
 
+from memseal.engine.explore import CLOSED_FACETS
 from memseal.ledger.entry import RESIDUE_SALT, decode_residue, text_owners
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.store import SqlStore
 
-__all__ = ["check_mentions"]
+from .calls import decode_tool_call, decode_tool_call_payload
+from .results import restore
+
+__all__ = ["check_facet_mentions", "check_mentions"]
 
 _OURS: Final = frozenset(
     {
@@ -92,6 +98,61 @@ async def check_mentions(store: SqlStore, size: int) -> None:
             raise VerificationError(
                 f"the mentions table disagrees with the signed entry at seq {seq}: "
                 f"{'; '.join(parts)} (a forget would miss or misplace its payload)",
+                seq=seq,
+                step="mentions",
+            )
+
+
+async def check_facet_mentions(
+    store: SqlStore, size: int, facet_ref: Callable[[str, str], str]
+) -> None:
+    """Raise :class:`VerificationError` (step ``mentions``) unless the keyed facet refs in
+    ``mentions`` are exactly those the first ``size`` entries' explore results imply.
+
+    A forget finds a recorded explore through these refs (one per bucket value of an
+    open facet, keyed with the instance secret, so this check needs ``facet_ref``: it
+    runs under ``verify --deep``). A deleted row would let a forget leave a forgotten
+    tag in that explore's payload.
+    """
+    found: dict[int, set[str]] = {}
+    for ref, seq in await store.rows(
+        "SELECT ref, seq FROM mentions WHERE ref LIKE 'facet:%' ORDER BY seq"
+    ):
+        found.setdefault(int(seq), set()).add(str(ref))
+    # 1. the refs each intact explore result implies (the values its buckets show)
+    wanted: dict[int, set[str]] = {}
+    async for record in store.scan(0, size):
+        entry = record.entry()
+        if entry.kind != "memory_tool_call" or record.payload is None:
+            continue
+        if record.salt == RESIDUE_SALT:
+            continue  # a forget cut it: the bucket values (owned by no item) went first
+        try:
+            call = decode_tool_call(bytes(entry.body))
+            payload = decode_tool_call_payload(bytes(record.payload))
+            result = restore(call.result, payload.texts, None)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError):
+            continue  # the ledger's verify and the memo check own malformed calls
+        if call.tool != "memory_explore" or call.error or not isinstance(result, dict):
+            continue
+        facet, buckets = result.get("facet"), result.get("buckets")
+        if isinstance(facet, str) and facet not in CLOSED_FACETS and isinstance(buckets, list):
+            refs = {
+                facet_ref(facet, b["value"])
+                for b in buckets
+                if isinstance(b, dict) and isinstance(b.get("value"), str)
+            }
+            if refs:
+                wanted[record.seq] = refs
+    # 2. missing and extra facet rows, plainly
+    for seq in sorted(set(found) | set(wanted)):
+        missing = wanted.get(seq, set()) - found.get(seq, set())
+        extra = found.get(seq, set()) - wanted.get(seq, set())
+        if missing or extra:
+            raise VerificationError(
+                f"the mentions table disagrees with the explore at seq {seq}: "
+                f"{len(missing)} facet ref(s) missing, {len(extra)} extra "
+                "(a forget would leave a forgotten tag in its payload)",
                 seq=seq,
                 step="mentions",
             )

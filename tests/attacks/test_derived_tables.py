@@ -117,3 +117,34 @@ async def test_planted_mentions_row_fails_verify(memory: Memory) -> None:
     run(memory, "INSERT INTO mentions (ref, seq) VALUES (?, ?)", ("f" * 32, seq))
     with pytest.raises(VerificationError, match="extra"):
         await memory.verify()
+
+
+async def test_deleted_facet_mention_fails_verify_deep_before_a_forget_leaves_a_tag(
+    memory: Memory,
+) -> None:
+    scope = memseal.ToolScope.placed_at(PLACE)
+    await memory.call(
+        "memory_store", {"learning": {"text": SECRET}, "tags": ["zebra-tag"]}, scope=scope
+    )
+    _, explored = await memory.call("memory_explore", {"facet": "tag"}, scope=scope)
+    assert any(b["value"] == "zebra-tag" for b in explored["buckets"])
+    await memory.verify(deep=True)
+    facets = rows(memory, "SELECT ref, seq FROM mentions WHERE ref LIKE 'facet:%' ORDER BY seq")
+    assert facets
+    ref, seq = facets[0]
+    run(memory, "DELETE FROM mentions WHERE ref = ? AND seq = ?", (ref, seq))
+    await memory.verify()  # the keyed refs need the secret: only the deep check sees them
+    with pytest.raises(VerificationError, match="facet ref") as caught:
+        await memory.verify(deep=True)
+    assert caught.value.step == "mentions" and caught.value.seq == seq
+
+
+async def test_planted_facet_mention_fails_verify_deep(memory: Memory) -> None:
+    scope = memseal.ToolScope.placed_at(PLACE)
+    await memory.call("memory_store", {"learning": {"text": SECRET}, "tags": ["t1"]}, scope=scope)
+    await memory.call("memory_explore", {"facet": "tag"}, scope=scope)
+    seq = rows(memory, "SELECT max(seq) FROM mentions")[0][0]
+    run(memory, "INSERT INTO mentions (ref, seq) VALUES (?, ?)", ("facet:" + "0" * 32, seq))
+    with pytest.raises(VerificationError, match="1 extra") as caught:
+        await memory.verify(deep=True)
+    assert caught.value.step == "mentions"

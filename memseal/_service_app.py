@@ -44,7 +44,7 @@ from memseal.ledger.errors import (
 from memseal.memory import Memory
 from memseal.memory import open as open_memory
 from memseal.replay.run import new_run_id
-from memseal.tools import MAX_ARGUMENT_BYTES, ToolScope
+from memseal.tools import MAX_ARGUMENT_BYTES, TRAITS, ToolScope, refusal_before_approval
 from memseal.tools.decode import MAX_DEPTH
 
 from ._service_ledger import MAX_ENTRIES, EntryView, projection_report
@@ -868,6 +868,29 @@ def _routes(app: FastAPI) -> None:
         step: StepHeader = None,
     ) -> Response:
         return await _call(request, who, name, run_id, step, revalidate)
+
+    @app.post(
+        "/v1/tools/{name}/check",
+        tags=["tools"],
+        summary="Dry run for an approval gate: the policy refusal a call would meet, or 204",
+        status_code=200,
+        responses={
+            200: {"description": "The call would be refused: its tool, rule code and message"},
+            204: {"description": "No policy refuses the call (its arguments are still unchecked)"},
+        },
+    )
+    async def check_tool(
+        who: Agent,
+        name: Annotated[str, PathParam(max_length=64)],
+    ) -> Response:
+        # Asked before approval, so it records nothing and reads no arguments: the policy
+        # looks only at the token's scope and the tool (the call itself checks the rest).
+        if name not in TRAITS:
+            raise InvalidRequest(f"unknown tool {name!r}; the tools are {', '.join(TRAITS)}")
+        refusal = refusal_before_approval(who.scope, name)
+        if refusal is None:
+            return Response(status_code=204)
+        return _json({"tool": refusal.tool, "code": refusal.code, "message": str(refusal)})
 
     @app.post(
         "/v1/runs/{run_id}/tools/{name}",

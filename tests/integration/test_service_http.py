@@ -513,3 +513,31 @@ def test_the_data_folder_is_made_on_first_serve(tmp_path: Path) -> None:
             assert admin.get("/v1/ledger").json()["trust_root"].startswith("memseal-")
     with ServerThread(folder) as again:
         assert again.admin is None  # the admin token is made once
+
+
+def test_the_check_route_answers_the_refusal_before_approval_and_records_nothing(
+    tmp_path: Path,
+) -> None:
+    with ServerThread(tmp_path / "data") as server:
+        _check_route(server)
+
+
+def _check_route(server: ServerThread) -> None:
+    reader = server.token("agent", "team:gate/agent:r", read_only=True)
+    writer = server.token("agent", "team:gate/agent:w")
+    limited = server.token("agent", "team:gate/agent:l", allow=["memory_fetch"])
+    auditor = server.token("auditor", "team:gate")
+    with server.client(reader) as r, server.client(writer) as w, server.client(limited) as lim:
+        with server.client(auditor) as audit:
+            info = audit.get("/v1/ledger")
+            assert info.status_code == 200, info.text
+            before = info.json()["size"]
+        refused = r.post("/v1/tools/memory_store/check", json={"learning": {"text": "x"}})
+        assert refused.status_code == 200, refused.text
+        assert refused.json()["code"] == "read_only" and refused.json()["tool"] == "memory_store"
+        assert r.post("/v1/tools/memory_fetch/check").status_code == 204
+        assert w.post("/v1/tools/memory_store/check").status_code == 204
+        assert lim.post("/v1/tools/memory_list/check").json()["code"] == "not_allowed"
+        assert_error(w.post("/v1/tools/memory_teleport/check"), 400)
+        with server.client(auditor) as again:
+            assert again.get("/v1/ledger").json()["size"] == before  # nothing recorded

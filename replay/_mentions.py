@@ -116,7 +116,7 @@ async def check_facet_mentions(
     """
     found: dict[int, set[str]] = {}
     for ref, seq in await store.rows(
-        "SELECT ref, seq FROM mentions WHERE ref LIKE 'facet:%' ORDER BY seq"
+        "SELECT ref, seq FROM mentions WHERE ref LIKE ? ORDER BY seq", ("facet:%",)
     ):
         found.setdefault(int(seq), set()).add(str(ref))
     # 1. the refs each intact explore result implies (the values its buckets show)

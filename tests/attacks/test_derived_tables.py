@@ -129,7 +129,9 @@ async def test_deleted_facet_mention_fails_verify_deep_before_a_forget_leaves_a_
     _, explored = await memory.call("memory_explore", {"facet": "tag"}, scope=scope)
     assert any(b["value"] == "zebra-tag" for b in explored["buckets"])
     await memory.verify(deep=True)
-    facets = rows(memory, "SELECT ref, seq FROM mentions WHERE ref LIKE 'facet:%' ORDER BY seq")
+    facets = rows(
+        memory, "SELECT ref, seq FROM mentions WHERE ref LIKE ? ORDER BY seq", ("facet:%",)
+    )
     assert facets
     ref, seq = facets[0]
     run(memory, "DELETE FROM mentions WHERE ref = ? AND seq = ?", (ref, seq))

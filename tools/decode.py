@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any, Final, TypeVar
 
 import msgspec
@@ -150,6 +151,30 @@ def as_plain(tool: str, arguments: object) -> dict[str, Any]:
     return plain  # type: ignore[return-value]
 
 
+@cache
+def _argument_names() -> frozenset[str]:
+    """Every property name in any tool's argument schema, at any depth."""
+    from .catalog import TOOL_NAMES  # the tools' own modules import this one
+    from .specs import spec_for
+
+    names: set[str] = set()
+
+    def walk(schema: object) -> None:
+        if isinstance(schema, dict):
+            properties = schema.get("properties")
+            if isinstance(properties, dict):
+                names.update(str(k) for k in properties)
+            for value in schema.values():
+                walk(value)
+        elif isinstance(schema, list):
+            for value in schema:
+                walk(value)
+
+    for name in TOOL_NAMES:
+        walk(spec_for(name).parameters)
+    return frozenset(names)
+
+
 def _plain(tool: str, root: dict[Any, Any]) -> object:
     """A deep copy of ``root`` as plain JSON values; iterative, so depth cannot overflow.
 
@@ -173,9 +198,10 @@ def _plain(tool: str, root: dict[Any, Any]) -> object:
                     continue
                 if key in FORBIDDEN_KEYS:
                     raise fail(tool, _forbidden(key, path))
-                if item is None:
+                if item is None and key in _argument_names():
                     # No argument is nullable, and OpenAI strict mode sends every optional
-                    # one it leaves out as null: a null member is an absent one.
+                    # one it leaves out as null: a null member is an absent one. A name no
+                    # tool takes stays, so the decoder still refuses it as unknown.
                     continue
                 pairs.append((key, item))
         else:

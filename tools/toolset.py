@@ -189,8 +189,11 @@ class _Definitions:
                 "name": tool.name,
                 "description": tool.description,
                 "parameters": parameters,
-                "strict": strict,
             }
+            if strict or api == "responses":
+                # The Responses API requires the field; Chat Completions takes it as opt-in, and
+                # leaving it out keeps the plain shape LangChain's own conversion gives.
+                function["strict"] = strict
             if api == "responses":
                 out.append({"type": "function", **function})
             else:

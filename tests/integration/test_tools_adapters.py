@@ -38,6 +38,7 @@ from memseal.tools import (
     runner_for,
     spec_for,
 )
+from memseal.tools.specs import root_rules
 
 PLACE = "team:acme/agent:writer"
 
@@ -71,7 +72,7 @@ async def test_openai_and_anthropic_definitions(toolset: AsyncToolset) -> None:
         assert a == {
             "name": tool.name,
             "description": tool.description,
-            "input_schema": tool.parameters,
+            "input_schema": {**tool.parameters, **root_rules(tool.name)},
         }
         assert tool.parameters == spec_for(tool.name).parameters
         assert tool.side_effects == (tool.name in ("memory_store", "memory_forget"))

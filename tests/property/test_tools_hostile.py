@@ -161,7 +161,9 @@ def near_misses(draw: st.DrawFn) -> tuple[str, Any, str]:
     if how == "type":
         path = draw(st.sampled_from(_leaves(arguments)))
         node = _schema_at(schema, path)
-        replacement = draw(json_values.filter(lambda v: _wrong_for(node, v)))
+        # Not null: an explicit null is an absent argument (OpenAI strict mode sends every
+        # optional one it leaves out so), which the "unknown" and "limit" cases still cover.
+        replacement = draw(json_values.filter(lambda v: v is not None and _wrong_for(node, v)))
         parent = _at(arguments, path[:-1])
         parent[path[-1]] = replacement
         # A bad list element may be named by its list (the seed's "`filter.kinds` `x` is

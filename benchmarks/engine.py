@@ -36,7 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import memseal.engine._read as engine_read
+import memseal.engine._item_rows as item_rows
 from memseal._engine_cli import open_engine
 from memseal.engine import (
     Embedder,
@@ -166,14 +166,14 @@ async def read_check_cost(engine: Engine, asked: list[str]) -> None:
         "exact fetch": lambda q: engine.fetch(q, mode="exact"),
         "recall": lambda q: engine.recall(q),
     }
-    checked = engine_read.check_row
+    checked = item_rows.check_row
     for label, read in reads.items():
         with_check = await timed([lambda q=q, r=read: r(q) for q in asked])
-        engine_read.check_row = lambda *args: None  # type: ignore[assignment]
+        item_rows.check_row = lambda *args: None  # type: ignore[assignment]
         try:
             without = await timed([lambda q=q, r=read: r(q) for q in asked])
         finally:
-            engine_read.check_row = checked
+            item_rows.check_row = checked
         line(
             f"{label} p50 / p95, read check on / off",
             f"{with_check[0]:.2f} / {with_check[1]:.2f} ms, {without[0]:.2f} / {without[1]:.2f} ms",

@@ -36,9 +36,10 @@ from collections.abc import Sequence
 from datetime import tzinfo
 from typing import Any, Final
 
+from memseal.ledger.store import Execute
+
 from ._dates import resolve
 from ._dialect import index_words
-from ._reader import Execute
 from .filters import DateRange
 
 __all__ = ["RRF_K", "STOPWORDS", "exact", "fts_query", "fuse", "refers_first"]

@@ -29,10 +29,11 @@ import msgspec
 from memseal.ledger.entry import format_time, make_draft
 from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
 from memseal.ledger.ledger import Ledger
-from memseal.ledger.store import SqlStore, WriteTxn
+from memseal.ledger.store import Execute, SqlStore, WriteTxn
 
 from ._dialect import for_dialect
 from ._forget import forget_command
+from ._item_rows import load_items, rows_to_items
 from ._pgvector import PgVector, find_pgvector
 from ._projection import Projection, derive, embed_text, recompute_total, state_hash
 from ._query import (
@@ -45,8 +46,6 @@ from ._query import (
     fingerprint,
     scope_sql,
 )
-from ._read import load_items, rows_to_items
-from ._reader import Execute
 from ._rebuild import check_projections, rebuild_command
 from ._schema import PROJECTION_VERSION, ddl_for
 from ._search import exact, fuse, refers_first

@@ -21,9 +21,9 @@ from typing import Any, Final
 import msgspec
 
 from memseal.ledger.errors import InvalidRequest
+from memseal.ledger.store import Execute
 
 from ._projection import FACETS
-from ._reader import Execute
 
 __all__ = [
     "CLOSED_FACETS",

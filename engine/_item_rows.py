@@ -18,9 +18,9 @@ from typing import Any, Final
 import msgspec
 
 from memseal.ledger.errors import VerificationError
+from memseal.ledger.store import Execute
 
 from ._projection import Detail, embed_text
-from ._reader import Execute
 from .events import Keyring
 from .items import Item, Meta, Turn, Verdict
 

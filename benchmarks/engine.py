@@ -47,7 +47,7 @@ from memseal.engine import (
     NewItem,
     default_embedder,
 )
-from memseal.engine._search import fts_query
+from memseal.engine._ranking import fts_query
 
 _SYLLABLES = ["ka", "lo", "mi", "ru", "ten", "sa", "vo", "ne", "pi", "dra", "ul", "shi", "bo"]
 

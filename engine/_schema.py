@@ -32,7 +32,7 @@ with the server's types: BIGINT seqs, DOUBLE PRECISION confidences (a
 and ``COLLATE "C"`` on every text that is compared or sorted, so ranges,
 orderings and ties are bytewise as in SQLite whatever the database's
 locale. ``engine_fts`` is a table of ``tsvector`` documents with a GIN
-index in place of the FTS5 virtual table (see :mod:`._search`).
+index in place of the FTS5 virtual table (see :mod:`._ranking`).
 """
 
 from __future__ import annotations

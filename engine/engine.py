@@ -10,7 +10,7 @@ folder agree. Pure, expensive work (validation, canonical encoding,
 embedding) happens before it.
 
 Every read is confined by reach, trust floor and filter before anything is
-ranked (see :mod:`memseal.engine._query`).
+ranked (see :mod:`memseal.engine._paging`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ from memseal.ledger.store import Execute, SqlStore, WriteTxn
 from ._dialect import for_dialect
 from ._forget import forget_command
 from ._item_rows import load_items, rows_to_items
-from ._pgvector import PgVector, find_pgvector
-from ._projection import Projection, derive, embed_text, recompute_total, state_hash
-from ._query import (
+from ._paging import (
     DEFAULT_LIMIT,
     Cursor,
     check_ids,
@@ -46,9 +44,11 @@ from ._query import (
     fingerprint,
     scope_sql,
 )
+from ._pgvector import PgVector, find_pgvector
+from ._projection import Projection, derive, embed_text, recompute_total, state_hash
+from ._ranking import exact, fuse, refers_first
 from ._rebuild import check_projections, rebuild_command
 from ._schema import PROJECTION_VERSION, ddl_for
-from ._search import exact, fuse, refers_first
 from ._vectors import VectorCache
 from ._writes import Prepared, store_command, trust_command
 from .embedders import Embedder

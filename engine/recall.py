@@ -24,7 +24,7 @@ import msgspec
 
 from memseal.ledger.errors import InvalidRequest
 
-from ._search import STOPWORDS
+from ._ranking import STOPWORDS
 from .items import Hit
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from memseal.engine._query import DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT
+from memseal.engine._paging import DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT
 from memseal.engine.engine import MAX_INSTRUCTIONS_CHARS, MAX_QUERY_CHARS
 from memseal.engine.items import (
     MAX_DOCUMENT_CHARS,

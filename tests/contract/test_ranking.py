@@ -1,7 +1,7 @@
 """The ranking contract: what every store's search keeps, checked on each store.
 
 SQLite ranks exact questions with FTS5's BM25; PostgreSQL with ``ts_rank``
-over the same words (engine/_search.py). Their scores differ, and so may
+over the same words (engine/_ranking.py). Their scores differ, and so may
 the order of items that match alike for different reasons (PostgreSQL keeps
 no corpus statistics: a rare word weighs no more than a common one). What
 both keep, and what these tests hold each store to:

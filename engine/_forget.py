@@ -37,8 +37,8 @@ from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.store import WriteTxn
 
 from ._dialect import for_dialect
-from ._paging import scope_sql
 from ._projection import Projection
+from ._scope import scope_sql
 from ._vectors import Resident
 from .events import Keyring, MemoryForgotten, event_body
 from .explore import CLOSED_FACETS

@@ -1,9 +1,8 @@
-"""What every read shares: the scope condition, limits, ids and opaque cursors.
+"""Pages of a read: the page-size limits and the opaque cursor to the next page.
 
-Every query is confined the same way before anything is ranked: the reach
-(namespaces), the trust floor (rejected never passes) and the filter all
-become one SQL condition on ``engine_items AS i``, which the ranking query
-then runs under.
+A cursor is the JSON of a :class:`Cursor`, base64url without padding. It
+carries a fingerprint of the request it belongs to, so it cannot be passed
+to another question.
 """
 
 from __future__ import annotations
@@ -11,35 +10,25 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Sequence
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import blake3
 import msgspec
 
 from memseal.ledger.errors import InvalidRequest
 
-from .filters import EQUALITY_FACETS, Filter
-from .namespaces import Reach, reach_sql
-from .trust import Trust, trust_rank
-
 __all__ = [
     "DEFAULT_LIMIT",
-    "MAX_IDS",
     "MAX_LIMIT",
     "Cursor",
-    "check_ids",
     "check_limit",
     "decode_cursor",
     "encode_cursor",
     "fingerprint",
-    "scope_sql",
 ]
 
 DEFAULT_LIMIT: Final = 10
 MAX_LIMIT: Final = 50
-MAX_IDS: Final = 200
-_ID = re.compile(r"[\x21-\x7e]{1,128}")
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,400}")
 
 
@@ -47,63 +36,6 @@ def check_limit(value: object, field: str = "limit", high: int = MAX_LIMIT) -> i
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
         raise InvalidRequest(f"`{field}` must be an integer from 1 to {high}, not {value!r}")
     return value
-
-
-def check_ids(value: object, field: str = "ids") -> list[str]:
-    """1 to 200 ids, duplicates dropped (first kept); each printable ASCII, at most 128."""
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InvalidRequest(f"`{field}` must be a list of item ids")
-    if not 1 <= len(value) <= MAX_IDS:
-        raise InvalidRequest(f"`{field}` must list 1 to {MAX_IDS} ids, not {len(value)}")
-    for i, item in enumerate(value):
-        if not isinstance(item, str) or not _ID.fullmatch(item):
-            raise InvalidRequest(f"`{field}[{i}]` is not an item id")
-    return list(dict.fromkeys(value))
-
-
-def scope_sql(
-    reach: Reach | None, min_trust: Trust | None, filter: Filter
-) -> tuple[str, list[Any]]:
-    """The condition on ``engine_items AS i`` for reach, trust floor and filter.
-
-    ``min_trust`` None is for forget alone, which acts whatever the trust.
-    """
-    clauses: list[str] = []
-    params: list[Any] = []
-    where, args = reach_sql(reach, "i.namespace")
-    clauses.append(where)
-    params.extend(args)
-    if min_trust is not None:
-        # max(...,1): rejected (rank 0) is never returned, whatever a caller passes in.
-        clauses.append("i.trust_rank >= ?")
-        params.append(max(trust_rank(min_trust), 1))
-    if filter.kinds is not None:
-        clauses.append(f"i.kind IN ({','.join('?' * len(filter.kinds))})")
-        params.extend(filter.kinds)
-
-    def facet(name: str, values: Sequence[str]) -> None:
-        clauses.append(
-            "EXISTS (SELECT 1 FROM engine_facets f WHERE f.seq = i.seq AND f.facet = ? "
-            f"AND f.value IN ({','.join('?' * len(values))}))"
-        )
-        params.append(name)
-        params.extend(values)
-
-    if filter.sources is not None:
-        facet("source", filter.sources)
-    if filter.tags_any is not None:
-        facet("tag", filter.tags_any)
-    for field, name in EQUALITY_FACETS:
-        value = getattr(filter, field)
-        if value is not None:
-            facet(name, [value])
-    if filter.observed_after is not None:
-        clauses.append("i.observed_at >= ?")
-        params.append(filter.observed_after)
-    if filter.observed_before is not None:
-        clauses.append("i.observed_at < ?")
-        params.append(filter.observed_before)
-    return " AND ".join(clauses), params
 
 
 Operation = Literal["list", "fetch"]

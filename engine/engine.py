@@ -10,7 +10,7 @@ folder agree. Pure, expensive work (validation, canonical encoding,
 embedding) happens before it.
 
 Every read is confined by reach, trust floor and filter before anything is
-ranked (see :mod:`memseal.engine._paging`).
+ranked (see :mod:`memseal.engine._scope`).
 """
 
 from __future__ import annotations
@@ -34,21 +34,13 @@ from memseal.ledger.store import Execute, SqlStore, WriteTxn
 from ._dialect import for_dialect
 from ._forget import forget_command
 from ._item_rows import load_items, rows_to_items
-from ._paging import (
-    DEFAULT_LIMIT,
-    Cursor,
-    check_ids,
-    check_limit,
-    decode_cursor,
-    encode_cursor,
-    fingerprint,
-    scope_sql,
-)
+from ._paging import DEFAULT_LIMIT, Cursor, check_limit, decode_cursor, encode_cursor, fingerprint
 from ._pgvector import PgVector, find_pgvector
 from ._projection import Projection, derive, embed_text, recompute_total, state_hash
 from ._ranking import exact, fuse, refers_first
 from ._rebuild import check_projections, rebuild_command
 from ._schema import PROJECTION_VERSION, ddl_for
+from ._scope import scope_sql
 from ._vectors import VectorCache
 from ._writes import Prepared, store_command, trust_command
 from .embedders import Embedder
@@ -64,6 +56,7 @@ from .explore import Exploration, check_facet, explore
 from .filters import DateRange, Filter, check_date_range, check_filter, parse_time
 from .items import (
     Hit,
+    check_ids,
     check_meta,
     check_tags,
     clean_text,

@@ -40,6 +40,7 @@ from .trust import Trust
 __all__ = [
     "ITEM_KINDS",
     "LEARNING_KINDS",
+    "MAX_IDS",
     "MAX_TAGS",
     "META_FIELDS",
     "Content",
@@ -54,6 +55,7 @@ __all__ = [
     "Source",
     "Turn",
     "Verdict",
+    "check_ids",
     "check_kind",
     "check_meta",
     "check_tags",
@@ -90,6 +92,8 @@ MAX_TURNS: Final = 500
 MAX_TAGS: Final = 32
 MAX_TAG_CHARS: Final = 64
 MAX_META_CHARS: Final = 2_048
+MAX_IDS: Final = 200
+_ID = re.compile(r"[\x21-\x7e]{1,128}")
 _ROLE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _TOKEN = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
 # C0 controls other than tab, newline and carriage return, and DEL: never typed on purpose,
@@ -224,6 +228,18 @@ def clean_text(value: object, field: str, limit: int, *, required: bool = True) 
     except UnicodeEncodeError as exc:
         raise InvalidRequest(f"`{field}` is not valid UTF-8 text ({exc.reason})") from exc
     return text
+
+
+def check_ids(value: object, field: str = "ids") -> list[str]:
+    """1 to 200 ids, duplicates dropped (first kept); each printable ASCII, at most 128."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidRequest(f"`{field}` must be a list of item ids")
+    if not 1 <= len(value) <= MAX_IDS:
+        raise InvalidRequest(f"`{field}` must list 1 to {MAX_IDS} ids, not {len(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not _ID.fullmatch(item):
+            raise InvalidRequest(f"`{field}[{i}]` is not an item id")
+    return list(dict.fromkeys(value))
 
 
 def check_kind(value: object, field: str, allowed: Sequence[str] = ITEM_KINDS) -> str:

@@ -19,11 +19,12 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from memseal.engine._paging import DEFAULT_LIMIT, MAX_IDS, MAX_LIMIT
+from memseal.engine._paging import DEFAULT_LIMIT, MAX_LIMIT
 from memseal.engine.engine import MAX_INSTRUCTIONS_CHARS, MAX_QUERY_CHARS
 from memseal.engine.items import (
     MAX_DOCUMENT_CHARS,
     MAX_EVIDENCE_CHARS,
+    MAX_IDS,
     MAX_LEARNING_CHARS,
     MAX_META_CHARS,
     MAX_TAG_CHARS,

@@ -36,7 +36,9 @@ from .items import (
     Turn,
     Verdict,
 )
-from .messages import (
+from .namespaces import Namespace, Reach
+from .recall import Answerer, Citation, ExtractiveAnswerer, Recollection
+from .results import (
     Fetched,
     Forgotten,
     Got,
@@ -48,8 +50,6 @@ from .messages import (
     Stored,
     TrustChange,
 )
-from .namespaces import Namespace, Reach
-from .recall import Answerer, Citation, ExtractiveAnswerer, Recollection
 from .trust import TRUST_LEVELS, Trust
 
 __all__ = [

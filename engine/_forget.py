@@ -43,8 +43,8 @@ from ._vectors import Resident
 from .events import Keyring, MemoryForgotten, event_body
 from .explore import CLOSED_FACETS
 from .filters import Filter
-from .messages import Forgotten
 from .namespaces import Reach
+from .results import Forgotten
 
 __all__ = ["FORGET_CHUNK", "forget_command"]
 

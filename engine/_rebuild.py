@@ -36,7 +36,7 @@ from .events import (
     decode_stored_payload,
     decode_trust_payload,
 )
-from .messages import ProjectionCheck, RebuildReport
+from .results import ProjectionCheck, RebuildReport
 
 __all__ = ["check_projections", "check_projections_in", "rebuild_command"]
 

@@ -30,8 +30,8 @@ from .events import (
     event_body,
     payload_value,
 )
-from .messages import Stored, TrustChange
 from .namespaces import Reach
+from .results import Stored, TrustChange
 from .trust import Trust
 
 __all__ = ["Prepared", "store_command", "trust_command"]

@@ -63,7 +63,9 @@ from .items import (
     content_kind,
     parse_content,
 )
-from .messages import (
+from .namespaces import Namespace, Reach
+from .recall import Answerer, ExtractiveAnswerer, Recollection
+from .results import (
     Fetched,
     Forgotten,
     Got,
@@ -75,8 +77,6 @@ from .messages import (
     Stored,
     TrustChange,
 )
-from .namespaces import Namespace, Reach
-from .recall import Answerer, ExtractiveAnswerer, Recollection
 from .trust import DEFAULT_MIN_TRUST, Trust, check_min_trust, check_trust, trust_rank
 
 __all__ = ["RANK_CAP", "Clock", "Engine", "Progress"]

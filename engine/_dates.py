@@ -26,7 +26,9 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Final
 
-__all__ = ["extract_refs", "observed_day", "resolve"]
+from memseal.ledger.errors import InvalidRequest
+
+__all__ = ["check_zone", "extract_refs", "observed_day", "resolve"]
 
 _MONTHS: Final = {
     "january": 1,
@@ -191,3 +193,12 @@ def _weekday(today: date, mode: str, weekday: int) -> date:
     if mode == "this":
         return today + timedelta(days=weekday - today.weekday())
     return today + timedelta(days=ahead if ahead <= 3 else ahead - 7)
+
+
+def check_zone(value: object, default: tzinfo) -> tzinfo:
+    """The time zone dates are read in: ``value`` if a tzinfo, ``default`` if None."""
+    if value is None:
+        return default
+    if not isinstance(value, tzinfo):
+        raise InvalidRequest("`zone` must be a tzinfo, such as zoneinfo.ZoneInfo('Europe/Lisbon')")
+    return value

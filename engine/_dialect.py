@@ -14,9 +14,10 @@ gathered here, one :class:`EngineSql` per dialect:
   lowercases. PostgreSQL's own ``english`` configuration would stem with
   Porter2 and drop stopwords, so "the" could never be found and some words
   would stem apart from SQLite's;
-* the verdicts gathered as JSON beside each item row;
-* the scrub after a forget (see :mod:`._scrub`): FTS merge and WAL
-  truncation in SQLite, ``VACUUM`` in PostgreSQL.
+* the verdicts gathered as JSON beside each item row.
+
+The scrub after a forget differs too (FTS merge and WAL truncation in
+SQLite, ``VACUUM`` in PostgreSQL); :mod:`._scrub` holds both.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import snowballstemmer
-
-from ._scrub import checkpoint_and_clear, optimize_fts, vacuum, vacuum_clear
 
 __all__ = ["POSTGRES", "SQLITE", "EngineSql", "fold", "for_dialect", "index_words"]
 
@@ -70,8 +69,6 @@ class EngineSql:
         fts_add: Callable[[Execute, int, str, str | None, str], None],
         fts_remove: Callable[[Execute, int, str, str | None, str], None],
         fts_clear: str,
-        scrub_first: Callable[[Any], None],
-        scrub_attempt: Callable[[Any, int], bool],
     ) -> None:
         self.name = name
         #: The columns ``rows_to_items`` reads from ``engine_items AS i``, the item's
@@ -80,10 +77,6 @@ class EngineSql:
         self.fts_add = fts_add
         self.fts_remove = fts_remove
         self.fts_clear = fts_clear
-        #: The scrub's one-off step, then its retried one (True when done), both run
-        #: on the writer's connection between group commits.
-        self.scrub_first = scrub_first
-        self.scrub_attempt = scrub_attempt
 
 
 def _sqlite_add(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
@@ -110,8 +103,6 @@ SQLITE: Final = EngineSql(
     fts_add=_sqlite_add,
     fts_remove=_sqlite_remove,
     fts_clear="INSERT INTO engine_fts (engine_fts) VALUES ('delete-all')",
-    scrub_first=optimize_fts,
-    scrub_attempt=checkpoint_and_clear,
 )
 
 # Text, title and tags as weights D, A and B (ranked in SQLite's bm25 proportions).
@@ -141,12 +132,11 @@ POSTGRES: Final = EngineSql(
     fts_add=_postgres_add,
     fts_remove=_postgres_remove,
     fts_clear="DELETE FROM engine_fts",
-    scrub_first=vacuum,
-    scrub_attempt=vacuum_clear,
 )
 
 
 def for_dialect(name: str) -> EngineSql:
+    """The statements of the store dialect ``name``; ValueError for any other."""
     if name == "sqlite":
         return SQLITE
     if name == "postgresql":

@@ -23,8 +23,10 @@ from memseal.ledger.store import Execute
 from ._projection import Detail, embed_text
 from .events import Keyring
 from .items import Item, Meta, Turn, Verdict
+from .namespaces import Reach
+from .results import Got
 
-__all__ = ["check_row", "load_items", "rows_to_items"]
+__all__ = ["check_row", "got_from_rows", "load_items", "rows_to_items"]
 
 _meta = msgspec.json.Decoder(Meta)
 _detail = msgspec.json.Decoder(Detail)
@@ -109,6 +111,32 @@ def rows_to_items(found: Sequence[tuple[Any, ...]], keyring: Keyring) -> list[It
             )
         )
     return items
+
+
+def got_from_rows(
+    found: Sequence[tuple[Any, ...]],
+    wanted: Sequence[str],
+    scope: Reach | None,
+    floor: int,
+    keyring: Keyring,
+) -> Got:
+    """:meth:`Engine.get`'s answer from the item rows of the ``wanted`` ids, each selected
+    with its ``trust_rank`` last: out of ``scope`` is missing, under ``floor`` filtered."""
+    visible = []
+    filtered: set[str] = set()
+    for row in found:
+        if scope is not None and not scope.admits(row[3]):
+            continue
+        if row[-1] < floor:
+            filtered.add(row[1])
+        else:
+            visible.append(row[:-1])
+    by_id = {item.id: item for item in rows_to_items(visible, keyring)}
+    return Got(
+        items=tuple(by_id[i] for i in wanted if i in by_id),
+        missing=tuple(i for i in wanted if i not in by_id and i not in filtered),
+        filtered=tuple(i for i in wanted if i in filtered),
+    )
 
 
 def load_items(

@@ -33,6 +33,7 @@ _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,400}")
 
 
 def check_limit(value: object, field: str = "limit", high: int = MAX_LIMIT) -> int:
+    """``value`` if it is an integer from 1 to ``high``, else :class:`InvalidRequest`."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
         raise InvalidRequest(f"`{field}` must be an integer from 1 to {high}, not {value!r}")
     return value
@@ -63,14 +64,18 @@ _encoder = msgspec.json.Encoder(order="deterministic")
 
 
 def fingerprint(*parts: object) -> str:
+    """A short hash of a request's checked arguments, which its cursors carry."""
     return blake3.blake3(_encoder.encode(msgspec.to_builtins(parts))).hexdigest(length=8)
 
 
 def encode_cursor(cursor: Cursor) -> str:
+    """The opaque text of ``cursor`` (base64url of its JSON, unpadded)."""
     return base64.urlsafe_b64encode(_encoder.encode(cursor)).rstrip(b"=").decode()
 
 
 def decode_cursor(value: object, op: Operation, query: str, field: str = "cursor") -> Cursor:
+    """The cursor ``value`` encodes, checked to belong to ``op`` and ``query``;
+    :class:`InvalidRequest` naming ``field`` otherwise."""
     if not isinstance(value, str) or not _CURSOR.fullmatch(value):
         raise InvalidRequest(f"`{field}` is malformed; pass back a next_cursor unchanged")
     try:

@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from memseal.ledger.store import Execute, Snapshots, SqlStore, WriteTxn
 
-from ._vectors import unpack, vector_text
+from ._vectors import VectorCache, unpack, vector_text
 
-__all__ = ["PgVector", "find_pgvector"]
+__all__ = ["PgVector", "find_pgvector", "use_pgvector"]
 
 _CHUNK: Final = 256
 
@@ -129,3 +129,12 @@ class PgVector:
             f"WHERE {where} ORDER BY s DESC NULLS LAST, i.seq DESC LIMIT ?",
             [target, self._embedder, *params, cap],
         )
+
+
+async def use_pgvector(store: SqlStore, reader: Snapshots, vectors: VectorCache) -> None:
+    """Attach the pgvector index to ``vectors`` when the database has the extension."""
+    schema = await find_pgvector(reader)
+    if schema is not None:
+        pg = PgVector(schema, store, reader, vectors.id)
+        await pg.attach()
+        vectors.pg = pg

@@ -95,11 +95,13 @@ class Detail(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 def row_digest(table: str, row: Sequence[Any]) -> int:
+    """A projection row's 256-bit term of the state sum (blake3, domain separated)."""
     data = _encoder.encode([table, *row])
     return int.from_bytes(blake3.blake3(_ROW + data).digest(), "big")
 
 
 def state_hash(position: int, total: int) -> str:
+    """The published state hash: the state sum bound to the projection's position."""
     return blake3.blake3(_STATE + _encoder.encode([position, f"{total:064x}"])).hexdigest()
 
 
@@ -109,6 +111,7 @@ def embed_text(title: str | None, text: str) -> str:
 
 
 def facet_values(kind: str, payload: StoredPayload) -> list[tuple[str, str]]:
+    """The ``(facet, value)`` pairs an item is explored and filtered by, sorted."""
     meta: Meta = payload.meta
     values = [("kind", kind)]
     if meta.source is not None:
@@ -137,6 +140,7 @@ class Derived(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def derive(event: MemoryStored, payload: StoredPayload, keyring: Keyring) -> Derived:
+    """The projection columns of a stored item, computed before the writer."""
     text = payload.searchable_text()
     detail = Detail(turns=payload.turns, evidence=payload.evidence, sources=event.sources)
     return Derived(
@@ -169,9 +173,11 @@ class Projection:
 
     @property
     def hash(self) -> str:
+        """The state hash of the projection as this command has left it so far."""
         return state_hash(self.position, self.total)
 
     def save(self) -> None:
+        """Write the position and running state sum back (once, after the events)."""
         self._x(
             "INSERT INTO engine_meta (key, value) VALUES ('position', ?), ('state_sum', ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -202,6 +208,7 @@ class Projection:
         self._x(f"DELETE FROM {table} WHERE {where}", params)
 
     def item_row(self, item_id: str) -> tuple[Any, ...] | None:
+        """The hashed columns of the live item ``item_id``, or None."""
         rows = self._x(f"SELECT {_ITEM_COLUMNS} FROM engine_items WHERE id = ?", (item_id,))
         return rows[0] if rows else None
 

@@ -59,8 +59,6 @@ _SCRATCH_SQL: Final = EngineSql(
     fts_add=_no_fts,
     fts_remove=_no_fts,
     fts_clear="SELECT 1",
-    scrub_first=SQLITE.scrub_first,
-    scrub_attempt=SQLITE.scrub_attempt,
 )
 _QUERY_ONLY: Final = (
     "engine_fts",

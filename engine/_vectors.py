@@ -56,6 +56,7 @@ _CHUNK: Final = 500
 
 
 def pack(vector: Sequence[float]) -> bytes:
+    """``vector`` as little-endian float32 bytes, the form ``engine_vectors`` keeps."""
     values = array("f", vector)
     if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
         values.byteswap()
@@ -63,6 +64,7 @@ def pack(vector: Sequence[float]) -> bytes:
 
 
 def unpack(blob: bytes) -> array[float]:
+    """The float32 values of a packed vector (see :func:`pack`)."""
     values = array("f")
     values.frombytes(blob)
     if sys.byteorder == "big":  # pragma: no cover
@@ -83,6 +85,8 @@ def insert_vectors(
     rows: Sequence[tuple[str, bytes]],
     pg: PgVector | None = None,
 ) -> None:
+    """Cache ``(content, vector)`` rows for ``embedder_id`` in ``txn``, each only
+    while a live item has that content (and in pgvector's table, if attached)."""
     for content, blob in rows:
         txn.execute(_INSERT, (embedder_id, content, blob, content))
     if pg is not None:
@@ -246,6 +250,7 @@ class VectorCache:
         return await self._reader.run(work)
 
     async def query_vector(self, text: str) -> bytes:
+        """The packed vector of a question, from a small LRU cache of recent ones."""
         blob = self._queries.get(text)
         if blob is None:
             (blob,) = await self.embed([text])
@@ -291,6 +296,7 @@ class VectorCache:
             made += len(rows)
 
     async def embed_and_store(self, todo: Sequence[tuple[str, str]]) -> None:
+        """Embed the ``(content, text)`` pairs and cache their vectors."""
         blobs = await self.embed([text for _, text in todo])
         pairs = [(content, blob) for (content, _), blob in zip(todo, blobs, strict=True)]
         embedder_id, pg = self.id, self.pg

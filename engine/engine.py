@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
-import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, tzinfo
@@ -26,44 +24,30 @@ from typing import Final
 
 import msgspec
 
-from memseal.ledger.entry import format_time, make_draft
 from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
 from memseal.ledger.ledger import Ledger
 from memseal.ledger.store import Execute, SqlStore, WriteTxn
 
+from ._dates import check_zone
 from ._dialect import for_dialect
 from ._forget import forget_command
-from ._item_rows import load_items, rows_to_items
+from ._item_rows import got_from_rows, load_items, rows_to_items
 from ._paging import DEFAULT_LIMIT, Cursor, check_limit, decode_cursor, encode_cursor, fingerprint
-from ._pgvector import PgVector, find_pgvector
-from ._projection import Projection, derive, embed_text, recompute_total, state_hash
+from ._pgvector import use_pgvector
+from ._projection import Projection, recompute_total, state_hash
 from ._ranking import exact, fuse, refers_first
 from ._rebuild import check_projections, rebuild_command
 from ._schema import PROJECTION_VERSION, ddl_for
 from ._scope import scope_sql
+from ._scrub import Scrubber
 from ._vectors import VectorCache
-from ._writes import Prepared, store_command, trust_command
+from ._writes import Prepared, embed, prepare, prepare_many, store_command, trust_command
 from .embedders import Embedder
-from .events import (
-    Keyring,
-    MemoryStored,
-    StoredPayload,
-    TrustPayload,
-    event_body,
-    payload_value,
-)
+from .events import Keyring, TrustPayload
 from .explore import Exploration, check_facet, explore
-from .filters import DateRange, Filter, check_date_range, check_filter, parse_time
-from .items import (
-    Hit,
-    check_ids,
-    check_meta,
-    check_tags,
-    clean_text,
-    content_kind,
-    parse_content,
-)
-from .namespaces import Namespace, Reach
+from .filters import DateRange, Filter, check_date_range, check_filter
+from .items import Hit, check_ids, clean_text
+from .namespaces import Namespace, Reach, check_reach
 from .recall import Answerer, ExtractiveAnswerer, Recollection
 from .results import (
     Fetched,
@@ -77,7 +61,7 @@ from .results import (
     Stored,
     TrustChange,
 )
-from .trust import DEFAULT_MIN_TRUST, Trust, check_min_trust, check_trust, trust_rank
+from .trust import DEFAULT_MIN_TRUST, Trust, check_min_trust, trust_rank
 
 __all__ = ["RANK_CAP", "Clock", "Engine", "Progress"]
 
@@ -91,25 +75,10 @@ MAX_QUERY_CHARS: Final = 2_000
 MAX_ACTOR_CHARS: Final = 200
 MAX_REASON_CHARS: Final = 2_000
 MAX_INSTRUCTIONS_CHARS: Final = 4_000
-_SCRUB_ATTEMPTS: Final = 6
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _check_reach(value: object) -> Reach | None:
-    if value is None or isinstance(value, Reach):
-        return value
-    raise InvalidRequest("`reach` must be a Reach (Reach.of, Reach.subtree, Reach.exact) or None")
-
-
-def _check_zone(value: object, default: tzinfo) -> tzinfo:
-    if value is None:
-        return default
-    if not isinstance(value, tzinfo):
-        raise InvalidRequest("`zone` must be a tzinfo, such as zoneinfo.ZoneInfo('Europe/Lisbon')")
-    return value
 
 
 class Engine:
@@ -138,13 +107,12 @@ class Engine:
         self._store = store
         self._keyring = Keyring(secret)
         self._clock = clock
-        self._zone = _check_zone(zone, UTC)
+        self._zone = check_zone(zone, UTC)
         self._sql = for_dialect(store.dialect)
         self._reader = store.snapshots()
         self._vectors = None if embedder is None else VectorCache(store, self._reader, embedder)
         self._answerer: Answerer = answerer if answerer is not None else ExtractiveAnswerer()
-        self._scrub_lock = asyncio.Lock()
-        self._retry: asyncio.Task[None] | None = None
+        self._scrubber = Scrubber(store, self._reader)
 
     # -- set-up -----------------------------------------------------------------
 
@@ -183,25 +151,17 @@ class Engine:
         if not version or version[0][0] != PROJECTION_VERSION:
             # New here (or an older layout): the projections are derived, so build them.
             await self.rebuild(progress)
-        if await self._reader.rows("SELECT 1 FROM engine_scrub LIMIT 1"):
+        if await self._scrubber.pending():
             await self.scrub()  # a forget's scrub was interrupted: finish it now
         if self._vectors is not None:
             await self._vectors.adopt()
             if self._store.dialect == "postgresql":
-                schema = await find_pgvector(self._reader)
-                if schema is not None:
-                    pg = PgVector(schema, self._store, self._reader, self._vectors.id)
-                    await pg.attach()
-                    self._vectors.pg = pg
+                await use_pgvector(self._store, self._reader, self._vectors)
             await self._vectors.fill()
 
     async def close(self) -> None:
         """Stop background work (a pending scrub retry). The store stays open: it is the host's."""
-        if self._retry is not None:
-            self._retry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retry
-            self._retry = None
+        await self._scrubber.close()
         await self._reader.close()
 
     @property
@@ -280,8 +240,10 @@ class Engine:
         the append when run in the writer, alone through ``ledger.run`` or
         inside a larger command of the caller's.
         """
-        prepared = self._prepare(content, namespace, tags, meta, observed_at, trust, sources)
-        (prepared,) = await self._embed([prepared])
+        prepared = prepare(
+            self._keyring, self._clock, content, namespace, tags, meta, observed_at, trust, sources
+        )
+        (prepared,) = await embed(self._vectors, [prepared])
         return self._store_command(prepared)
 
     async def store_many(self, items: Sequence[NewItem]) -> builtins.list[Stored]:
@@ -290,95 +252,10 @@ class Engine:
         Each item is its own command: a replay or a failure of one leaves
         the others alone, exactly as separate :meth:`store` calls would.
         """
-        if not isinstance(items, Sequence):
-            raise InvalidRequest("`items` must be a list of NewItem")
-        prepared = []
-        for i, item in enumerate(items):
-            if not isinstance(item, NewItem):
-                raise InvalidRequest(f"`items[{i}]` must be a NewItem")
-            prepared.append(
-                self._prepare(
-                    item.content,
-                    item.namespace,
-                    item.tags,
-                    item.meta,
-                    item.observed_at,
-                    item.trust,
-                    item.sources,
-                )
-            )
-        prepared = await self._embed(prepared)
+        prepared = await embed(self._vectors, prepare_many(self._keyring, self._clock, items))
         return list(
             await asyncio.gather(*(self._store.run(self._store_command(p)) for p in prepared))
         )
-
-    def _prepare(
-        self,
-        raw_content: object,
-        namespace: object,
-        tags: object,
-        raw_meta: object,
-        observed_at: object,
-        trust: object,
-        sources: object,
-    ) -> Prepared:
-        content = parse_content(raw_content)
-        if not isinstance(namespace, Namespace | str):
-            raise InvalidRequest("`namespace` must be text like `team:acme/agent:writer`")
-        ns = Namespace.parse(namespace).text
-        clean_tags = check_tags(tags)
-        meta = check_meta(raw_meta)
-        level = check_trust(trust)
-        if level == "rejected":
-            raise InvalidRequest("`trust`: an item cannot be stored rejected")
-        source_ids: builtins.list[str] = []
-        if sources is not None:
-            if isinstance(sources, str) or not isinstance(sources, Sequence):
-                raise InvalidRequest("`sources` must be a list of item ids")
-            if sources:
-                source_ids = check_ids(sources, "sources")
-        observed = (
-            format_time(self._clock())
-            if observed_at is None
-            else parse_time(observed_at, "observed_at")
-        )
-        kind = content_kind(content)
-        item_id = self._keyring.item_id(ns, kind, content)
-        event = MemoryStored(
-            item=item_id,
-            kind=kind,
-            namespace=ns,
-            observed_at=observed,
-            trust=level,
-            confidence=getattr(content, "confidence", None),
-            sources=tuple(source_ids),
-        )
-        payload = StoredPayload.of(content, clean_tags, meta)
-        draft = make_draft(
-            "memory_stored", event_body(event), payload_value(payload), mentions=[item_id]
-        )
-        return Prepared(
-            event=event,
-            payload=payload,
-            draft=draft,
-            derived=derive(event, payload, self._keyring),
-            vector=None,
-        )
-
-    async def _embed(self, prepared: builtins.list[Prepared]) -> builtins.list[Prepared]:
-        """Vectors for the contents not cached yet, made before the writer."""
-        vectors = self._vectors
-        if vectors is None:
-            return prepared
-        uncached = await vectors.uncached([p.content for p in prepared])
-        todo: dict[str, str] = {}
-        for p in prepared:
-            if p.content in uncached and p.content not in todo:
-                todo[p.content] = embed_text(p.payload.title, p.payload.searchable_text())
-        if not todo:
-            return prepared
-        blobs = dict(zip(todo, await vectors.embed(list(todo.values())), strict=True))
-        return [msgspec.structs.replace(p, vector=blobs.get(p.content)) for p in prepared]
 
     def _store_command(self, prepared: Prepared) -> Callable[[WriteTxn], Stored]:
         pg = None if self._vectors is None else self._vectors.pg
@@ -412,7 +289,7 @@ class Engine:
             actor=clean_text(actor, "actor", MAX_ACTOR_CHARS),
             reason=clean_text(reason, "reason", MAX_REASON_CHARS),
         )
-        command = trust_command(target, level, payload, _check_reach(reach), self._keyring)
+        command = trust_command(target, level, payload, check_reach(reach), self._keyring)
         return await self._store.run(command)
 
     async def forget(
@@ -460,7 +337,7 @@ class Engine:
         picked = check_filter(filter) if filter is not None else None
         if picked is not None and picked.is_empty():
             raise InvalidRequest("`filter` must set at least one field to forget by")
-        scope = _check_reach(reach)
+        scope = check_reach(reach)
         resident = None if self._vectors is None else self._vectors.resident
         command = forget_command(self._keyring, scope, wanted, picked, resident)
         return command, self.scrub
@@ -469,40 +346,10 @@ class Engine:
         """Finish every pending forget's scrub (FTS merge, WAL truncation); True when done.
 
         Readers holding an old snapshot make the truncation wait: it is
-        retried briefly here, then in the background until it succeeds.
+        retried briefly here, then in the background until it succeeds
+        (see :mod:`memseal.engine._scrub`).
         """
-        async with self._scrub_lock:
-            found = await self._reader.rows("SELECT max(seq) FROM engine_scrub")
-            upto = found[0][0] if found else None
-            if upto is None:
-                return True
-            await self._store.exclusive(self._sql.scrub_first)
-            for attempt in range(_SCRUB_ATTEMPTS):
-                if await self._store.exclusive(functools.partial(self._scrub_attempt, upto)):
-                    return True
-                await asyncio.sleep(min(0.02 * 2**attempt, 0.25))
-        if self._retry is None or self._retry.done():
-            self._retry = asyncio.create_task(self._scrub_later())
-        return False
-
-    def _scrub_attempt(self, upto: int, conn: object) -> bool:
-        return self._sql.scrub_attempt(conn, upto)
-
-    async def _scrub_later(self) -> None:
-        delay = 1.0
-        while True:
-            await asyncio.sleep(delay)
-            try:
-                async with self._scrub_lock:
-                    found = await self._reader.rows("SELECT max(seq) FROM engine_scrub")
-                    upto = found[0][0] if found else None
-                    if upto is None or await self._store.exclusive(
-                        functools.partial(self._scrub_attempt, upto)
-                    ):
-                        return
-            except StorageError:
-                return  # the store closed; the mark stays and the next open resumes
-            delay = min(delay * 2, 60.0)
+        return await self._scrubber.run()
 
     # -- reads ------------------------------------------------------------------
 
@@ -516,28 +363,14 @@ class Engine:
         """Items by id, in the order asked; unknown or out-of-reach ids come back as missing."""
         wanted = check_ids(ids)
         floor = trust_rank(check_min_trust(min_trust))
-        scope = _check_reach(reach)
+        scope = check_reach(reach)
         marks = ",".join("?" * len(wanted))
         found = await self._reader.rows(
             f"SELECT {self._sql.item_select}, i.trust_rank FROM engine_items i "
             f"WHERE i.id IN ({marks})",
             wanted,
         )
-        visible = []
-        filtered: set[str] = set()
-        for row in found:
-            if scope is not None and not scope.admits(row[3]):
-                continue
-            if row[-1] < floor:
-                filtered.add(row[1])
-            else:
-                visible.append(row[:-1])
-        by_id = {item.id: item for item in rows_to_items(visible, self._keyring)}
-        return Got(
-            items=tuple(by_id[i] for i in wanted if i in by_id),
-            missing=tuple(i for i in wanted if i not in by_id and i not in filtered),
-            filtered=tuple(i for i in wanted if i in filtered),
-        )
+        return got_from_rows(found, wanted, scope, floor, self._keyring)
 
     async def list(
         self,
@@ -552,7 +385,7 @@ class Engine:
         picked = check_filter(filter)
         floor = check_min_trust(min_trust)
         count = check_limit(limit)
-        scope = _check_reach(reach)
+        scope = check_reach(reach)
         query = fingerprint("list", picked, scope, floor)
         before = 2**62
         if cursor is not None:
@@ -595,8 +428,8 @@ class Engine:
         floor = check_min_trust(min_trust)
         count = check_limit(limit)
         days = check_date_range(refers_to)
-        scope = _check_reach(reach)
-        where_zone = _check_zone(zone, self._zone)
+        scope = check_reach(reach)
+        where_zone = check_zone(zone, self._zone)
         key = fingerprint("fetch", text, chosen, picked, scope, floor, days, str(where_zone))
         snapshot: int | None = None
         offset = 0
@@ -659,7 +492,7 @@ class Engine:
         picked = check_filter(filter)
         floor = check_min_trust(min_trust)
         count = check_limit(limit)
-        where, params = scope_sql(_check_reach(reach), floor, picked)
+        where, params = scope_sql(check_reach(reach), floor, picked)
         return await self._reader.run(lambda execute: explore(execute, name, where, params, count))
 
     async def recall(

@@ -25,7 +25,7 @@ import msgspec
 
 from memseal.ledger.errors import InvalidRequest
 
-__all__ = ["MAX_DEPTH", "Namespace", "Reach", "reach_sql"]
+__all__ = ["MAX_DEPTH", "Namespace", "Reach", "check_reach", "reach_sql"]
 
 MAX_DEPTH = 16
 _TYPE = r"[a-z][a-z0-9_-]{0,31}"
@@ -175,3 +175,11 @@ def reach_sql(reach: Reach | None, column: str) -> tuple[str, list[Any]]:
         f"({column} = ? OR ({column} >= ? AND {column} < ?))",
         [reach.node, reach.node + "/", reach.node + "0"],
     )
+
+
+def check_reach(value: object) -> Reach | None:
+    """``value`` if it is a :class:`Reach` or None (no reach: every namespace), else
+    :class:`InvalidRequest`."""
+    if value is None or isinstance(value, Reach):
+        return value
+    raise InvalidRequest("`reach` must be a Reach (Reach.of, Reach.subtree, Reach.exact) or None")

@@ -62,26 +62,7 @@ def forget_command(
     """The command forgetting ``wanted`` ids, or what ``picked`` matches, within ``scope``."""
 
     def command(txn: WriteTxn) -> Forgotten:
-        where, params = scope_sql(scope, None, picked or Filter())
-        if wanted is not None:
-            marks = ",".join("?" * len(wanted))
-            found = {
-                row[0]
-                for row in txn.execute(
-                    f"SELECT i.id FROM engine_items i WHERE i.id IN ({marks}) AND {where}",
-                    [*wanted, *params],
-                )
-            }
-            targets = [i for i in wanted if i in found]
-            skipped = tuple(i for i in wanted if i not in found)
-        else:
-            targets = [
-                row[0]
-                for row in txn.execute(
-                    f"SELECT i.id FROM engine_items i WHERE {where} ORDER BY i.seq", params
-                )
-            ]
-            skipped = ()
+        targets, skipped = _targets(txn, scope, wanted, picked)
         seqs: list[int] = []
         redacted: list[int] = []
         projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
@@ -139,6 +120,31 @@ def forget_command(
         )
 
     return command
+
+
+def _targets(
+    txn: WriteTxn, scope: Reach | None, wanted: list[str] | None, picked: Filter | None
+) -> tuple[list[str], tuple[str, ...]]:
+    """The ids to forget (those asked for that are in scope, or what the filter matches,
+    oldest first) and the ids asked for that are not."""
+    where, params = scope_sql(scope, None, picked or Filter())
+    if wanted is not None:
+        marks = ",".join("?" * len(wanted))
+        found = {
+            row[0]
+            for row in txn.execute(
+                f"SELECT i.id FROM engine_items i WHERE i.id IN ({marks}) AND {where}",
+                [*wanted, *params],
+            )
+        }
+        return [i for i in wanted if i in found], tuple(i for i in wanted if i not in found)
+    targets = [
+        row[0]
+        for row in txn.execute(
+            f"SELECT i.id FROM engine_items i WHERE {where} ORDER BY i.seq", params
+        )
+    ]
+    return targets, ()
 
 
 _TEXT_REF = "$t"

@@ -257,6 +257,42 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _load_tokenizer(tokenizers: Any, path: Path) -> tuple[Any, int, int]:
+    """The tokenizer at ``path``, set to neither truncate nor pad, and its [CLS] and [SEP] ids."""
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
+        raise Unsupported(f"minilm embedder: cannot load tokenizer {str(path)!r}: {exc}") from exc
+    # The file as published truncates at 128 and pads to 128; the embedder
+    # does its own chunking and never pads.
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    cls_id = tokenizer.token_to_id("[CLS]")
+    sep_id = tokenizer.token_to_id("[SEP]")
+    if cls_id is None or sep_id is None:
+        raise Unsupported("minilm embedder: the tokenizer has no [CLS] or [SEP] token")
+    return tokenizer, cls_id, sep_id
+
+
+def _load_session(ort: Any, model: Path, threads: int) -> Any:
+    """An onnxruntime CPU session over ``model``, sequential, on ``threads`` threads."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    # Idle pool threads would otherwise spin and steal CPU from the rest
+    # of the process between calls.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(
+            str(model), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime's own exception types are not public API
+        raise Unsupported(f"minilm embedder: cannot load model {str(model)!r}: {exc}") from exc
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: the offline default embedder.
 
@@ -325,39 +361,9 @@ class MiniLMEmbedder:
             if not path.is_file():
                 raise Unsupported(f"minilm embedder: {what} file {str(path)!r} does not exist")
 
-        try:
-            tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
-        except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-            raise Unsupported(
-                f"minilm embedder: cannot load tokenizer {str(tokenizer_file)!r}: {exc}"
-            ) from exc
-        # The file as published truncates at 128 and pads to 128; this class
-        # does its own chunking and never pads.
-        tokenizer.no_truncation()
-        tokenizer.no_padding()
-        cls_id = tokenizer.token_to_id("[CLS]")
-        sep_id = tokenizer.token_to_id("[SEP]")
-        if cls_id is None or sep_id is None:
-            raise Unsupported("minilm embedder: the tokenizer has no [CLS] or [SEP] token")
+        tokenizer, self._cls, self._sep = _load_tokenizer(tokenizers, tokenizer_file)
         self._tokenizer = tokenizer
-        self._cls: int = cls_id
-        self._sep: int = sep_id
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        # Idle pool threads would otherwise spin and steal CPU from the rest
-        # of the process between calls.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            session = ort.InferenceSession(
-                str(model), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime's own exception types are not public API
-            raise Unsupported(f"minilm embedder: cannot load model {str(model)!r}: {exc}") from exc
+        session = _load_session(ort, model, threads)
         inputs = {item.name for item in session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= inputs:
             raise Unsupported(f"minilm embedder: {str(model)!r} is not a BERT-style model")

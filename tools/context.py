@@ -151,6 +151,48 @@ class ScopedTools(Protocol):
         """The scope whose reach and default trust the brief keeps to."""
 
 
+async def _answered_briefs(engine: Engine, spec: ContextSpec) -> list[tuple[str, list[str]]]:
+    """Each brief that recall answered with citations: its section and the ids it cites."""
+    briefs: list[tuple[str, list[str]]] = []
+    for brief in spec.briefs:
+        try:
+            recollection = await engine.recall(
+                brief.question, reach=spec.reach, min_trust=spec.min_trust, limit=brief.limit
+            )
+        except Exception:
+            log.warning("context.md: brief %r failed; skipped", brief.title, exc_info=True)
+            continue
+        if not recollection.citations or recollection.answer == NO_ANSWER:
+            continue
+        briefs.append(
+            (f"## {brief.title}\n{recollection.answer}", [c.id for c in recollection.citations])
+        )
+    return briefs
+
+
+async def _learnings(engine: Engine, spec: ContextSpec) -> list[tuple[str, str]]:
+    """The learnings section's lines with their ids, in the order the brief shows them."""
+    if not spec.learnings:
+        return []
+    try:
+        page = await engine.list(
+            filter={"kinds": list(LEARNING_KINDS)},
+            reach=spec.reach,
+            min_trust=spec.min_trust,
+            limit=min(spec.learnings, _LEARNINGS_PAGE),
+        )
+    except Exception:
+        log.warning("context.md: listing learnings failed; skipped", exc_info=True)
+        return []
+    # Newest day first; within a day, the most confident first; then newest.
+    ordered = sorted(
+        page.items,
+        key=lambda i: (i.observed_at[:10], i.confidence or 0.0, i.seq),
+        reverse=True,
+    )
+    return [(_learning_line(i.kind, i.confidence, i.text), i.id) for i in ordered]
+
+
 async def compile(
     source: Engine | ScopedTools,
     spec: ContextSpec | None = None,
@@ -174,41 +216,8 @@ async def compile(
         spec = msgspec.structs.replace(spec, reach=scope.reach, min_trust=scope.default_trust)
     budget = spec.budget_tokens * CHARS_PER_TOKEN
 
-    briefs: list[tuple[str, list[str]]] = []
-    for brief in spec.briefs:
-        try:
-            recollection = await engine.recall(
-                brief.question, reach=spec.reach, min_trust=spec.min_trust, limit=brief.limit
-            )
-        except Exception:
-            log.warning("context.md: brief %r failed; skipped", brief.title, exc_info=True)
-            continue
-        if not recollection.citations or recollection.answer == NO_ANSWER:
-            continue
-        briefs.append(
-            (f"## {brief.title}\n{recollection.answer}", [c.id for c in recollection.citations])
-        )
-
-    learned: list[tuple[str, str]] = []
-    if spec.learnings:
-        try:
-            page = await engine.list(
-                filter={"kinds": list(LEARNING_KINDS)},
-                reach=spec.reach,
-                min_trust=spec.min_trust,
-                limit=min(spec.learnings, _LEARNINGS_PAGE),
-            )
-        except Exception:
-            log.warning("context.md: listing learnings failed; skipped", exc_info=True)
-        else:
-            # Newest day first; within a day, the most confident first; then newest.
-            ordered = sorted(
-                page.items,
-                key=lambda i: (i.observed_at[:10], i.confidence or 0.0, i.seq),
-                reverse=True,
-            )
-            learned = [(_learning_line(i.kind, i.confidence, i.text), i.id) for i in ordered]
-
+    briefs = await _answered_briefs(engine, spec)
+    learned = await _learnings(engine, spec)
     if not briefs and not learned:
         return ""
     stamp = format_time(now if now is not None else datetime.now(UTC))

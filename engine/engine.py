@@ -176,6 +176,16 @@ class Engine:
         """The id of the embedder whose vectors semantic search uses; None without one."""
         return None if self._vectors is None else self._vectors.id
 
+    async def embedders(self) -> builtins.list[str]:
+        """The ids of the embedders whose vectors the store caches, sorted.
+
+        Usually one (the cache holds one embedder's vectors at a time), none
+        before anything was embedded. An exported bundle names them: they are
+        what ``memseal replay --embedder auto`` searches with.
+        """
+        rows = await self._reader.rows("SELECT DISTINCT embedder FROM engine_vectors")
+        return sorted(str(row[0]) for row in rows)
+
     def facet_ref(self, facet: str, value: str) -> str:
         """The ref a payload showing ``value`` of ``facet`` mentions (see ``Keyring``)."""
         return self._keyring.facet_ref(facet, value)

@@ -100,12 +100,11 @@ async def _export(args: argparse.Namespace) -> int:
     async with open(
         folder, store=store, create=False, checkpoint_interval=None, embedder=None
     ) as memory:
-        rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
         bundle = await export_bundle(
             memory.ledger,
             await memory.key_history(),
             args.run_id,
-            embedders=sorted(str(r[0]) for r in rows),
+            embedders=await memory.engine.embedders(),
         )
     data = encode_bundle(bundle)
     Path(args.output).write_bytes(data)

@@ -144,14 +144,11 @@ async def update(
                     memory.engine,
                 )
                 await _record(verified, source, log, memory.run, scope, notes)
-                rows = await memory.ledger.store.rows(
-                    "SELECT DISTINCT embedder FROM engine_vectors"
-                )
                 bundle = await export_bundle(
                     memory.ledger,
                     key_history(data),
                     verified.run_id,
-                    embedders=sorted(str(r[0]) for r in rows),
+                    embedders=await memory.engine.embedders(),
                 )
                 vkey = memory.vkey
             finally:

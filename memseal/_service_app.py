@@ -940,10 +940,9 @@ def _routes(app: FastAPI) -> None:
         if not await service.runs.check_owner(run_id, who.scope):
             raise NotFound(f"no run {run_id!r} in this scope")
         memory = service.memory
-        rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
         keys = await memory.key_history()
         bundle = await export_bundle(
-            memory.ledger, keys, run_id, embedders=sorted(str(r[0]) for r in rows)
+            memory.ledger, keys, run_id, embedders=await memory.engine.embedders()
         )
         return Response(
             encode_bundle(bundle),

@@ -135,3 +135,19 @@ def test_resident_vectors_rank_put_and_drop(numpy: bool, monkeypatch: pytest.Mon
     assert resident.rank([500], target, 5) == []
     resident.put([(7, "again", blobs[3])])  # reuses the freed row
     assert resident.rank([7], target, 5) == [(7, 1.0)]
+
+
+async def test_embedders_names_the_embedders_whose_vectors_are_cached(
+    data: Path, store_url: str | None
+) -> None:
+    async with open_engine(data, create=True, store=store_url) as engine:
+        await engine.store(Learning(text="not embedded"), namespace=PLACE)
+        assert await engine.embedders() == []
+    embedder = HashingEmbedder(64)
+    async with open_engine(data, embedder=embedder, store=store_url) as engine:
+        await engine.store(Learning(text="embedded words"), namespace=PLACE)
+        assert await engine.embedders() == [embedder.id]
+    # Opened without an embedder (as bundle export opens it), the cache is still named.
+    async with open_engine(data, store=store_url) as engine:
+        assert engine.embedder_id is None
+        assert await engine.embedders() == [embedder.id]

@@ -25,7 +25,15 @@ from .errors import StorageError
 from .note import NoteSigner
 from .store import Command, Head, Record
 
-__all__ = ["SCHEMA_VERSION", "StoreSetup", "head_of", "records_of", "utcnow"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "StoreSetup",
+    "check_version",
+    "head_of",
+    "records_of",
+    "translator",
+    "utcnow",
+]
 
 #: The version of the log's own tables, both stores; an open refuses another.
 SCHEMA_VERSION = "1"
@@ -39,7 +47,7 @@ class _ClosesAsync(Protocol):
     async def close(self) -> None: ...
 
 
-TxnT = TypeVar("TxnT", bound=LogTxn)
+TxnT = TypeVar("TxnT", bound=LogTxn[Any])
 ConnT = TypeVar("ConnT", bound=_Closes)
 ReaderT = TypeVar("ReaderT", bound=_ClosesAsync)
 T = TypeVar("T")
@@ -70,6 +78,22 @@ def check_version(where: str, found: object, reader: str = "this reads") -> None
     if found != SCHEMA_VERSION:
         shown = "none" if found is None else found
         raise StorageError(f"{where} has ledger schema {shown}; {reader} {SCHEMA_VERSION}")
+
+
+def translator(
+    errors: tuple[type[BaseException], ...], said: Callable[[BaseException], str] = str
+) -> Callable[[BaseException], BaseException]:
+    """What the writer raises for a command's error: a driver's (``errors``) as a
+    StorageError caused by it (``said`` words it), any other as it is."""
+
+    def translate(exc: BaseException) -> BaseException:
+        if isinstance(exc, errors):
+            error = StorageError(f"database error: {said(exc)}")
+            error.__cause__ = exc
+            return error
+        return exc
+
+    return translate
 
 
 class StoreSetup(ABC, Generic[TxnT, ConnT, ReaderT]):

@@ -56,7 +56,15 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from ._reads import RecordReads
-from ._setup import SCHEMA_VERSION, StoreSetup, check_version, head_of, records_of, utcnow
+from ._setup import (
+    SCHEMA_VERSION,
+    StoreSetup,
+    check_version,
+    head_of,
+    records_of,
+    translator,
+    utcnow,
+)
 from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
 from ._writer import Job
@@ -175,25 +183,12 @@ def _read_tree(conn: Conn, indexes: Sequence[int]) -> list[bytes]:
     return in_order(indexes, found)
 
 
-class PostgresTxn(LogTxn):
+class PostgresTxn(LogTxn[Conn]):
     """The open write transaction handed to each command (see :class:`WriteTxn`)."""
 
     _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT {}"
     _RELEASE = "RELEASE SAVEPOINT {}"
     dialect = "postgresql"
-
-    def __init__(
-        self,
-        conn: Conn,
-        signer: NoteSigner,
-        clock: Callable[[], datetime],
-        hooks: Sequence[PostgresAppendHook],
-    ) -> None:
-        self.conn = conn
-        super().__init__(signer, clock, hooks)
-
-    def _sql(self, statement: str) -> None:
-        self.conn.execute(statement)
 
     def _write_entry(
         self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
@@ -599,9 +594,4 @@ class PostgresLogStore(
             raise StorageError(f"cannot read the Merkle tree: {exc}") from exc
 
 
-def _translate(exc: BaseException) -> BaseException:
-    if isinstance(exc, psycopg.Error):
-        error = StorageError(f"database error: {exc}")
-        error.__cause__ = exc
-        return error
-    return exc
+_translate = translator((psycopg.Error,))

@@ -31,7 +31,15 @@ import aiosqlite
 
 from ._files import create_private, private_database
 from ._reads import RecordReads
-from ._setup import SCHEMA_VERSION, StoreSetup, check_version, head_of, records_of, utcnow
+from ._setup import (
+    SCHEMA_VERSION,
+    StoreSetup,
+    check_version,
+    head_of,
+    records_of,
+    translator,
+    utcnow,
+)
 from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
 from ._writer import Job
@@ -103,25 +111,12 @@ def _connect_writer(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class SqliteTxn(LogTxn):
+class SqliteTxn(LogTxn[sqlite3.Connection]):
     """The open write transaction handed to each command (see :class:`WriteTxn`)."""
 
     _ROLLBACK_TO = "ROLLBACK TO {}"
     _RELEASE = "RELEASE {}"
     dialect = "sqlite"
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        signer: NoteSigner,
-        clock: Callable[[], datetime],
-        hooks: Sequence[AppendHook],
-    ) -> None:
-        self.conn = conn
-        super().__init__(signer, clock, hooks)
-
-    def _sql(self, statement: str) -> None:
-        self.conn.execute(statement)
 
     def _write_entry(
         self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
@@ -483,12 +478,7 @@ def _said(exc: BaseException) -> str:
     return str(exc)
 
 
-def _translate(exc: BaseException) -> BaseException:
-    if isinstance(exc, DRIVER_ERRORS):
-        error = StorageError(f"database error: {_said(exc)}")
-        error.__cause__ = exc
-        return error
-    return exc
+_translate = translator(DRIVER_ERRORS, _said)
 
 
 def _daemon_reader(database: str | Path, *, uri: bool = False) -> aiosqlite.Connection:

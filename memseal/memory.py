@@ -11,17 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import inspect
 import os
 import secrets
-import threading
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar
 
 from memseal.engine import Answerer, Embedder, Engine, default_embedder
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
@@ -55,7 +53,7 @@ from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
 from memseal.replay.provenance import verify_derived
 from memseal.replay.run import Run, new_run_id
-from memseal.tools import MemoryTools, ToolScope, runner_for
+from memseal.tools import MemoryTools, ToolScope
 
 from ._recorded_tools import RecordedAsyncToolset, RecordedCall, RecordedTools, RecordedToolset
 
@@ -69,10 +67,8 @@ __all__ = [
     "RecordedCall",
     "RecordedTools",
     "RecordedToolset",
-    "SyncMemory",
     "open",
     "open_audit",
-    "open_sync",
     "read_location",
     "write_location",
 ]
@@ -507,106 +503,3 @@ async def open_audit(path: str | Path, *, store: str | None = None) -> AsyncIter
         yield Ledger(opened, None)
     finally:
         await opened.close()
-
-
-class _SyncLedger:
-    def __init__(self, owner: SyncMemory) -> None:
-        self._owner = owner
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._owner._memory.ledger, name)
-        if name == "scan" or name.startswith("_"):
-            raise AttributeError(f"{name} is not offered by the blocking facade")
-        if not inspect.iscoroutinefunction(method):
-            return method
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._owner._call(method(*args, **kwargs))
-
-        return call
-
-
-class SyncMemory:
-    """The blocking facade for hosts without an event loop (a private loop thread)."""
-
-    def __init__(self, path: str | Path, **options: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="memseal-sync", daemon=True
-        )
-        self._thread.start()
-        try:
-            self._memory: Memory = self._call(_open(path, **options))
-        except BaseException:
-            self._stop()
-            raise
-        self.ledger = _SyncLedger(self)
-        self._bound: list[RecordedTools] = []
-
-    @property
-    def vkey(self) -> str:
-        return self._memory.vkey
-
-    @property
-    def trust_root(self) -> str:
-        return self._memory.trust_root
-
-    @property
-    def folder(self) -> Path:
-        return self._memory.folder
-
-    def rotate_key(self, name: str | None = None) -> str:
-        return self._call(self._memory.rotate_key(name))
-
-    def toolset(
-        self,
-        scope: ToolScope | None = None,
-        *,
-        run_id: str | None = None,
-        mode: str = "resume",
-        fork: bool = False,
-    ) -> RecordedToolset:
-        """The memory tools for synchronous agent code (OpenAI, Anthropic, LangChain, MCP),
-        every call recorded: in a fresh run each, or as the next step of ``run_id``
-        (see :meth:`Memory.tools`). ``toolset.last_call`` names the run and step."""
-        tools = self._memory.tools(scope, run_id=run_id, mode=mode, fork=fork)
-        if run_id is not None:
-            self._bound.append(tools)  # closed (strict: checked) with this facade
-        return cast(RecordedToolset, RecordedToolset.of(tools, runner_for(self._loop)))
-
-    def call(
-        self, name: str, arguments: Any = None, *, scope: ToolScope | None = None
-    ) -> tuple[str, Any]:
-        """One recorded call in a fresh run: (the run id, the result)."""
-        return self._call(self._memory.call(name, arguments, scope=scope))
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def _stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    def close(self) -> None:
-        if self._loop.is_closed():
-            return
-        try:
-            try:
-                for tools in self._bound:
-                    self._call(tools.close())
-            finally:
-                self._call(self._memory.close())
-        finally:
-            self._stop()
-
-    def __enter__(self) -> SyncMemory:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def open_sync(path: str | Path, **options: Any) -> SyncMemory:
-    """Like :func:`open` (same options), for code without an event loop."""
-    return SyncMemory(path, **options)

@@ -28,7 +28,7 @@ import msgspec
 
 from memseal.ledger.entry import format_time, make_draft
 from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.log import Ledger
 from memseal.ledger.store import SqlStore, WriteTxn
 
 from ._dialect import for_dialect

@@ -45,8 +45,8 @@ from .errors import (
 )
 from .folder import DataFolder
 from .keys import Keys, create_keys, key_files_exist, key_history, load_keys, secure_folder
-from .ledger import KEY_ROTATED, Ledger
 from .location import DatabaseUrl, hide_password, is_database_url, parse_database_url
+from .log import KEY_ROTATED, Ledger
 from .merkle import EMPTY_ROOT, leaf_hash, verify_consistency, verify_inclusion
 from .note import Note, NoteSigner, VerifierKey, open_note, parse_vkey, sign_note, split_note
 from .opening import (

@@ -37,8 +37,8 @@ from .keys import (
     secure_folder,
     signers_on_disk,
 )
-from .ledger import KEY_ROTATED
 from .location import DatabaseUrl, hide_password, is_database_url, parse_database_url
+from .log import KEY_ROTATED
 from .note import NoteSigner, VerifierKey
 from .sqlite import SqliteLogStore
 from .store import SqlStore, WriteTxn

@@ -32,8 +32,8 @@ from memseal.ledger.keys import (
     key_history,
     load_keys,
 )
-from memseal.ledger.ledger import Ledger
 from memseal.ledger.location import is_database_url, parse_database_url
+from memseal.ledger.log import Ledger
 from memseal.ledger.note import VerifierKey
 from memseal.ledger.opening import (
     Location,

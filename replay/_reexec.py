@@ -28,7 +28,7 @@ from memseal.engine.embedders import Embedder
 from memseal.ledger.entry import Draft, payload_hash
 from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.folder import DataFolder
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.log import Ledger
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.opening import LogLocation, log_store
 from memseal.ledger.store import SqlStore, WriteTxn

@@ -25,7 +25,7 @@ from typing import Final
 import msgspec
 
 from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.log import Ledger
 from memseal.ledger.store import Execute, SqlStore, WriteTxn
 
 from ._dates import check_zone

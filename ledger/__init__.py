@@ -43,11 +43,25 @@ from .errors import (
     Unsupported,
     VerificationError,
 )
+from .folder import DataFolder
 from .keys import Keys, create_keys, key_files_exist, key_history, load_keys, secure_folder
-from .ledger import KEY_ROTATED, Ledger
 from .location import DatabaseUrl, hide_password, is_database_url, parse_database_url
+from .log import KEY_ROTATED, Ledger
 from .merkle import EMPTY_ROOT, leaf_hash, verify_consistency, verify_inclusion
 from .note import Note, NoteSigner, VerifierKey, open_note, parse_vkey, sign_note, split_note
+from .opening import (
+    Location,
+    LogLocation,
+    OpenedLog,
+    check_keys,
+    choose_location,
+    genesis,
+    log_store,
+    open_log,
+    read_location,
+    record_location,
+    write_location,
+)
 from .postgres import PostgresLogStore
 from .sqlite import SqliteLogStore
 from .store import Appended, Execute, Head, LogStore, Record, Snapshots, SqlStore, WriteTxn
@@ -77,6 +91,7 @@ __all__ = [
     "CheckpointPolicy",
     "Conflict",
     "ConsistencyProof",
+    "DataFolder",
     "DatabaseUrl",
     "Draft",
     "Entry",
@@ -89,12 +104,15 @@ __all__ = [
     "Keys",
     "Ledger",
     "LedgerVerifier",
+    "Location",
     "LogClient",
+    "LogLocation",
     "LogStore",
     "MemsealError",
     "NotFound",
     "Note",
     "NoteSigner",
+    "OpenedLog",
     "PostgresLogStore",
     "ProvenanceError",
     "Record",
@@ -111,27 +129,34 @@ __all__ = [
     "WriteTxn",
     "canonical_json",
     "check_format",
+    "check_keys",
     "check_payload",
+    "choose_location",
     "create_keys",
     "decode_entry",
     "encode_entry",
     "format_checkpoint",
     "format_time",
     "format_tlog_proof",
+    "genesis",
     "hide_password",
     "is_database_url",
     "key_files_exist",
     "key_history",
     "leaf_hash",
     "load_keys",
+    "log_store",
     "make_draft",
     "open_checkpoint",
+    "open_log",
     "open_note",
     "parse_checkpoint",
     "parse_database_url",
     "parse_tlog_proof",
     "parse_vkey",
     "payload_hash",
+    "read_location",
+    "record_location",
     "secure_folder",
     "sign_note",
     "signature_verifies",
@@ -139,4 +164,5 @@ __all__ = [
     "split_note",
     "verify_consistency",
     "verify_inclusion",
+    "write_location",
 ]

@@ -20,7 +20,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
 from .errors import InvalidRequest, StorageError
@@ -35,6 +35,13 @@ KeySource = Callable[[str], NoteSigner | None]
 """Finds the signer of a key id (hex) this process has not loaded yet, or None."""
 
 
+class _Executes(Protocol):
+    def execute(self, statement: Any, /) -> Any: ...
+
+
+ConnT = TypeVar("ConnT", bound=_Executes)
+
+
 def in_order(indexes: Sequence[int], found: dict[int, bytes]) -> list[bytes]:
     """Stored tree hashes in the order asked, or a StorageError naming the first missing."""
     missing = [i for i in indexes if i not in found]
@@ -43,8 +50,9 @@ def in_order(indexes: Sequence[int], found: dict[int, bytes]) -> list[bytes]:
     return [found[i] for i in indexes]
 
 
-class LogTxn(ABC):
-    """Log state, savepoints and the append sequence of one open write transaction."""
+class LogTxn(ABC, Generic[ConnT]):
+    """Log state, savepoints and the append sequence of one open write transaction
+    on a ``ConnT`` connection."""
 
     # The adapter's savepoint statements ({} is the savepoint's name).
     _SAVEPOINT: ClassVar[str] = "SAVEPOINT {}"
@@ -55,11 +63,13 @@ class LogTxn(ABC):
 
     def __init__(
         self,
+        conn: ConnT,
         signer: NoteSigner,
         clock: Callable[[], datetime],
         hooks: Sequence[Callable[[Any, int, bytes], None]],
     ) -> None:
-        """Called by the adapter once its connection is set (the head is read through it)."""
+        """Begin on ``conn``, inside its write transaction (the head is read through it)."""
+        self.conn = conn
         self._signer = signer
         self._key = signer.key_id.hex()
         self._clock = clock
@@ -73,9 +83,9 @@ class LogTxn(ABC):
 
     # -- the adapter's side ---------------------------------------------------
 
-    @abstractmethod
     def _sql(self, statement: str) -> None:
         """Run one parameterless statement (savepoints) on the transaction's connection."""
+        self.conn.execute(statement)
 
     @abstractmethod
     def _write_entry(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ._files import tighten, tighten_folder
 from .errors import InvalidRequest, KeyFileError
+from .folder import DataFolder
 from .note import NoteSigner, VerifierKey, format_skey, parse_skey, parse_vkey
 
 __all__ = [
@@ -45,11 +46,6 @@ __all__ = [
 ]
 
 SECRET_SIZE = 32
-_SKEY = "ledger.skey"
-_VKEY = "ledger.vkey"
-_SECRET = "instance.secret"
-_NEXT = "ledger.next.skey"
-_HISTORY = "history"
 
 
 class Keys:
@@ -90,14 +86,10 @@ class Keys:
         return f"Keys(vkey={self.vkey!r})"
 
 
-def _dir(folder: Path) -> Path:
-    return folder / "keys"
-
-
 def key_files_exist(folder: Path) -> bool:
     """Whether any key file is in ``folder``: a half-written key set is not a new one."""
-    d = _dir(folder)
-    return any((d / name).exists() for name in (_SKEY, _VKEY, _SECRET))
+    d = DataFolder(root=folder)
+    return any(path.exists() for path in (d.signing_key, d.public_key, d.instance_secret))
 
 
 def secure_folder(folder: Path) -> None:
@@ -108,10 +100,10 @@ def secure_folder(folder: Path) -> None:
     made in a data folder others may read.
     """
     tighten_folder(folder)
-    d = _dir(folder)
-    tighten(d, 0o700)
-    for name in (_SKEY, _SECRET, _NEXT):
-        tighten(d / name)
+    d = DataFolder(root=folder)
+    tighten(d.keys, 0o700)
+    for path in (d.signing_key, d.instance_secret, d.next_key):
+        tighten(path)
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:
@@ -126,9 +118,9 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 def create_keys(folder: Path, name: str) -> Keys:
     """Make a new signing key and instance secret; refuse if any key file exists."""
-    d = _dir(folder)
+    d = DataFolder(root=folder)
     if key_files_exist(folder):
-        raise KeyFileError(f"{d} already holds key files; memseal never overwrites a key")
+        raise KeyFileError(f"{d.keys} already holds key files; memseal never overwrites a key")
     try:
         signer = NoteSigner.generate(name)
     except InvalidRequest as exc:
@@ -136,19 +128,19 @@ def create_keys(folder: Path, name: str) -> Keys:
     secret = secrets.token_bytes(SECRET_SIZE)
     secure_folder(folder)
     try:
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_new(d / _SECRET, secret, 0o600)
-        _write_new(d / _SKEY, (format_skey(signer) + "\n").encode(), 0o600)
-        _write_new(d / _VKEY, (signer.verifier.text + "\n").encode(), 0o644)
-        _write_new(d / _HISTORY, (signer.verifier.text + "\n").encode(), 0o644)
+        d.keys.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_new(d.instance_secret, secret, 0o600)
+        _write_new(d.signing_key, (format_skey(signer) + "\n").encode(), 0o600)
+        _write_new(d.public_key, (signer.verifier.text + "\n").encode(), 0o644)
+        _write_new(d.key_history, (signer.verifier.text + "\n").encode(), 0o644)
     except OSError as exc:
-        raise KeyFileError(f"cannot create key files in {d}: {exc.strerror}") from exc
+        raise KeyFileError(f"cannot create key files in {d.keys}: {exc.strerror}") from exc
     return Keys(signer, secret)
 
 
 def key_history(folder: Path) -> list[VerifierKey]:
     """Every key the ledger has used, oldest first (the first is its root of trust)."""
-    path = _dir(folder) / _HISTORY
+    path = DataFolder(root=folder).key_history
     text = _read(path, "key history").decode("utf-8", errors="replace")
     try:
         return [parse_vkey(line.strip()) for line in text.splitlines() if line.strip()]
@@ -170,15 +162,15 @@ def _read(path: Path, what: str) -> bytes:
 
 def load_keys(folder: Path) -> Keys:
     """Load the folder's keys; any missing, unreadable or malformed file is a KeyFileError."""
-    d = _dir(folder)
-    skey_path, vkey_path, secret_path = d / _SKEY, d / _VKEY, d / _SECRET
+    d = DataFolder(root=folder)
+    skey_path, vkey_path, secret_path = d.signing_key, d.public_key, d.instance_secret
     skey_bytes = _read(skey_path, "signing key")
     try:
         signer = parse_skey(skey_bytes.decode("utf-8").strip())
     except (UnicodeDecodeError, InvalidRequest):
         # No chained cause: the parse error could quote the private key into a log.
         raise KeyFileError(f"signing key {skey_path} is malformed") from None
-    tmp = d / "ledger.vkey.tmp"
+    tmp = d.public_key_swap
     if tmp.exists():
         # A rotation stopped between swapping the private key and its public half.
         with contextlib.suppress(UnicodeDecodeError, InvalidRequest, OSError):
@@ -207,7 +199,7 @@ def load_keys(folder: Path) -> Keys:
 
 def begin_rotation(folder: Path, name: str) -> NoteSigner:
     """Step 1: make the next key and store it beside the current one."""
-    path = _dir(folder) / _NEXT
+    path = DataFolder(root=folder).next_key
     if path.exists():
         raise KeyFileError(f"{path} exists: a rotation is pending; open the data folder first")
     signer = NoteSigner.generate(name)
@@ -220,7 +212,7 @@ def begin_rotation(folder: Path, name: str) -> NoteSigner:
 
 def pending_rotation(folder: Path) -> NoteSigner | None:
     """The next key of a rotation begun but not finished, or None."""
-    path = _dir(folder) / _NEXT
+    path = DataFolder(root=folder).next_key
     if not path.exists():
         return None
     try:
@@ -239,11 +231,11 @@ def signers_on_disk(folder: Path) -> list[NoteSigner]:
     ``ledger.vkey`` as :func:`load_keys` does: between step 3's two renames the pair
     does not match, and the key id the caller looks for is what identifies the key.
     """
-    d = _dir(folder)
+    d = DataFolder(root=folder)
     found: list[NoteSigner] = []
-    for name in (_NEXT, _SKEY):
+    for path in (d.next_key, d.signing_key):
         try:
-            text = (d / name).read_bytes().decode("utf-8").strip()
+            text = path.read_bytes().decode("utf-8").strip()
             found.append(parse_skey(text))
         except (OSError, UnicodeDecodeError, InvalidRequest):
             continue
@@ -256,7 +248,7 @@ def _move(source: Path, target: Path) -> None:
 
 def discard_rotation(folder: Path) -> None:
     """Drop the next key of an unfinished rotation (the log never named it)."""
-    (_dir(folder) / _NEXT).unlink(missing_ok=True)
+    DataFolder(root=folder).next_key.unlink(missing_ok=True)
 
 
 def complete_rotation(folder: Path, old: Keys, new: NoteSigner) -> Keys:
@@ -265,19 +257,19 @@ def complete_rotation(folder: Path, old: Keys, new: NoteSigner) -> Keys:
     Its public half stays in ``history``: verifiers start from the oldest key there
     and follow the ``key_rotated`` entries.
     """
-    d = _dir(folder)
+    d = DataFolder(root=folder)
     try:
         history = key_history(folder)
         if new.verifier not in history:
-            with (d / _HISTORY).open("a", encoding="utf-8") as f:
+            with d.key_history.open("a", encoding="utf-8") as f:
                 f.write(new.verifier.text + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-        tmp = d / "ledger.vkey.tmp"
+        tmp = d.public_key_swap
         tmp.unlink(missing_ok=True)
         _write_new(tmp, (new.verifier.text + "\n").encode(), 0o644)
-        _move(d / _NEXT, d / _SKEY)
-        _move(tmp, d / _VKEY)
+        _move(d.next_key, d.signing_key)
+        _move(tmp, d.public_key)
     except OSError as exc:
-        raise KeyFileError(f"cannot complete the key rotation in {d}: {exc.strerror}") from exc
+        raise KeyFileError(f"cannot complete the key rotation in {d.keys}: {exc.strerror}") from exc
     return Keys(new, old.secret)

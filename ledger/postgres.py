@@ -46,9 +46,8 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import psycopg
@@ -57,22 +56,28 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from ._reads import RecordReads
-from ._setup import StoreSetup
+from ._setup import (
+    SCHEMA_VERSION,
+    StoreSetup,
+    check_version,
+    head_of,
+    records_of,
+    translator,
+    utcnow,
+)
 from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
-from ._writer import GroupCommitWriter, Job
+from ._writer import Job
 from .entry import RESIDUE_SALT, Draft
 from .errors import StorageError
 from .location import hide_password
 from .merkle import stored_hash_count
 from .note import NoteSigner
-from .store import Command, Head, Record
+from .store import Head, Record
 
 __all__ = ["PostgresAppendHook", "PostgresLogStore", "PostgresTxn", "translate_placeholders"]
 
 T = TypeVar("T")
-
-SCHEMA_VERSION = "1"
 
 Conn = psycopg.Connection[TupleRow]
 
@@ -162,10 +167,6 @@ def _dollar_tag(query: str, i: int) -> str | None:
     return None
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 def _lock_key(schema: str) -> int:
     """The advisory-lock key of one ledger: a signed 64-bit hash of its schema's name."""
     digest = hashlib.blake2b(f"memseal/ledger-writer/{schema}".encode(), digest_size=8).digest()
@@ -182,25 +183,12 @@ def _read_tree(conn: Conn, indexes: Sequence[int]) -> list[bytes]:
     return in_order(indexes, found)
 
 
-class PostgresTxn(LogTxn):
+class PostgresTxn(LogTxn[Conn]):
     """The open write transaction handed to each command (see :class:`WriteTxn`)."""
 
     _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT {}"
     _RELEASE = "RELEASE SAVEPOINT {}"
     dialect = "postgresql"
-
-    def __init__(
-        self,
-        conn: Conn,
-        signer: NoteSigner,
-        clock: Callable[[], datetime],
-        hooks: Sequence[PostgresAppendHook],
-    ) -> None:
-        self.conn = conn
-        super().__init__(signer, clock, hooks)
-
-    def _sql(self, statement: str) -> None:
-        self.conn.execute(statement)
 
     def _write_entry(
         self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
@@ -281,7 +269,9 @@ class _ReadSession:
         return self._conn.broken
 
 
-class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
+class PostgresLogStore(
+    StoreSetup[PostgresTxn, Conn, psycopg.AsyncConnection[TupleRow]], RecordReads
+):
     """The log store on PostgreSQL (see the module docstring).
 
     ``dsn`` is a libpq connection string or URI. ``schema``, when given, holds
@@ -298,28 +288,21 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
         signer: NoteSigner | None,
         *,
         schema: str | None = None,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         max_batch: int = 512,
     ) -> None:
+        """A store on the database ``dsn`` names; ``signer`` None opens it read-only."""
         self.dsn = dsn
         self.schema = schema
-        super().__init__(signer, _SCHEMA)
-        self._clock = clock
-        self._max_batch = max_batch
-        self._lock_key = 0
-        self._writer: Conn | None = None
-        self._reader: psycopg.AsyncConnection[TupleRow] | None = None
-        self._group: GroupCommitWriter[Conn] = GroupCommitWriter(
-            commit=self._commit,
-            run_raw=self._run_raw,
-            translate=_translate,
-            finish=self._finish,
+        super().__init__(
+            signer,
+            _SCHEMA,
+            clock=clock,
             max_batch=max_batch,
-            name="memseal-pg-writer",
+            translate=_translate,
+            thread="memseal-pg-writer",
         )
-        self._closed = False
-        self._tree_conn: Conn | None = None
-        self._tree_lock = threading.Lock()
+        self._lock_key = 0
 
     # -- set-up ---------------------------------------------------------------
 
@@ -347,36 +330,21 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
             raise
         return conn
 
-    async def open(self) -> None:
-        loop = asyncio.get_running_loop()
-        readonly = self._signer is None
-        try:
-            if not readonly:
-                self._writer = await asyncio.to_thread(self._open_writer)
-            self._reader = await self._connect_reader()
-            if readonly:
-                await self._check_schema()
-        except psycopg.Error as exc:
-            await self.close()
-            raise StorageError(f"cannot open the ledger on {self._where()}: {exc}") from exc
-        except BaseException:
-            await self.close()
-            raise
-        if not readonly:
-            self._group.start(loop)
+    _DRIVER_ERRORS = (psycopg.Error,)
+
+    async def _open_reader(self, readonly: bool) -> psycopg.AsyncConnection[TupleRow]:
+        return await self._connect_reader()
+
+    def _open_failed(self, exc: BaseException) -> StorageError:
+        return StorageError(f"cannot open the ledger on {self._where()}: {exc}")
 
     async def _check_schema(self) -> None:
-        assert self._reader is not None
         try:
-            cur = await self._reader.execute("SELECT value FROM meta WHERE key = 'schema'")
+            cur = await self._db().execute("SELECT value FROM meta WHERE key = 'schema'")
             row = await cur.fetchone()
         except psycopg.Error as exc:
             raise StorageError(f"{self._where()} holds no memseal ledger: {exc}") from exc
-        if row is None or row[0] != SCHEMA_VERSION:
-            found = "none" if row is None else row[0]
-            raise StorageError(
-                f"{self._where()} has ledger schema {found}; this reads {SCHEMA_VERSION}"
-            )
+        check_version(self._where(), None if row is None else row[0])
 
     def _open_writer(self) -> Conn:
         conn = self._connect()
@@ -408,11 +376,8 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
                     conn.execute(
                         "INSERT INTO meta (key, value) VALUES ('schema', %s)", (SCHEMA_VERSION,)
                     )
-                elif found[0] != SCHEMA_VERSION:
-                    raise StorageError(
-                        f"{self._where()} has ledger schema {found[0]}; "
-                        f"this memseal reads {SCHEMA_VERSION}"
-                    )
+                else:
+                    check_version(self._where(), found[0], "this memseal reads")
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.info.transaction_status != TransactionStatus.IDLE and not conn.broken:
@@ -423,38 +388,10 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
             raise
         return conn
 
-    async def close(self) -> None:
-        """Finish every queued command (drain), then close the connections."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._group.stop()
-        if self._reader is not None:
-            await self._reader.close()
-        with self._tree_lock:
-            if self._tree_conn is not None:
-                self._tree_conn.close()
-        if self._writer is not None and not self._group.running:
-            self._writer.close()
+    def _close_writer(self, writer: Conn) -> None:
+        writer.close()
 
     # -- writing --------------------------------------------------------------
-
-    async def run(self, command: Command[T]) -> T:
-        if self._signer is None:
-            raise StorageError("this ledger store is open read-only")
-        if self._closed or not self._group.running:
-            raise StorageError("the ledger store is closed")
-        return await self._group.run(command)
-
-    async def exclusive(self, work: Callable[[Conn], T]) -> T:
-        """Run ``work`` on the writer's connection between group commits, outside a
-        transaction (VACUUM, ANALYZE). It holds the ledger's advisory lock at session
-        level meanwhile, so no process appends to this ledger until it returns."""
-        if self._signer is None:
-            raise StorageError("this ledger store is open read-only")
-        if self._closed or not self._group.running:
-            raise StorageError("the ledger store is closed")
-        return await self._group.exclusive(work)
 
     def _finish(self) -> None:
         if self._writer is not None:
@@ -517,11 +454,7 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
         conn = self._begin()
         try:
             txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
-            txn.adopt_current_key(self._key_source)
-            for job in batch:
-                job.outcome = txn.run_command(job.command, _translate)
-            for hook in self._commit_hooks:
-                hook(txn)
+            self._run_group(txn, batch)
         except BaseException:
             self._abandon(conn)
             raise
@@ -559,11 +492,6 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
             raise
         return conn
 
-    def _db(self) -> psycopg.AsyncConnection[TupleRow]:
-        if self._reader is None or self._closed:
-            raise StorageError("the ledger store is closed")
-        return self._reader
-
     async def _read(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """One read; on a connection the server dropped (a restart), once more on a new one.
 
@@ -591,9 +519,7 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
 
     async def head(self) -> Head:
         rows = await self._query("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
-        if not rows:
-            return Head(size=0, leaf_hash=None)
-        return Head(size=rows[0][0] + 1, leaf_hash=rows[0][1])
+        return head_of(rows[0] if rows else None)
 
     async def _fetch(self, start: int, stop: int, limit: int) -> list[Record]:
         rows = await self._query(
@@ -602,10 +528,7 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
             "WHERE e.seq >= %s AND e.seq < %s ORDER BY e.seq LIMIT %s",
             (start, stop, limit),
         )
-        return [
-            Record(seq=r[0], leaf=r[1], leaf_hash=r[2], signature=r[3], salt=r[4], payload=r[5])
-            for r in rows
-        ]
+        return records_of(rows)
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """A read-only query of the adapter's own dialect (``?`` placeholders, see above)."""
@@ -671,9 +594,4 @@ class PostgresLogStore(StoreSetup[PostgresTxn], RecordReads):
             raise StorageError(f"cannot read the Merkle tree: {exc}") from exc
 
 
-def _translate(exc: BaseException) -> BaseException:
-    if isinstance(exc, psycopg.Error):
-        error = StorageError(f"database error: {exc}")
-        error.__cause__ = exc
-        return error
-    return exc
+_translate = translator((psycopg.Error,))

@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -31,21 +31,28 @@ import aiosqlite
 
 from ._files import create_private, private_database
 from ._reads import RecordReads
-from ._setup import StoreSetup
+from ._setup import (
+    SCHEMA_VERSION,
+    StoreSetup,
+    check_version,
+    head_of,
+    records_of,
+    translator,
+    utcnow,
+)
 from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
-from ._writer import GroupCommitWriter, Job
+from ._writer import Job
 from .entry import RESIDUE_SALT, Draft
 from .errors import StorageError
 from .merkle import stored_hash_count
 from .note import NoteSigner
-from .store import Command, Head, Record
+from .store import Head, Record
 
 __all__ = ["AppendHook", "SqliteLogStore", "SqliteTxn"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = "1"
 #: What the driver raises over a damaged file. sqlite3 decodes TEXT values, and its own
 #: error messages (which quote the bytes of a corrupt schema), as UTF-8: a flipped byte
 #: there raises UnicodeDecodeError from the driver, not sqlite3.DatabaseError.
@@ -93,10 +100,6 @@ def _read_tree(conn: sqlite3.Connection, indexes: Sequence[int]) -> list[bytes]:
     return in_order(indexes, found)
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 def _connect_writer(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
@@ -108,25 +111,12 @@ def _connect_writer(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class SqliteTxn(LogTxn):
+class SqliteTxn(LogTxn[sqlite3.Connection]):
     """The open write transaction handed to each command (see :class:`WriteTxn`)."""
 
     _ROLLBACK_TO = "ROLLBACK TO {}"
     _RELEASE = "RELEASE {}"
     dialect = "sqlite"
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        signer: NoteSigner,
-        clock: Callable[[], datetime],
-        hooks: Sequence[AppendHook],
-    ) -> None:
-        self.conn = conn
-        super().__init__(signer, clock, hooks)
-
-    def _sql(self, statement: str) -> None:
-        self.conn.execute(statement)
 
     def _write_entry(
         self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
@@ -206,7 +196,7 @@ class _ReadSession:
         return False  # a file does not hang up
 
 
-class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
+class SqliteLogStore(StoreSetup[SqliteTxn, sqlite3.Connection, aiosqlite.Connection], RecordReads):
     """The embedded default log store (see the module docstring)."""
 
     #: The SQL the store's ``execute`` and ``rows`` take (see :class:`~.store.SqlStore`).
@@ -217,67 +207,51 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
         path: Path,
         signer: NoteSigner | None,
         *,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         max_batch: int = 512,
     ) -> None:
         """A store over the file at ``path``; ``signer`` None opens it read-only (audits)."""
         self.path = path
-        super().__init__(signer, _SCHEMA)
-        self._clock = clock
-        self._max_batch = max_batch
-        self._writer: sqlite3.Connection | None = None
-        self._reader: aiosqlite.Connection | None = None
-        self._group: GroupCommitWriter[sqlite3.Connection] = GroupCommitWriter(
-            commit=self._commit,
-            run_raw=self._run_raw,
-            translate=_translate,
-            finish=self._finish,
+        super().__init__(
+            signer,
+            _SCHEMA,
+            clock=clock,
             max_batch=max_batch,
-            name="memseal-writer",
+            translate=_translate,
+            thread="memseal-writer",
         )
         self._turn: int | None = None  # the writers' turn lock (see _writers_turn)
-        self._closed = False
-        self._tree_conn: sqlite3.Connection | None = None
-        self._tree_lock = threading.Lock()
 
     # -- set-up ---------------------------------------------------------------
 
+    _DRIVER_ERRORS = DRIVER_ERRORS
+
     async def open(self) -> None:
-        loop = asyncio.get_running_loop()
-        readonly = self._signer is None
-        if readonly and not self.path.is_file():
+        """Open the file (read-only without a signer: it must exist) and start writing."""
+        if self._signer is None and not self.path.is_file():
             raise StorageError(f"no ledger database at {self.path}")
-        try:
-            if not readonly:
-                self._writer = await asyncio.to_thread(self._open_writer)
-                self._reader = await _daemon_reader(self.path)
-            else:
-                self._reader = await _daemon_reader(f"file:{self.path}?mode=ro", uri=True)
-            await self._reader.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            await self._reader.execute("PRAGMA query_only = ON")
-            if readonly:
-                await self._check_schema()
-        except DRIVER_ERRORS as exc:
-            await self.close()
-            raise StorageError(f"cannot open ledger database {self.path}: {_said(exc)}") from exc
-        except BaseException:
-            await self.close()
-            raise
-        if not readonly:
-            self._group.start(loop)
+        await super().open()
+
+    async def _open_reader(self, readonly: bool) -> aiosqlite.Connection:
+        if readonly:
+            reader = await _daemon_reader(f"file:{self.path}?mode=ro", uri=True)
+        else:
+            reader = await _daemon_reader(self.path)
+        self._reader = reader  # closed with the store should a pragma fail
+        await reader.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        await reader.execute("PRAGMA query_only = ON")
+        return reader
+
+    def _open_failed(self, exc: BaseException) -> StorageError:
+        return StorageError(f"cannot open ledger database {self.path}: {_said(exc)}")
 
     async def _check_schema(self) -> None:
-        assert self._reader is not None
         try:
-            async with self._reader.execute("SELECT value FROM meta WHERE key = 'schema'") as cur:
+            async with self._db().execute("SELECT value FROM meta WHERE key = 'schema'") as cur:
                 row = await cur.fetchone()
         except DRIVER_ERRORS as exc:
             raise StorageError(f"{self.path} is not a memseal ledger: {_said(exc)}") from exc
-        if row is None or row[0] != SCHEMA_VERSION:
-            found = "none" if row is None else row[0]
-            raise StorageError(
-                f"{self.path} has ledger schema {found}; this reads {SCHEMA_VERSION}"
-            )
+        check_version(str(self.path), None if row is None else row[0])
 
     def _open_writer(self) -> sqlite3.Connection:
         # 0600 before SQLite first opens the file: it gives -wal and -shm the same mode.
@@ -304,10 +278,8 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,)
                 )
-            elif row[0] != SCHEMA_VERSION:
-                raise StorageError(
-                    f"{self.path} has ledger schema {row[0]}; this memseal reads {SCHEMA_VERSION}"
-                )
+            else:
+                check_version(str(self.path), row[0], "this memseal reads")
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -316,37 +288,11 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
             raise
         return conn
 
-    async def close(self) -> None:
-        """Finish every queued command (drain), then close the connections."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._group.stop()
-        if self._reader is not None:
-            await self._reader.close()
-        if self._tree_conn is not None:
-            self._tree_conn.close()
-        if self._writer is not None and not self._group.running:
-            self._writer.close()
-            self._close_turn()
+    def _close_writer(self, writer: sqlite3.Connection) -> None:
+        writer.close()
+        self._close_turn()
 
     # -- writing --------------------------------------------------------------
-
-    async def run(self, command: Command[T]) -> T:
-        if self._signer is None:
-            raise StorageError("this ledger store is open read-only")
-        if self._closed or not self._group.running:
-            raise StorageError("the ledger store is closed")
-        return await self._group.run(command)
-
-    async def exclusive(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` on the writer's connection between group commits, outside a
-        transaction (VACUUM, ``wal_checkpoint``, FTS merges). Nothing else writes meanwhile."""
-        if self._signer is None:
-            raise StorageError("this ledger store is open read-only")
-        if self._closed or not self._group.running:
-            raise StorageError("the ledger store is closed")
-        return await self._group.exclusive(work)
 
     def _run_raw(self, work: Callable[[sqlite3.Connection], T]) -> T:
         assert self._writer is not None
@@ -376,8 +322,7 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
 
     def _finish(self) -> None:
         assert self._writer is not None
-        self._writer.close()
-        self._close_turn()
+        self._close_writer(self._writer)
 
     def _close_turn(self) -> None:
         if self._turn is not None:
@@ -397,11 +342,7 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
             raise StorageError(f"cannot begin a write transaction: {_said(exc)}") from exc
         try:
             txn = SqliteTxn(conn, self.signer, self._clock, self._hooks)
-            txn.adopt_current_key(self._key_source)
-            for job in batch:
-                job.outcome = txn.run_command(job.command, _translate)
-            for hook in self._commit_hooks:
-                hook(txn)
+            self._run_group(txn, batch)
             conn.execute("COMMIT")
             self._signer = txn.signer
         except BaseException:
@@ -411,11 +352,6 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
 
     # -- reading --------------------------------------------------------------
 
-    def _db(self) -> aiosqlite.Connection:
-        if self._reader is None or self._closed:
-            raise StorageError("the ledger store is closed")
-        return self._reader
-
     async def head(self) -> Head:
         try:
             async with self._db().execute(
@@ -424,9 +360,7 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
                 row = await cur.fetchone()
         except DRIVER_ERRORS as exc:
             raise StorageError(f"cannot read the ledger head: {_said(exc)}") from exc
-        if row is None:
-            return Head(size=0, leaf_hash=None)
-        return Head(size=row[0] + 1, leaf_hash=row[1])
+        return head_of(row)
 
     async def _fetch(self, start: int, stop: int, limit: int) -> list[Record]:
         try:
@@ -439,10 +373,7 @@ class SqliteLogStore(StoreSetup[SqliteTxn], RecordReads):
                 rows = await cur.fetchall()
         except DRIVER_ERRORS as exc:
             raise StorageError(f"cannot read the ledger: {_said(exc)}") from exc
-        return [
-            Record(seq=r[0], leaf=r[1], leaf_hash=r[2], signature=r[3], salt=r[4], payload=r[5])
-            for r in rows
-        ]
+        return records_of(rows)
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """A read-only query of the adapter's own dialect (for adapters of the layers above)."""
@@ -547,12 +478,7 @@ def _said(exc: BaseException) -> str:
     return str(exc)
 
 
-def _translate(exc: BaseException) -> BaseException:
-    if isinstance(exc, DRIVER_ERRORS):
-        error = StorageError(f"database error: {_said(exc)}")
-        error.__cause__ = exc
-        return error
-    return exc
+_translate = translator(DRIVER_ERRORS, _said)
 
 
 def _daemon_reader(database: str | Path, *, uri: bool = False) -> aiosqlite.Connection:

@@ -5,6 +5,7 @@ memory model), ``memseal.tools`` (model-facing tools) and ``memseal.replay``
 (durable runs); imports go one way, in that order.
 """
 
+from memseal._sync_memory import SyncMemory, open_sync
 from memseal.engine import Namespace, Reach
 from memseal.errors import (
     Conflict,
@@ -18,14 +19,7 @@ from memseal.errors import (
     Unsupported,
     VerificationError,
 )
-from memseal.memory import (
-    Memory,
-    RecordedCall,
-    RecordedTools,
-    SyncMemory,
-    open,
-    open_sync,
-)
+from memseal.memory import Memory, RecordedCall, RecordedTools, open
 from memseal.replay import Run
 from memseal.tools import ToolScope
 

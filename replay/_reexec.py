@@ -28,9 +28,9 @@ from memseal.engine.embedders import Embedder
 from memseal.ledger.entry import Draft, payload_hash
 from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.folder import DataFolder
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.log import Ledger
 from memseal.ledger.note import NoteSigner
-from memseal.ledger.sqlite import SqliteLogStore
+from memseal.ledger.opening import LogLocation, log_store
 from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.tools import ToolScope
 
@@ -99,7 +99,7 @@ class TempLog:
 
     async def open(self) -> None:
         signer = NoteSigner.generate("memseal-replay")
-        store = SqliteLogStore(self.folder / "ledger.db", signer, clock=self.clock)
+        store = log_store(LogLocation(folder=self.folder), signer, clock=self.clock)
         Engine.register_schema(store)
         await store.open()
         self.store = store
@@ -154,7 +154,7 @@ class FolderSource:
     """Every entry of a data folder (read-only), checked against the bundle's."""
 
     def __init__(self, folder: Path) -> None:
-        self.store = SqliteLogStore(folder / "ledger.db", None)
+        self.store = log_store(LogLocation(folder=folder))
 
     async def read(self, start: int, stop: int) -> list[Source | int]:
         out: list[Source | int] = []

@@ -35,7 +35,7 @@ from memseal.ledger.entry import (
     leaf_hash,
 )
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
-from memseal.ledger.ledger import KEY_ROTATED, Ledger
+from memseal.ledger.log import KEY_ROTATED, Ledger
 from memseal.ledger.merkle import verify_inclusion
 from memseal.ledger.note import (
     Note,

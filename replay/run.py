@@ -55,7 +55,7 @@ from memseal.ledger.errors import (
     ReplayDivergence,
     Unsupported,
 )
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.log import Ledger
 from memseal.ledger.note import VerifierKey
 from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.tools.toolset import AsyncToolset

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from memseal.ledger.entry import make_draft
-from memseal.ledger.ledger import Ledger
+from memseal.ledger.log import Ledger
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import Appended, WriteTxn

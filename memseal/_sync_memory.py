@@ -1,0 +1,132 @@
+"""The blocking facade over :class:`~memseal.memory.Memory`, for hosts without an event loop.
+
+:class:`SyncMemory` runs the memory on a private event loop in a thread of its
+own and hands each call to it, so synchronous agent code (OpenAI, Anthropic,
+LangChain, MCP) records its tool calls as the async API does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from memseal.tools import ToolScope, runner_for
+
+from ._recorded_tools import RecordedTools, RecordedToolset
+from .memory import Memory, _open
+
+__all__ = ["SyncMemory", "open_sync"]
+
+T = TypeVar("T")
+
+
+class _SyncLedger:
+    def __init__(self, owner: SyncMemory) -> None:
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._owner._memory.ledger, name)
+        if name == "scan" or name.startswith("_"):
+            raise AttributeError(f"{name} is not offered by the blocking facade")
+        if not inspect.iscoroutinefunction(method):
+            return method
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._owner._call(method(*args, **kwargs))
+
+        return call
+
+
+class SyncMemory:
+    """The blocking facade for hosts without an event loop (a private loop thread)."""
+
+    def __init__(self, path: str | Path, **options: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="memseal-sync", daemon=True
+        )
+        self._thread.start()
+        try:
+            self._memory: Memory = self._call(_open(path, **options))
+        except BaseException:
+            self._stop()
+            raise
+        self.ledger = _SyncLedger(self)
+        self._bound: list[RecordedTools] = []
+
+    @property
+    def vkey(self) -> str:
+        """The current signing key's public half (see :attr:`Memory.vkey`)."""
+        return self._memory.vkey
+
+    @property
+    def trust_root(self) -> str:
+        """The ledger's first key (see :attr:`Memory.trust_root`)."""
+        return self._memory.trust_root
+
+    @property
+    def folder(self) -> Path:
+        """The data folder."""
+        return self._memory.folder
+
+    def rotate_key(self, name: str | None = None) -> str:
+        """Hand the ledger to a new signing key (see :meth:`Memory.rotate_key`)."""
+        return self._call(self._memory.rotate_key(name))
+
+    def toolset(
+        self,
+        scope: ToolScope | None = None,
+        *,
+        run_id: str | None = None,
+        mode: str = "resume",
+        fork: bool = False,
+    ) -> RecordedToolset:
+        """The memory tools for synchronous agent code (OpenAI, Anthropic, LangChain, MCP),
+        every call recorded: in a fresh run each, or as the next step of ``run_id``
+        (see :meth:`Memory.tools`). ``toolset.last_call`` names the run and step."""
+        tools = self._memory.tools(scope, run_id=run_id, mode=mode, fork=fork)
+        if run_id is not None:
+            self._bound.append(tools)  # closed (strict: checked) with this facade
+        return cast(RecordedToolset, RecordedToolset.of(tools, runner_for(self._loop)))
+
+    def call(
+        self, name: str, arguments: Any = None, *, scope: ToolScope | None = None
+    ) -> tuple[str, Any]:
+        """One recorded call in a fresh run: (the run id, the result)."""
+        return self._call(self._memory.call(name, arguments, scope=scope))
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def close(self) -> None:
+        """Close the runs bound to this facade (strictly), the memory, then the loop."""
+        if self._loop.is_closed():
+            return
+        try:
+            try:
+                for tools in self._bound:
+                    self._call(tools.close())
+            finally:
+                self._call(self._memory.close())
+        finally:
+            self._stop()
+
+    def __enter__(self) -> SyncMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_sync(path: str | Path, **options: Any) -> SyncMemory:
+    """Like :func:`open` (same options), for code without an event loop."""
+    return SyncMemory(path, **options)

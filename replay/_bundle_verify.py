@@ -31,6 +31,7 @@ from ._bundle_format import (
     manifest_of,
 )
 from ._bundle_format import fail as _fail
+from ._sent import MAX_KEY_CHARS
 from .calls import (
     RUN_STARTED,
     TOOL_CALL,
@@ -365,7 +366,29 @@ def _run_of(
     if steps != list(range(len(steps))):
         gap = next(i for i, s in enumerate(steps) if s != i)
         raise _fail(f"step {gap} of the run is missing from the bundle", "completeness")
+    _check_keys(by_step)
     return tuple(by_step[s] for s in steps), tuple(superseded), started
+
+
+def _check_keys(by_step: Mapping[int, BundleCall]) -> None:
+    """A call key (signed in its call's body) names one step of the run, and is a valid key."""
+    seen: dict[str, int] = {}
+    for step, found in sorted(by_step.items()):
+        key = found.call.key
+        if key is msgspec.UNSET:
+            continue
+        if not 1 <= len(key) <= MAX_KEY_CHARS:
+            raise _fail(
+                f"step {step}'s call key is not 1 to {MAX_KEY_CHARS} characters", "run", found.seq
+            )
+        if key in seen:
+            raise _fail(
+                f"call key {key!r:.80} is at steps {seen[key]} and {step}: one logical call "
+                "recorded twice",
+                "run",
+                found.seq,
+            )
+        seen[key] = step
 
 
 def _call_of(seq: int, entry: Entry, payload: bytes | None, residue: bool) -> BundleCall:

@@ -56,6 +56,8 @@ class RunLease:
     _live_from: int | None
     _recorded: set[int]
     _signed: dict[int, int]
+    _keyed: dict[str, int]
+    _key_at: dict[int, str]
     _consumed: set[int]
     _start_lock: asyncio.Lock
     _started: bool
@@ -116,6 +118,8 @@ class RunLease:
                 raise
             self._recorded, self.restored = set(memos.recorded), list(memos.restored)
             self._signed = memos.current
+            self._keyed = dict(memos.keyed)
+            self._key_at = {step: key for key, step in memos.keyed.items()}
             # A recorded step whose predecessor was never recorded is simply live.
             gap = 0
             while gap in self._recorded:

@@ -90,6 +90,7 @@ class CallDraft:
     input_hash: str
     supersedes: int | None
     prepared: Prepared | None
+    key: str | None = None
 
     def draft(
         self, recorded: Any, failure: MemsealError | None, size: int, wrote: tuple[int, ...]
@@ -116,6 +117,7 @@ class CallDraft:
             supersedes=self.supersedes,
             result=parts.skeleton,
             input_size=self.sent.size if failed else msgspec.UNSET,
+            key=msgspec.UNSET if self.key is None else self.key,
         )
         if failed:
             # A failed call keeps no arguments (see calls.py): a refused 500 KB store
@@ -141,6 +143,7 @@ class LiveCalls(RunLease):
     _tools: Preparer
     _secret: bytes
     _reissued: set[int]
+    _here: set[int]
 
     async def _memo(self, step: int) -> MemoRow | None:
         rows = await self._store.rows(
@@ -165,7 +168,9 @@ class LiveCalls(RunLease):
         await self._store.run(command)
         self._live_from = min(self._live_from or 0, step)
 
-    async def _live(self, step: int, sent: Sent, fp: str, supersedes: int | None) -> Any:
+    async def _live(
+        self, step: int, sent: Sent, fp: str, supersedes: int | None, key: str | None = None
+    ) -> Any:
         observed = (await self._store.head()).size
         error: MemsealError | None = sent.invalid
         prepared: Prepared | None = None
@@ -182,6 +187,7 @@ class LiveCalls(RunLease):
             input_hash=input_hash(self._secret, sent.arguments),
             supersedes=supersedes,
             prepared=prepared,
+            key=key,
         )
         # Reads and refused calls are known before the writer: encode, split and hash them
         # here, so the writer only appends (its time is the group commit's).
@@ -197,11 +203,22 @@ class LiveCalls(RunLease):
         self._recorded.add(step)
         self._consumed.add(step)
         self._reissued.discard(step)
+        self._here.add(step)
+        self._key_step(step, key)
         if failure is not None:
             raise as_recorded(failure)
         if prepared is not None and prepared.after is not None:
             await prepared.after()
         return recorded
+
+    def _key_step(self, step: int, key: str | None) -> None:
+        """The step's current call is now the one just recorded: its key (if any) is there."""
+        old = self._key_at.pop(step, None)
+        if old is not None and self._keyed.get(old) == step:
+            del self._keyed[old]
+        if key is not None:
+            self._keyed[key] = step
+            self._key_at[step] = key
 
     def _live_command(
         self, call: CallDraft, ready: tuple[Draft, Any] | None, error: MemsealError | None

@@ -23,9 +23,11 @@ from .provenance import Verified
 
 __all__ = [
     "MAX_ERROR_CHARS",
+    "MAX_KEY_CHARS",
     "RECORDED_ERRORS",
     "Sent",
     "as_recorded",
+    "check_key",
     "error_result",
     "normal",
     "outcome",
@@ -70,6 +72,27 @@ def as_recorded(error: MemsealError) -> MemsealError:
     bounded = type(error)(message)
     bounded.__cause__ = error
     return bounded
+
+
+#: The longest call key a call may carry (model tool-call ids are a few dozen characters).
+MAX_KEY_CHARS = 200
+
+
+def check_key(key: object) -> str | None:
+    """The call key as given (None: no key); raise :class:`InvalidRequest` naming ``key``.
+
+    Checked before a step is reserved, so a bad key records nothing: it is the host's
+    (or its adapter's) input, not a call the model made.
+    """
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise InvalidRequest(f"`key` must be a string, not {type(key).__name__}")
+    if not 1 <= len(key) <= MAX_KEY_CHARS:
+        raise InvalidRequest(f"`key` must be 1 to {MAX_KEY_CHARS} characters, not {len(key)}")
+    if not key.isprintable():
+        raise InvalidRequest("`key` must be printable characters")
+    return key
 
 
 @dataclass(frozen=True, slots=True)

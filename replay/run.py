@@ -51,6 +51,7 @@ from ._live import LiveCalls, Prepared, Preparer, Taken
 from ._sent import (
     RECORDED_ERRORS,
     Sent,
+    check_key,
     error_result,
     normal,
     outcome,
@@ -60,6 +61,7 @@ from ._sent import (
 )
 from .divergence import diverged, field_diff
 from .identity import ScopeIdentity, fingerprint
+from .memo import MemoRow
 from .provenance import Verified, check_memo
 
 __all__ = [
@@ -154,12 +156,17 @@ class Run(LiveCalls):
         # Steps handed out again after such a failure: their entry is written only if no
         # memo appeared at the step meanwhile (a commit whose outcome was unknown).
         self._reissued: set[int] = set()
+        # Call keys: each recorded key's step (loaded at resume from the signed calls),
+        # each keyed step's key, and one lock a key so that its calls run one at a time.
+        self._keyed: dict[str, int] = {}
+        self._key_at: dict[int, str] = {}
+        self._key_locks: dict[str, asyncio.Lock] = {}
+        # Steps this Run object recorded live: called again, they return their memo.
+        self._here: set[int] = set()
         self._start_lock = asyncio.Lock()
         self._started = False
         self._closed = False
         self._renewer: asyncio.Task[None] | None = None
-
-    # -- lifecycle ----------------------------------------------------------------
 
     # -- calls ----------------------------------------------------------------------
 
@@ -200,23 +207,37 @@ class Run(LiveCalls):
         arguments: Mapping[str, Any] | str | bytes | None = None,
         *,
         revalidate: bool = False,
+        key: str | None = None,
     ) -> Awaitable[Any]:
         """Call an explicit ``step`` (a caller numbering its own steps, as HTTP and MCP
         clients may); the next step :meth:`call` reserves moves past it.
 
         A step may be one already recorded or handed out, or the next one: a step
         beyond that would leave a gap no export could ever fill, so it is refused
-        (:class:`Conflict` naming the step expected).
+        (:class:`Conflict` naming the step expected). A step this run already
+        recorded, called again, returns its memo. ``key`` is as for :meth:`call`; a
+        key recorded at another step is a :class:`ReplayDivergence`.
         """
         if self._closed:
             raise InvalidRequest(f"run {self.run_id!r} is closed")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise InvalidRequest(f"`step` must be an integer >= 0, not {step!r:.40}")
-        return self._call_at(step, name, {} if arguments is None else arguments, revalidate)
+        key = check_key(key)
+        args = {} if arguments is None else arguments
+        return self._call_at(step, name, args, revalidate, key)
 
-    async def _call_at(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
+    async def _call_at(
+        self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
+    ) -> Any:
         await self._start()
         assert self._live_from is not None
+        if key is not None and self._keyed.get(key, step) != step:
+            raise ReplayDivergence(
+                f"run {self.run_id!r} step {step}: key {key!r} is recorded at step "
+                f"{self._keyed[key]}, not this one",
+                run_id=self.run_id,
+                step=step,
+            )
         expected = max(self._next, self._live_from)
         if step > expected and step not in self._recorded:
             raise Conflict(
@@ -224,7 +245,7 @@ class Run(LiveCalls):
             )
         self._next = max(self._next, step + 1)
         self._holes.discard(step)
-        return await self._call(step, name, arguments, revalidate)
+        return await self._call(step, name, arguments, revalidate, key)
 
     def skip_to(self, step: int) -> None:
         """Number the next :meth:`call` from ``step`` on (a reopened run continuing)."""
@@ -236,29 +257,67 @@ class Run(LiveCalls):
         arguments: Mapping[str, Any] | str | bytes | None = None,
         *,
         revalidate: bool = False,
+        key: str | None = None,
     ) -> Awaitable[Any]:
         """Reserve the next step now and return an awaitable of its result.
 
         ``revalidate`` (the host's choice, never the model's) runs the call
         live and records a replacement for the step's memo.
+
+        ``key`` is the id the model gave the tool call (OpenAI's
+        ``tool_calls[].id``, Anthropic's ``tool_use.id``, LangChain's
+        ``ToolCall["id"]``), signed with the call. A key this run recorded
+        returns its memo, in any order, in a resumed run or this one; the same
+        key with another call is a :class:`ReplayDivergence` naming the key; an
+        unknown key is a new live step (the next free one). Its step is chosen
+        when it runs, not now.
         """
         if self._closed:
             raise InvalidRequest(f"run {self.run_id!r} is closed")
+        key = check_key(key)
+        args = {} if arguments is None else arguments
+        if key is not None:
+            return self._call_keyed(key, name, args, revalidate)
         if self._holes:
             step = min(self._holes)
             self._holes.discard(step)
         else:
             step = self._next
             self._next += 1
-        return self._call(step, name, {} if arguments is None else arguments, revalidate)
+        return self._call(step, name, args, revalidate, None)
 
-    async def _call(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
+    async def _call_keyed(self, key: str, name: Any, arguments: Any, revalidate: bool) -> Any:
+        await self._start()
+        # One call of a key at a time: a second one issued while the first is in flight
+        # waits, then finds the key recorded and gets its memo, never a second entry.
+        async with self._key_locks.setdefault(key, asyncio.Lock()):
+            step = self._keyed.get(key)
+            if step is None:
+                step = self._free_step()
+            return await self._call(step, name, arguments, revalidate, key)
+
+    def _free_step(self) -> int:
+        """The step a new keyed call takes: a handed-back one, else the first unrecorded one
+        past every step handed out (never a recorded step: that is another call's)."""
+        if self._holes:
+            step = min(self._holes)
+            self._holes.discard(step)
+            return step
+        step = max(self._next, self._live_from or 0)
+        while step in self._recorded:
+            step += 1
+        self._next = step + 1
+        return step
+
+    async def _call(
+        self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
+    ) -> Any:
         # A step is consumed only when its entry commits: a call that fails before (the
         # store refused it, the lease was lost) hands its step back, so the run never has
         # a gap that every export of it would fail on. A call whose step was recorded (an
         # error the model can act on is recorded too) keeps it.
         try:
-            return await self._call_step(step, name, arguments, revalidate)
+            return await self._call_step(step, name, arguments, revalidate, key)
         except Taken:
             self._recorded.add(step)
             raise
@@ -277,7 +336,9 @@ class Run(LiveCalls):
             self._next -= 1
             self._holes.discard(self._next)
 
-    async def _call_step(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
+    async def _call_step(
+        self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
+    ) -> Any:
         # Junk is recorded too (as a description of itself), so the step is not left as a
         # gap that would turn every later step of a resumed run live.
         sent = sent_form(name, arguments)
@@ -286,29 +347,22 @@ class Run(LiveCalls):
             raise InvalidRequest("a strict run makes no live calls; revalidate is refused")
         await self._start()
         assert self._live_from is not None
-        attempt = {"tool": name, "arguments": arguments}
-        fp = fingerprint(self._secret, name, arguments, self._scope)
+        fp = fingerprint(self._secret, name, arguments, self._scope, key)
         # Only steps known to be recorded can have a memo (no lookup for fresh steps).
         row = await self._memo(step) if step in self._recorded else None
-        live = self.mode in ("record", "revalidate") or revalidate or step >= self._live_from
+        if step in self._here and not revalidate:
+            # Re-issued in this run (a host re-executing a node): the memo, never a
+            # second entry.
+            live = False
+        elif key is not None:
+            live = self.mode in ("record", "revalidate") or revalidate or step not in self._recorded
+        else:
+            live = self.mode in ("record", "revalidate") or revalidate or step >= self._live_from
         if not live:
-            if row is None:  # unreachable below the first gap; kept for safety
-                raise ReplayDivergence(f"run {self.run_id!r} step {step} has no memo")
-            verified = await check_memo(
-                self._store, self._keys(), self._secret, row, self.run_id, step
-            )
-            if verified.call.fingerprint != fp:
-                recorded = recorded_call(verified)
-                if self.mode == "strict" or not self.fork:
-                    raise diverged(self.run_id, step, recorded, attempt)
-                await self._fork(step, verified, fp)
-                return await self._live(step, sent, fp, verified.seq)
-            self._consumed.add(step)
-            return outcome(verified)
+            return await self._replay(step, row, sent, fp, key)
         if self.mode == "strict":
-            raise diverged(
-                self.run_id, step, None, attempt, "a call past the recorded end", past_end=True
-            )
+            reason = "a call past the recorded end" if key is None else f"key {key!r} not recorded"
+            raise diverged(self.run_id, step, None, _attempt(sent, key), reason, past_end=True)
         old: Verified | None = None
         if row is not None and (revalidate or self.mode == "revalidate"):
             with contextlib.suppress(MemsealError):
@@ -317,7 +371,7 @@ class Run(LiveCalls):
                 )
         supersedes = None if row is None else self._signed.get(step, row.seq)
         try:
-            result = await self._live(step, sent, fp, supersedes)
+            result = await self._live(step, sent, fp, supersedes, key)
         except RECORDED_ERRORS as exc:
             self._signed.pop(step, None)
             result = error_result(exc)
@@ -327,8 +381,38 @@ class Run(LiveCalls):
         self._note_change(step, name, old, result)
         return result
 
+    async def _replay(
+        self, step: int, row: MemoRow | None, sent: Sent, fp: str, key: str | None
+    ) -> Any:
+        """The replay-calls path: the step's memo, checked, or a divergence (or a fork)."""
+        if row is None:  # unreachable below the first gap; kept for safety
+            raise ReplayDivergence(f"run {self.run_id!r} step {step} has no memo")
+        verified = await check_memo(self._store, self._keys(), self._secret, row, self.run_id, step)
+        signed_key = None if verified.call.key is msgspec.UNSET else verified.call.key
+        if verified.call.fingerprint != fp or signed_key != key:
+            recorded = recorded_call(verified)
+            if recorded is not None and signed_key is not None:
+                recorded = {**recorded, "key": signed_key}
+            attempt = _attempt(sent, key)
+            if key is not None:
+                # A key names one logical call: another call under it is never forked into.
+                reason = f"key {key!r} was recorded with another call"
+                raise diverged(self.run_id, step, recorded, attempt, reason)
+            if self.mode == "strict" or not self.fork:
+                raise diverged(self.run_id, step, recorded, attempt)
+            await self._fork(step, verified, fp)
+            return await self._live(step, sent, fp, verified.seq)
+        self._consumed.add(step)
+        return outcome(verified)
+
     def _note_change(self, step: int, name: str, old: Verified | None, new: Any) -> None:
         if old is not None:
             diff = field_diff(old.result, normal(new))
             if diff:
                 self.changes.append(Change(step=step, tool=name, diff=tuple(diff)))
+
+
+def _attempt(sent: Sent, key: str | None) -> dict[str, Any]:
+    """The attempted call as a divergence shows it."""
+    attempt = {"tool": sent.name, "arguments": sent.arguments}
+    return attempt if key is None else {**attempt, "key": key}

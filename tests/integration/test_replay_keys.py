@@ -307,3 +307,65 @@ async def test_unkeyed_calls_keep_their_bytes_and_numbering(memory: Memory) -> N
         entry = record.entry()
         if entry.kind == TOOL_CALL and decode_tool_call(bytes(entry.body)).step != 1:
             assert b'"key"' not in bytes(entry.body)
+
+
+def _openai_call(call_id: str, name: str, arguments: dict[str, Any]) -> Any:
+    from openai.types.chat import ChatCompletionMessageToolCall
+
+    return ChatCompletionMessageToolCall.model_validate(
+        {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
+    )
+
+
+def _anthropic_call(call_id: str, name: str, arguments: dict[str, Any]) -> Any:
+    from anthropic.types import ToolUseBlock
+
+    return ToolUseBlock(id=call_id, type="tool_use", name=name, input=arguments)
+
+
+async def test_toolset_given_the_sdks_tool_calls_keys_them_by_their_ids(opener: Opener) -> None:
+    async with opener() as memory, memory.run("thread-1", SCOPE) as run:
+        tools = run.toolset()
+        fetched = await tools.call(_openai_call("call_f0", "memory_fetch", FETCH))
+        await tools.call(_anthropic_call("toolu_s", "memory_store", STORE))
+        await tools.call({"name": "memory_list", "args": {}, "id": "lc_1", "type": "tool_call"})
+        await tools.call(
+            {
+                "type": "function_call",
+                "id": "fc_item",
+                "call_id": "call_r",
+                "name": "memory_list",
+                "arguments": "{}",
+            }
+        )
+    async with opener() as memory:
+        size = await memory.ledger.size()
+        async with memory.run("thread-1", SCOPE) as run:
+            tools = run.toolset()
+            # Resumed in another order, as dicts this time: each id gets its own memo.
+            again = await tools.call(
+                {
+                    "id": "call_f0",
+                    "type": "function",
+                    "function": {"name": "memory_fetch", "arguments": json.dumps(FETCH)},
+                }
+            )
+            assert again == fetched
+            stored = {"type": "tool_use", "id": "toolu_s", "name": "memory_store", "input": STORE}
+            assert not (await tools.call(stored)).startswith("error")
+            assert await memory.ledger.size() == size
+            # The same id with other arguments: the divergence is raised, not given as text.
+            with pytest.raises(ReplayDivergence, match="key 'call_f0'"):
+                await tools.call(_openai_call("call_f0", "memory_fetch", {"query": "x"}))
+            # A model's bad id is text the model reads, and nothing is written.
+            text = await tools.call(_openai_call("x" * 201, "memory_list", {}))
+            assert text.startswith("error:") and "`key`" in text
+            with pytest.raises(InvalidRequest, match="`tool_call`"):
+                await tools.call(object())
+        assert await memory.ledger.size() == size
+        calls = await _calls(memory, "thread-1")
+        assert [c.key for c in calls] == ["call_f0", "toolu_s", "lc_1", "call_r"]

@@ -12,6 +12,10 @@ no forget could ever reach them; a refused call must cost neither storage
 nor privacy. Entries recorded before this kept the arguments, and still
 verify and replay.
 
+A keyed call (one that carried the id its model gave the tool call) has
+its ``key`` in the signed body; an unkeyed call's body has no ``key`` field
+at all, so its bytes are exactly those of the calls recorded before keys.
+
 ``run_started`` records the whole scope the run belongs to; one recorded
 before that holds only ``place``, ``reach``, ``writes`` and ``floor``.
 """
@@ -58,6 +62,8 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     result: Any
     # Set on a failed call only: the size of the arguments it kept no copy of.
     input_size: int | UnsetType = UNSET
+    # Set on a keyed call only: the id the model gave the tool call (1 to 200 characters).
+    key: str | UnsetType = UNSET
 
 
 class ToolCallPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -108,10 +108,15 @@ def _derive(secret: bytes, context: str) -> bytes:
     return blake3.blake3(secret, derive_key_context=f"memseal 2026 {context}").digest()
 
 
-def fingerprint(secret: bytes, tool: str, arguments: Any, scope: ScopeIdentity) -> str:
-    """A keyed hash of a call (tool, arguments, scope): a replay must send the same one."""
+def fingerprint(
+    secret: bytes, tool: str, arguments: Any, scope: ScopeIdentity, call_key: str | None = None
+) -> str:
+    """A keyed hash of a call (tool, arguments, scope, and its call key if it has one):
+    a replay must send the same one. An unkeyed call's is what it has always been."""
     key = _derive(secret, "replay fingerprint v1")
-    data = _encoder.encode([tool, arguments, *scope.as_list()])
+    # The scope list has a fixed length, so the key appended after it is unambiguous.
+    fields = [tool, arguments, *scope.as_list()]
+    data = _encoder.encode(fields if call_key is None else [*fields, call_key])
     return blake3.blake3(data, key=key).hexdigest()
 
 

@@ -168,6 +168,7 @@ class _CallHead(msgspec.Struct, frozen=True):
     step: int
     memo_key: str
     supersedes: int | None
+    key: str | None = None
 
 
 _head = msgspec.json.Decoder(_CallHead)
@@ -180,6 +181,7 @@ class _Steps:
         self.calls = 0
         self.by_step: dict[tuple[str, int], list[int]] = {}
         self.supersedes: dict[int, int] = {}  # superseding seq -> superseded seq
+        self.keys: dict[int, str] = {}  # seq -> call key, for keyed calls
         self.first_error: VerificationError | None = None
 
     def add(self, record: Record, run_id: str | None) -> None:
@@ -204,6 +206,8 @@ class _Steps:
         self.by_step.setdefault((head.run_id, head.step), []).append(record.seq)
         if head.supersedes is not None:
             self.supersedes[record.seq] = head.supersedes
+        if head.key is not None:
+            self.keys[record.seq] = head.key
 
     def _fail(self, message: str, seq: int) -> None:
         if self.first_error is None:
@@ -290,6 +294,8 @@ async def verify_derived(store: SqlStore, size: int | None = None) -> None:
         derived.add(record)
     # 2. a replacement supersedes an earlier call of its own step; 3. one current call a step
     current = steps.current()
+    # 3b. a call key names one step of its run: a key at two current calls is ambiguous
+    _check_keys(steps, current)
     await _check_memo_rows(store, current)
     # 6. each run's row starts at the run's first signed run_started entry, and every
     # started run has its row (a resume reads the run's calls from there on)
@@ -307,6 +313,22 @@ async def verify_derived(store: SqlStore, size: int | None = None) -> None:
             )
     # 8. the mentions index, through which a forget finds the payloads it erases
     await check_mentions(store, total)
+
+
+def _check_keys(steps: _Steps, current: Mapping[tuple[str, int], int]) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for (run, step), seq in sorted(current.items()):
+        key = steps.keys.get(seq)
+        if key is None:
+            continue
+        if (run, key) in seen:
+            raise VerificationError(
+                f"call key {key!r:.80} of run {run!r} is recorded at steps "
+                f"{seen[run, key]} and {step}",
+                seq=seq,
+                step="memo",
+            )
+        seen[run, key] = step
 
 
 async def _check_runs(store: SqlStore, starts: dict[str, int]) -> None:
@@ -373,6 +395,9 @@ class Reconciled(msgspec.Struct, frozen=True, kw_only=True):
     recorded: frozenset[int]  # steps with a memo row now
     restored: tuple[int, ...]  # steps whose row was put back from the log
     current: dict[int, int]  # each recorded step's current signed call (its seq)
+    keyed: dict[str, int] = msgspec.field(
+        default_factory=dict
+    )  # each call key's step, from the current signed calls
 
 
 async def reconcile_memos(
@@ -422,8 +447,9 @@ async def reconcile_memos(
             call, _ = _signed_call(await store.read(seq), keys)
             restored.append(MemoRow(run_id=run_id, step=step, memo_key=call.memo_key, seq=seq))
     signed = {step: seq for (_, step), seq in current.items()}
+    keyed = _keyed(steps, signed)
     if not restored:
-        return Reconciled(recorded=frozenset(by_step), restored=(), current=signed)
+        return Reconciled(recorded=frozenset(by_step), restored=(), current=signed, keyed=keyed)
 
     def command(txn: WriteTxn) -> None:
         check_holder(txn, run_id, holder)
@@ -435,7 +461,25 @@ async def reconcile_memos(
         recorded=frozenset(by_step) | {row.step for row in restored},
         restored=tuple(row.step for row in restored),
         current=signed,
+        keyed=keyed,
     )
+
+
+def _keyed(steps: _Steps, signed: Mapping[int, int]) -> dict[str, int]:
+    """Each call key's step; a key the current calls of two steps carry is ambiguous."""
+    keyed: dict[str, int] = {}
+    for step, seq in sorted(signed.items()):
+        key = steps.keys.get(seq)
+        if key is None:
+            continue
+        if key in keyed:
+            raise ProvenanceError(
+                f"call key {key!r:.80} is recorded at steps {keyed[key]} and {step}: "
+                "a keyed call was run live twice",
+                seq=seq,
+            )
+        keyed[key] = step
+    return keyed
 
 
 async def _run_start(store: SqlStore, keys: Mapping[str, VerifyKey], run_id: str) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import msgspec
 
 from memseal.ledger.errors import InvalidRequest, NotFound, Unsupported
 
+from ._tool_calls import tool_call_parts
 from .catalog import TRAITS
 from .decode import MAX_DEPTH, fail
 from .render import to_text
@@ -79,12 +81,16 @@ class Outcome(NamedTuple):
     is_error: bool
 
 
-async def _outcome(source: ToolSource, name: str, arguments: object) -> Outcome:
+async def _outcome(source: ToolSource, name: str, arguments: object, key: object = None) -> Outcome:
     refused = _undecodable(name, arguments)
     if refused is not None:
         return Outcome(f"error: {refused}", True)
     try:
-        result = await source.call(name, arguments)  # type: ignore[arg-type]
+        if key is None:
+            result = await source.call(name, arguments)  # type: ignore[arg-type]
+        else:  # a run's call, keyed by the model's tool-call id
+            keyed: Any = source
+            result = await keyed.call(name, arguments, key=key)
     except MODEL_ERRORS as exc:
         return Outcome(f"error: {exc}", True)
     return Outcome(to_text(result), False)
@@ -269,13 +275,23 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         made._source = source
         return made
 
-    async def call(self, name: str, arguments: Arguments) -> str:
+    async def call(self, name: Any, arguments: Arguments | None = None) -> str:
         """Run the tool a model named; the result, or what the model got wrong, as text.
 
         ``name`` and ``arguments`` are untrusted: an object, or the JSON
-        text OpenAI hands back. Raises only what no model can fix.
+        text OpenAI hands back. Raises only what no model can fix. Given the
+        tool call itself instead (an OpenAI or Anthropic tool call, a
+        LangChain ``ToolCall``; a dict or the SDK's object), its id is the
+        call's key in the run, so a resumed host gets each call once.
         """
-        return (await self.outcome(name, arguments)).text
+        if isinstance(name, str):
+            return (await self.outcome(name, {} if arguments is None else arguments)).text
+        parts = tool_call_parts(name)
+        source = _bound(self._source)
+        # Only a source that records calls by key (a run) is given one; the run checks it.
+        takes_key = "key" in inspect.signature(source.call).parameters
+        key = parts.key if takes_key else None
+        return (await _outcome(source, parts.name, parts.arguments, key)).text
 
     async def outcome(self, name: str, arguments: Arguments) -> Outcome:
         """Like :meth:`call`, saying apart whether the text is an error (MCP's ``isError``)."""

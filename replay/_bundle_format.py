@@ -1,0 +1,220 @@
+"""The session bundle format (``memseal/bundle@v2``): its fields, its one spelling, its manifest.
+
+See :mod:`memseal.replay.bundle` for what a bundle holds and docs/formats.md
+for every byte. This module is the format alone: the structs, the canonical
+encoding and its strict decoder, and the manifest note's text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import msgspec
+
+from memseal.ledger.entry import Entry
+from memseal.ledger.errors import InvalidRequest, VerificationError
+from memseal.ledger.note import split_note
+
+from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL
+
+__all__ = [
+    "FORMAT",
+    "MANIFEST_HEADER",
+    "MAX_BUNDLE_BYTES",
+    "MEMORY_KINDS",
+    "RETIRED_FORMATS",
+    "RUN_KINDS",
+    "Bundle",
+    "BundleEntry",
+    "Listed",
+    "Manifest",
+    "body_of",
+    "decode_bundle",
+    "encode_bundle",
+    "fail",
+    "items_of",
+    "manifest_of",
+    "manifest_text",
+]
+
+FORMAT: Final = "memseal/bundle@v2"
+#: Formats this memseal knows but refuses: they carry no signed statement of their extent.
+RETIRED_FORMATS: Final = frozenset({"memseal/bundle@v1"})
+#: The first line of a manifest note's text (never a valid checkpoint's: its second line is
+#: JSON, not a tree size, so neither signature can pass as the other).
+MANIFEST_HEADER: Final = "memseal/bundle-manifest/v1"
+RUN_KINDS: Final = frozenset({RUN_STARTED, TOOL_CALL, RUN_FORKED})
+MEMORY_KINDS: Final = frozenset({"memory_stored", "trust_changed", "memory_forgotten"})
+#: A bundle larger than this is refused before it is parsed.
+MAX_BUNDLE_BYTES: Final = 256 * 1024 * 1024
+_FORMAT_PREFIX = re.compile(rb'\{"format":"([^"]{1,64})"')
+
+
+class BundleEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ledger entry as the log stored it, with its inclusion proof."""
+
+    seq: int
+    leaf: bytes
+    sig: bytes
+    salt: bytes | None
+    payload: bytes | None
+    proof: tuple[bytes, ...]
+
+
+class Bundle(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A session bundle, field order as encoded (``format`` first)."""
+
+    format: str
+    run_id: str
+    origin: str
+    keys: tuple[str, ...]
+    checkpoint: str
+    manifest: str
+    embedders: tuple[str, ...]
+    entries: tuple[BundleEntry, ...]
+
+
+class Listed(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, array_like=True
+):
+    """One entry as the manifest lists it: ``[seq, leaf hash, payload present]``."""
+
+    seq: int
+    leaf_hash: bytes
+    payload: bool
+
+
+class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The signed statement of a bundle's extent and fields (the JSON line of its note)."""
+
+    run_id: str
+    origin: str
+    size: int  # the checkpoint's tree size ...
+    root: bytes  # ... and root: the manifest is made for that checkpoint only
+    keys: tuple[str, ...]
+    embedders: tuple[str, ...]
+    last_step: int | None  # the run's highest recorded step (None: no call recorded)
+    calls: int  # its memory_tool_call entries, superseded ones included
+    entries: tuple[Listed, ...]
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(Bundle)
+_manifest_decoder = msgspec.json.Decoder(Manifest)
+
+
+def encode_bundle(bundle: Bundle) -> bytes:
+    """The bundle's bytes: compact JSON in field order, then one newline."""
+    return _encoder.encode(bundle) + b"\n"
+
+
+def decode_bundle(data: bytes) -> Bundle:
+    """Parse a bundle (syntax only); raise VerificationError step ``format``.
+
+    Only the canonical bytes (exactly what :func:`encode_bundle` makes of the
+    decoded value) are accepted: a second spelling of the same values (other
+    whitespace, escapes, base64 padding bits) would be an edit that verifies.
+    """
+    if len(data) > MAX_BUNDLE_BYTES:
+        raise VerificationError(
+            f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes", step="format"
+        )
+    found = _FORMAT_PREFIX.match(data)
+    if found is None:
+        raise VerificationError(
+            f'not a memseal bundle: it must start with {{"format":"{FORMAT}"', step="format"
+        )
+    name = found.group(1).decode(errors="replace")
+    if name in RETIRED_FORMATS:
+        raise VerificationError(
+            f"bundle format {name!r} carries no signed statement of its extent, so a cut "
+            f"copy would pass as whole: this memseal refuses it; re-export the run with "
+            f"`memseal export` to get a {FORMAT} bundle",
+            step="format",
+        )
+    if name != FORMAT:
+        raise VerificationError(
+            f"bundle format {name!r}; this memseal reads {FORMAT}", step="format"
+        )
+    try:
+        bundle = _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        if "truncated" in str(exc).lower():
+            raise VerificationError(
+                f"the bundle is truncated ({len(data)} bytes): {exc}", step="truncated"
+            ) from None
+        raise VerificationError(
+            f"the bundle is malformed: {_one_line(exc)}", step="format"
+        ) from None
+    except msgspec.ValidationError as exc:
+        raise VerificationError(
+            f"the bundle is malformed: {_one_line(exc)}", step="format"
+        ) from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        # msgspec raises these for invalid UTF-8 in a string, among others.
+        raise VerificationError(
+            f"the bundle is malformed: {_one_line(exc)}", step="format"
+        ) from None
+    if encode_bundle(bundle) != data:
+        raise VerificationError(
+            "the bundle is not in canonical form (compact JSON in field order, minimal "
+            "escapes, canonical base64, one final newline): it was changed after export",
+            step="format",
+        )
+    return bundle
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+def body_of(entry: Entry) -> Any:
+    """An entry's body as JSON, or None when it is not JSON."""
+    try:
+        return msgspec.json.decode(entry.body)
+    except msgspec.DecodeError:
+        return None
+
+
+def items_of(kind: str, body: Any) -> list[str]:
+    """The memory items a memory entry's body names."""
+    if not isinstance(body, dict):
+        return []
+    if kind == "memory_forgotten":
+        items = body.get("items")
+        return [i for i in items if isinstance(i, str)] if isinstance(items, list) else []
+    item = body.get("item")
+    return [item] if isinstance(item, str) else []
+
+
+def manifest_text(manifest: Manifest) -> str:
+    """The text a manifest note signs: its header line, then the manifest as one JSON line."""
+    return f"{MANIFEST_HEADER}\n{_encoder.encode(manifest).decode()}\n"
+
+
+def manifest_of(note: str) -> Manifest:
+    """The manifest a note states, unverified (its signature is checked after the key walk)."""
+    try:
+        text, _ = split_note(note)
+    except InvalidRequest as exc:
+        raise fail(f"the manifest note is malformed: {exc}", "manifest") from None
+    header, _, rest = text.partition("\n")
+    line, _, tail = rest.partition("\n")
+    if header != MANIFEST_HEADER or tail:
+        raise fail(
+            f"the manifest note's text is not {MANIFEST_HEADER!r} and one JSON line", "manifest"
+        )
+    try:
+        manifest = _manifest_decoder.decode(line.encode())
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise fail(f"the manifest is malformed: {_one_line(exc)}", "manifest") from None
+    if manifest_text(manifest) != text:
+        # One spelling per manifest, as for the bundle itself.
+        raise fail("the manifest is not in canonical form", "manifest")
+    return manifest
+
+
+def fail(message: str, step: str, seq: int | None = None) -> VerificationError:
+    """The verification failure of ``step`` (at ``seq``, when an entry is at fault)."""
+    return VerificationError(message, seq=seq, step=step)

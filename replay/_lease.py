@@ -1,0 +1,218 @@
+"""A run's lease: opening the run (its start entry, its scope, its memos), renewing, closing.
+
+A run is held by one :class:`~memseal.replay.run.Run` object at a time,
+through a lease in the ``runs`` table (see :mod:`memseal.replay.memo`).
+Opening takes the lease and, for a run that exists, checks the scope on
+its signed ``run_started`` entry and reconciles the memo table with the
+run's signed calls; closing gives the lease back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+import msgspec
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+from memseal.ledger.entry import Draft, leaf_hash, make_draft, signing_message
+from memseal.ledger.errors import (
+    Conflict,
+    InvalidRequest,
+    MemsealError,
+    NotFound,
+    ProvenanceError,
+    ReplayDivergence,
+)
+from memseal.ledger.note import VerifierKey
+from memseal.ledger.store import SqlStore, WriteTxn
+
+from .calls import RUN_STARTED, RunStarted
+from .identity import ScopeIdentity
+from .memo import acquire, held_here, let_go_here, release, renew
+from .provenance import reconcile_memos
+
+__all__ = ["RunLease", "other_scope"]
+
+
+class RunLease:
+    """The lease half of a run: what :class:`~memseal.replay.run.Run` opens and closes with."""
+
+    run_id: str
+    mode: str
+    restored: list[int]
+    _scope: ScopeIdentity
+    _store: SqlStore
+    _key_list: Sequence[VerifierKey]
+    _known: dict[str, VerifyKey]
+    _ttl: float
+    _oneshot: bool
+    _owner: str
+    _holder: str
+    _live_from: int | None
+    _recorded: set[int]
+    _signed: dict[int, int]
+    _keyed: dict[str, int]
+    _key_at: dict[int, str]
+    _consumed: set[int]
+    _start_lock: asyncio.Lock
+    _started: bool
+    _closed: bool
+    _renewer: asyncio.Task[None] | None
+
+    async def __aenter__(self) -> Self:
+        await self._start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # A run that failed is not checked for unconsumed steps: its own error matters more.
+        await self.close(check=exc_type is None)
+
+    async def _start(self) -> None:
+        async with self._start_lock:
+            if self._closed:
+                raise InvalidRequest(f"run {self.run_id!r} is closed")
+            if self._started:
+                return
+            draft = self._started_draft()
+            if self._oneshot:
+                self._recorded = set()
+                self._live_from = 0
+                self._started = True
+                return
+
+            def command(txn: WriteTxn) -> bool:
+                new = acquire(txn, self.run_id, self._holder, self._ttl, owner=self._owner)
+                if new:
+                    txn.append(draft)
+                return new
+
+            new = await self._store.run(command)
+            held_here(self._holder, self._owner)
+
+            def give_back(txn: WriteTxn) -> None:
+                release(txn, self.run_id, self._holder)
+
+            try:
+                if not new:
+                    await self._check_scope()
+                # The memo table against the run's signed calls: a recorded step whose memo
+                # row is gone gets it back, so it is never run live a second time.
+                memos = await reconcile_memos(
+                    self._store, self._keys(), self.run_id, self._holder, new
+                )
+            except BaseException:
+                # __aexit__ does not run when __aenter__ fails: give the lease back here.
+                with contextlib.suppress(MemsealError):
+                    await self._store.run(give_back)
+                let_go_here(self._holder)
+                raise
+            self._recorded, self.restored = set(memos.recorded), list(memos.restored)
+            self._signed = memos.current
+            self._keyed = dict(memos.keyed)
+            self._key_at = {step: key for key, step in memos.keyed.items()}
+            # A recorded step whose predecessor was never recorded is simply live.
+            gap = 0
+            while gap in self._recorded:
+                gap += 1
+            self._live_from = gap
+            self._started = True
+            self._renewer = asyncio.create_task(self._renew())
+
+    async def _check_scope(self) -> None:
+        """Refuse a run another scope opened: its signed ``run_started`` entry says which.
+
+        Checked on the entry itself (signature and all), never on the ``runs`` table alone.
+        """
+        rows = await self._store.rows(
+            "SELECT started_seq FROM runs WHERE run_id = ?", (self.run_id,)
+        )
+        failed = "the run's run_started entry does not check"
+        if not rows:
+            raise ProvenanceError(failed)
+        seq = int(rows[0][0])
+        try:
+            record = await self._store.read(seq)
+            entry = record.entry()
+            key = self._keys().get(entry.key)
+            if key is None or leaf_hash(record.leaf) != record.leaf_hash:
+                raise ProvenanceError(failed, seq=seq)
+            key.verify(signing_message(record.leaf_hash), record.signature)
+            body = msgspec.json.decode(bytes(entry.body))
+        except (NotFound, BadSignatureError, ValueError, TypeError, msgspec.DecodeError):
+            raise ProvenanceError(failed, seq=seq) from None
+        if entry.kind != RUN_STARTED or not isinstance(body, dict):
+            raise ProvenanceError(failed, seq=seq)
+        if body.get("run_id") != self.run_id:
+            raise ProvenanceError(failed, seq=seq)
+        differs = self._scope.differs_from(body)
+        if differs:
+            raise Conflict(other_scope(self.run_id, differs))
+
+    def _started_draft(self) -> Draft:
+        started = RunStarted(run_id=self.run_id, mode=self.mode, **self._scope.recorded())
+        return make_draft(RUN_STARTED, msgspec.to_builtins(started))
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._ttl / 3)
+
+            def command(txn: WriteTxn) -> bool:
+                return renew(txn, self.run_id, self._holder, self._ttl)
+
+            with contextlib.suppress(MemsealError):
+                await self._store.run(command)
+
+    async def close(self, *, check: bool = True) -> None:
+        """Release the lease; in ``strict`` mode, fail if recorded steps were never replayed."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        if self._started and not self._oneshot:
+
+            def command(txn: WriteTxn) -> None:
+                release(txn, self.run_id, self._holder)
+
+            try:
+                await self._store.run(command)
+            finally:
+                let_go_here(self._holder)
+        unconsumed = sorted(self._recorded - self._consumed)
+        if check and self.mode == "strict" and unconsumed:
+            raise ReplayDivergence(
+                f"run {self.run_id!r}: recorded steps {_steps(unconsumed)} were never replayed",
+                run_id=self.run_id,
+                step=unconsumed[0],
+            )
+
+    def _keys(self) -> dict[str, VerifyKey]:
+        """The ledger's keys by id, including any the history gained since the last call."""
+        if len(self._known) != len(self._key_list):
+            self._known = {k.key_id.hex(): VerifyKey(k.public_key) for k in self._key_list}
+        return self._known
+
+
+def other_scope(run_id: str, fields: Sequence[str]) -> str:
+    """The refusal of a call into a run another scope opened (HTTP 409)."""
+    return (
+        f"run {run_id!r} belongs to another scope (it differs in {', '.join(fields)}); "
+        "a run is used only with the scope that opened it: name a run of your own"
+    )
+
+
+def _steps(steps: list[int]) -> str:
+    shown = ", ".join(str(s) for s in steps[:10])
+    return shown + (f" and {len(steps) - 10} more" if len(steps) > 10 else "")

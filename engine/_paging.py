@@ -1,8 +1,8 @@
 """Pages of a read: the page-size limits and the opaque cursor to the next page.
 
 A cursor is the JSON of a :class:`Cursor`, base64url without padding. It
-carries a fingerprint of the request it belongs to, so it cannot be passed
-to another question.
+names the request it belongs to (its ``query`` field), so it cannot be
+passed to another question.
 """
 
 from __future__ import annotations

@@ -295,13 +295,14 @@ def test_a_manifest_from_an_earlier_export_does_not_fit_a_later_checkpoint(
             ) as memory,
             memory.run("audit", SCOPE) as run,
         ):
-            for name, args in [
+            script: list[tuple[str, dict[str, Any]]] = [
                 ("memory_store", {"learning": {"text": "the report goes out at 6am"}}),
                 ("memory_store", {"learning": {"text": "deploys are on Tuesdays"}}),
                 ("memory_fetch", {"query": "report"}),
                 ("memory_list", {}),
                 ("memory_fetch", {"query": "deploys"}),
-            ]:
+            ]
+            for name, args in script:
                 await run.call(name, args)
 
     asyncio.run(more())

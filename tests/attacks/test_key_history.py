@@ -19,7 +19,7 @@ import pytest
 import memseal
 from memseal.cli import main
 from memseal.ledger.errors import KeyFileError
-from memseal.ledger.keys import NoteSigner
+from memseal.ledger.note import NoteSigner
 
 STEPS = [("memory_store", {"learning": {"text": "recorded before the rotations"}})]
 

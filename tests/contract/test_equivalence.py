@@ -187,7 +187,12 @@ async def _reads(engine: Engine) -> dict[str, Any]:
             for mode in ("exact", "hybrid"):
                 hits = (await engine.fetch(query, mode=mode, reach=reach, limit=50)).hits
                 seen[f"{mode} {name} {query}"] = sorted(h.item.id for h in hits)
-    for raw in ({"kinds": ["lesson"]}, {"tags_any": ["ops", "ui"]}, {"workspace": "w1"}):
+    filters: list[dict[str, object]] = [
+        {"kinds": ["lesson"]},
+        {"tags_any": ["ops", "ui"]},
+        {"workspace": "w1"},
+    ]
+    for raw in filters:
         page = await engine.list(filter=raw, limit=50)
         seen[f"list filter {raw}"] = msgspec.to_builtins(page)
     return seen
@@ -208,7 +213,7 @@ def _unsalted(value: Any) -> Any:
 async def _entries(memory: memseal.Memory) -> list[tuple[Any, ...]]:
     """The ledger's entries less what is salted (payload hashes, so the chain), with the
     payloads a forget left."""
-    found = []
+    found: list[tuple[Any, ...]] = []
     async for record in memory.ledger.scan():
         entry = record.entry()
         body = _unsalted(msgspec.json.decode(bytes(entry.body)))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from clock import Clock
@@ -42,7 +42,7 @@ from memseal._engine_cli import open_engine
 from memseal.engine import Document, Engine, HashingEmbedder, Learning, Reach
 
 PLACE = "team:acme/agent:writer"
-MODES = ("exact", "semantic", "hybrid")
+MODES: Final = ("exact", "semantic", "hybrid")
 
 
 @pytest.fixture

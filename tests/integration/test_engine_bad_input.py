@@ -119,16 +119,16 @@ CASES: list[tuple[str, Call, str]] = [
     # limits
     ("limit zero", lambda e: e.list(limit=0), "`limit` must be an integer from 1 to 50"),
     ("limit 51", lambda e: e.fetch("x", limit=51), "`limit`"),
-    ("limit text", lambda e: e.explore("kind", limit="10"), "`limit`"),
+    ("limit text", lambda e: e.explore("kind", limit="10"), "`limit`"),  # type: ignore[arg-type]
     ("limit bool", lambda e: e.recall("x", limit=True), "`limit`"),
     ("ids none", lambda e: e.get([]), "`ids` must list 1 to 200"),
     ("ids many", lambda e: e.get([f"i{n}" for n in range(201)]), "`ids` must list 1 to 200"),
-    ("ids type", lambda e: e.get([1]), "`ids[0]`"),
+    ("ids type", lambda e: e.get([1]), "`ids[0]`"),  # type: ignore[list-item]
     ("ids str", lambda e: e.get("abc"), "`ids` must be a list"),
     # cursors
     ("cursor junk", lambda e: e.list(cursor="%%%"), "`cursor` is malformed"),
     ("cursor b64", lambda e: e.fetch("x", cursor="bm90IGpzb24"), "`cursor` is malformed"),
-    ("cursor type", lambda e: e.list(cursor=12), "`cursor` is malformed"),
+    ("cursor type", lambda e: e.list(cursor=12), "`cursor` is malformed"),  # type: ignore[arg-type]
     # dates and filters
     ("after", lambda e: e.list(filter={"observed_after": "last week"}), "`filter.observed_after`"),
     (
@@ -151,7 +151,7 @@ CASES: list[tuple[str, Call, str]] = [
         lambda e: e.list(filter={"namespace": "team:x"}),
         "`filter`: object contains unknown field `namespace`",
     ),
-    ("filter type", lambda e: e.list(filter=["kinds"]), "`filter`"),
+    ("filter type", lambda e: e.list(filter=["kinds"]), "`filter`"),  # type: ignore[arg-type]
     (
         "refers_to date",
         lambda e: e.fetch("x", refers_to={"from": "2026-13-01", "to": "2026-12-01"}),
@@ -174,14 +174,14 @@ CASES: list[tuple[str, Call, str]] = [
     ),
     # trust floors, modes, facets, queries, reach, zone
     ("min_trust rejected", lambda e: e.fetch("x", min_trust="rejected"), "`min_trust`"),
-    ("min_trust word", lambda e: e.get(["a"], min_trust="high"), "`min_trust`"),
-    ("mode", lambda e: e.fetch("x", mode="fuzzy"), "`mode`"),
+    ("min_trust word", lambda e: e.get(["a"], min_trust="high"), "`min_trust`"),  # type: ignore[arg-type]
+    ("mode", lambda e: e.fetch("x", mode="fuzzy"), "`mode`"),  # type: ignore[arg-type]
     ("facet", lambda e: e.explore("namespace"), "`facet`"),
     ("query empty", lambda e: e.fetch("  "), "`query` must not be empty"),
     ("query long", lambda e: e.fetch("q" * 2001), "`query`"),
-    ("instructions", lambda e: e.recall("x", instructions=5), "`instructions`"),
-    ("reach str", lambda e: e.list(reach="team:acme"), "`reach` must be a Reach"),
-    ("zone str", lambda e: e.fetch("x", zone="UTC"), "`zone`"),
+    ("instructions", lambda e: e.recall("x", instructions=5), "`instructions`"),  # type: ignore[arg-type]
+    ("reach str", lambda e: e.list(reach="team:acme"), "`reach` must be a Reach"),  # type: ignore[arg-type]
+    ("zone str", lambda e: e.fetch("x", zone="UTC"), "`zone`"),  # type: ignore[arg-type]
     # forget
     ("forget nothing", lambda e: e.forget(), "exactly one of `ids` or `filter`"),
     ("forget both", lambda e: e.forget(ids=["a"], filter={"kinds": ["fact"]}), "exactly one"),
@@ -189,7 +189,7 @@ CASES: list[tuple[str, Call, str]] = [
     ("forget bad filter", lambda e: e.forget(filter={"kinds": ["memo"]}), "`filter.kinds[0]`"),
     ("forget ids", lambda e: e.forget(ids=[]), "`ids`"),
     # trust changes
-    ("promote id", lambda e: e.promote(5, actor="a", reason="b"), "`id`"),
+    ("promote id", lambda e: e.promote(5, actor="a", reason="b"), "`id`"),  # type: ignore[arg-type]
     ("reject actor", lambda e: e.reject("abc", actor=" ", reason="b"), "`actor`"),
 ]
 

@@ -85,6 +85,7 @@ def _table_bytes(store: str) -> dict[str, bytes]:
     from psycopg import sql
 
     url = parse_database_url(store)
+    assert url.schema is not None  # the test stores' URLs name their schema
     tables: dict[str, bytes] = {}
     with psycopg.connect(url.dsn, autocommit=True) as conn:
         names = conn.execute(

@@ -62,7 +62,8 @@ async def test_every_memory_tools_call_is_a_signed_memoised_entry_and_replays(
 ) -> None:
     async with _open(tmp_path / "d") as memory:
         tools = memory.tools(SCOPE)
-        assert tools.last_call is None
+        before = tools.last_call  # a local: mypy would keep `tools.last_call` narrowed to None
+        assert before is None
         stored = await tools.call("memory_store", STORE)
         wrote = tools.last_call
         found = await tools.call("memory_fetch", FETCH)

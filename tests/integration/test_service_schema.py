@@ -155,7 +155,7 @@ def _cases(operation: Any, served: Served, role: str, bias: bool) -> st.SearchSt
         if known and mode is GenerationMode.POSITIVE:
             options.append(
                 st.fixed_dictionaries(known).flatmap(
-                    lambda fixed, m=mode: operation.as_strategy(
+                    lambda fixed, m=mode: operation.as_strategy(  # type: ignore[misc]
                         generation_mode=m, path_parameters=fixed
                     )
                 )

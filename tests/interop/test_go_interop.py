@@ -426,7 +426,7 @@ def _inclusion_cases(corpus: Corpus, rng: random.Random) -> Iterator[Case]:
         label = f"inclusion seq {seq} size {n}"
         record = corpus.records[seq]
         assert leaf_hash(record) == p.leaf_hash
-        base = {
+        base: dict[str, Any] = {
             "kind": "inclusion",
             "size": n,
             "index": seq,
@@ -497,7 +497,7 @@ def test_go_checks_inclusion_proofs_like_memseal(gocheck: GoCheck, corpus: Corpu
 def _consistency_cases(corpus: Corpus, rng: random.Random) -> Iterator[Case]:
     for (m, n), p in corpus.consistency.items():
         label = f"consistency {m} -> {n}"
-        base = {
+        base: dict[str, Any] = {
             "kind": "consistency",
             "old_size": m,
             "new_size": n,

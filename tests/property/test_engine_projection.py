@@ -95,7 +95,7 @@ async def _apply(engine: Engine, ops: list[tuple[Any, ...]]) -> None:
 
 
 async def _everything(engine: Engine) -> bytes:
-    items = []
+    items: list[Any] = []
     cursor = None
     while True:
         page = await engine.list(limit=50, cursor=cursor, min_trust="stale")

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
-from memseal._progress import ProgressLine
+from memseal.cli.progress import ProgressLine
 from memseal.engine import Embedder, Engine, Keyring, ProjectionCheck, check_projections
 from memseal.ledger.errors import MemsealError
 from memseal.ledger.keys import load_keys

@@ -50,7 +50,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from memseal._progress import ProgressLine
+from memseal.cli.progress import ProgressLine
 from memseal.engine import Engine, state_hash
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.keys import load_keys

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from memseal._bundle_update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
-from memseal._trust_arg import trust_text
+from memseal.cli.trust import trust_text
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
 from memseal.ledger.folder import DataFolder

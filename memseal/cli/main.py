@@ -16,13 +16,13 @@ from typing import Any
 
 import msgspec
 
-from memseal._bundle_cli import add_verbs as add_bundle_verbs
-from memseal._bundle_cli import verify_bundle_file
-from memseal._engine_cli import add_engine_verbs, deep_check
-from memseal._migrate_cli import add_verbs as add_migrate_verbs
-from memseal._progress import ProgressLine
-from memseal._service_cli import add_verbs as add_service_verbs
-from memseal._trust_arg import trust_text
+from memseal.cli.bundle import add_verbs as add_bundle_verbs
+from memseal.cli.bundle import verify_bundle_file
+from memseal.cli.engine import add_engine_verbs, deep_check
+from memseal.cli.migrate import add_verbs as add_migrate_verbs
+from memseal.cli.progress import ProgressLine
+from memseal.cli.service import add_verbs as add_service_verbs
+from memseal.cli.trust import trust_text
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
@@ -274,7 +274,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memseal: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -90,6 +90,8 @@ T = TypeVar("T")
 
 #: The environment variable naming the store when ``store=`` is not given.
 STORE_ENV = "MEMSEAL_STORE"
+#: ``store=`` naming the data folder's own SQLite file, whatever ``MEMSEAL_STORE`` says.
+FOLDER_STORE = "sqlite"
 #: The data folder (keys) for ``memseal.open(URL)``, which names only the database.
 DATA_ENV = "MEMSEAL_DATA"
 #: The file in a data folder naming where its ledger lives ("sqlite", or the store URL
@@ -388,6 +390,8 @@ def _choose_store(path: str | Path, store: object) -> tuple[Path, DatabaseUrl | 
                 f"open(FOLDER, store=URL), or set {DATA_ENV} to the folder"
             )
         return Path(data), parse_database_url(str(path), "path")
+    if store == FOLDER_STORE:
+        return Path(path), None
     if store is None:
         from_env = os.environ.get(STORE_ENV, "")
         if not from_env:
@@ -764,7 +768,8 @@ def open(
 
     ``store`` puts the log in PostgreSQL (``postgresql://user@host/db?schema=name``;
     default: the ``MEMSEAL_STORE`` environment variable, else the folder's SQLite
-    file); the keys stay in the folder either way.
+    file; ``"sqlite"``: that file, whatever the variable says); the keys stay in the
+    folder either way.
 
     ``origin`` names the log in its checkpoints (default: the key name; fixed
     when the ledger is made). A checkpoint is cut every ``checkpoint_every``

@@ -240,6 +240,8 @@ def _hide_passwords(text: str, args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``memseal`` command ``argv`` (default: the process's arguments); return its
+    exit code. Errors end as one line on stderr, never a traceback."""
     args = _parser().parse_args(argv)
     run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
     try:

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import memseal.engine._item_rows as item_rows
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import (
     Embedder,
     Engine,

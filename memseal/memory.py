@@ -77,6 +77,8 @@ T = TypeVar("T")
 
 #: The environment variable naming the store when ``store=`` is not given.
 STORE_ENV = "MEMSEAL_STORE"
+#: ``store=`` naming the data folder's own SQLite file, whatever ``MEMSEAL_STORE`` says.
+FOLDER_STORE = "sqlite"
 #: The data folder (keys) for ``memseal.open(URL)``, which names only the database.
 DATA_ENV = "MEMSEAL_DATA"
 Clock = Callable[[], datetime]
@@ -316,7 +318,10 @@ def _choose_store(path: str | Path, store: object) -> LogLocation:
     """Where the log of ``path`` lives: ``store``, else ``MEMSEAL_STORE`` (the edge reads
     the environment; see the module docstring)."""
     field = "store"
-    if store is None and not is_database_url(path):
+    if store == FOLDER_STORE:
+        # The folder's own SQLite file, whatever the environment names (the migrate's source).
+        store = None
+    elif store is None and not is_database_url(path):
         from_env = os.environ.get(STORE_ENV, "")
         if from_env and not is_database_url(from_env):
             raise InvalidRequest(f"{STORE_ENV} must be a postgresql:// URL (or unset)")
@@ -452,7 +457,8 @@ def open(
 
     ``store`` puts the log in PostgreSQL (``postgresql://user@host/db?schema=name``;
     default: the ``MEMSEAL_STORE`` environment variable, else the folder's SQLite
-    file); the keys stay in the folder either way.
+    file; ``"sqlite"``: that file, whatever the variable says); the keys stay in the
+    folder either way.
 
     ``origin`` names the log in its checkpoints (default: the key name; fixed
     when the ledger is made). A checkpoint is cut every ``checkpoint_every``

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from memseal._mcp_stdio import BATCH_VERSIONS, MAX_LINE_BYTES
+from memseal.cli.mcp_stdio import BATCH_VERSIONS, MAX_LINE_BYTES
 
 MEMSEAL = str(Path(sys.executable).parent / "memseal")
 

@@ -38,7 +38,7 @@ from typing import Any, Final
 import pytest
 from clock import Clock
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Document, Engine, HashingEmbedder, Learning, Reach
 
 PLACE = "team:acme/agent:writer"

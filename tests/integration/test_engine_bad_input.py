@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Conversation, Engine, HashingEmbedder, Learning, Turn
 from memseal.ledger.errors import InvalidRequest
 

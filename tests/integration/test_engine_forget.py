@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import (
     Conversation,
     Document,
@@ -256,7 +256,7 @@ async def test_a_scrub_held_up_by_a_reader_is_retried(tmp_path: Path) -> None:
 
 _CRASH = """
 import asyncio, os, sys
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 
 async def main():
     async with open_engine(sys.argv[1]) as engine:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Embedder, HashingEmbedder, Learning, NewItem, default_embedder
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "search_quality.json"

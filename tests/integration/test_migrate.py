@@ -486,7 +486,7 @@ def test_a_copy_that_fails_halfway_leaves_no_ledger_behind(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import memseal._migrate_cli as migrate_cli
+    import memseal.cli.pgcopy as migrate_cli
     from memseal.ledger.errors import StorageError
 
     copied: list[str] = []

@@ -12,8 +12,8 @@ import httpx
 import uvicorn
 
 from memseal._service_app import create_app, scope_from
-from memseal._service_cli import first_admin
 from memseal._service_tokens import TokenStore
+from memseal.cli.service import first_admin
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ import pytest
 from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Engine, HashingEmbedder
 from memseal.ledger.errors import (
     Conflict,
@@ -248,7 +248,7 @@ SERVE = """
 import asyncio, sys
 from pathlib import Path
 from mcp.server.stdio import stdio_server
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import HashingEmbedder
 from memseal.tools import MemoryTools, ToolScope, mcp_server
 

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from clock import Clock
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning, Reach
 from memseal.ledger.entry import make_draft
 from memseal.ledger.errors import InvalidRequest

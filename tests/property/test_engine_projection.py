@@ -19,7 +19,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Conversation, Document, Engine, Learning, Meta, Turn
 from memseal.ledger.errors import NotFound
 

@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import TOOL_NAMES, MemoryTools, ToolScope, Toolset, runner_for, spec_for

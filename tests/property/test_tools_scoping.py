@@ -28,7 +28,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import HashingEmbedder, Learning, Reach
 from memseal.tools import MemoryTools, ToolScope
 

@@ -209,3 +209,51 @@ def test_verify_against_a_kept_checkpoint_detects_truncation(folder: Path, tmp_p
     done = run("verify", str(folder), "--trust", vkey, "--checkpoint", str(kept))
     assert done.returncode == 1
     assert "truncated" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["checkpoint"],
+        ["prove", "--seq", "0"],
+        ["keys", "rotate"],
+        ["rebuild"],
+        ["export", "--run", "r", "-o", "out.bundle"],
+        ["verify", "{folder}", "--trust", "x+00000000+AA"],
+    ],
+)
+def test_every_verb_refuses_a_bad_store_naming_what_gave_it(
+    folder: Path,
+    verb: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # One resolver for every verb: the variable and the flag are each named when wrong.
+    argv = [a.replace("{folder}", str(folder)) for a in verb]
+    if argv[0] != "verify":
+        argv += ["--data", str(folder)]
+    monkeypatch.setenv("MEMSEAL_STORE", "mysql://db/mem")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "`MEMSEAL_STORE` must be a postgresql:// URL" in err, err
+    if argv[0] != "verify":
+        assert main([*argv, "--store", "not-a-url"]) == 2
+        err = capsys.readouterr().err
+        assert "`--store` must be a postgresql:// URL" in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+async def test_store_sqlite_opens_the_folders_own_file_whatever_memseal_store_says(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # How migrate opens its source without rewriting os.environ: an unreachable store
+    # in the variable would fail the open if it were followed.
+    import memseal
+    from memseal.memory import FOLDER_STORE
+
+    monkeypatch.setenv("MEMSEAL_STORE", "postgresql://ann:pw@127.0.0.1:1/mem")
+    async with memseal.open(folder, store=FOLDER_STORE, embedder=None) as memory:
+        assert memory.ledger.store.dialect == "sqlite"
+        assert await memory.ledger.size() == 1
+    with pytest.raises(memseal.StorageError, match="cannot reach the store"):
+        await memseal.open(folder, embedder=None)

@@ -1,10 +1,10 @@
-"""Every public definition in the four layer packages says what it is for.
+"""Every public definition in the four layer packages and the CLI says what it is for.
 
 A definition is public when neither it nor the class it sits in starts with
 ``_``: module-level functions and classes, and the methods of public classes.
 Modules whose names start with ``_`` are internal, but their public names are
-often re-exported, so they are checked too. The top-level ``memseal``
-modules (service, CLI) are not checked yet.
+often re-exported, so they are checked too. Of the top-level ``memseal``
+modules, the CLI package (``memseal/cli/``) is checked; the rest not yet.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("ledger", "engine", "tools", "replay")
+PACKAGES = ("ledger", "engine", "tools", "replay", "memseal/cli")
 
 # The debt when this check was added, to be paid down, never added to: a name
 # leaves this list when it gets its docstring (the test below insists).

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from clock import Clock
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Engine, HashingEmbedder
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from stores import PGVECTOR, drop_schemas, fresh_url
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning
 
 pytestmark = pytest.mark.skipif(

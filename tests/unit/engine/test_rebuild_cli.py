@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memseal._engine_cli import add_engine_verbs, open_engine
+from memseal.cli.engine import add_engine_verbs, open_engine
 from memseal.engine import Document, Learning
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memseal._engine_cli import open_engine
+from memseal.cli.engine import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning, _vectors
 from memseal.ledger.store import WriteTxn
 

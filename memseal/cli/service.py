@@ -11,28 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
+from memseal.cli.options import OK, USAGE, data_options, store_display, store_options
 from memseal.engine import Embedder, HashingEmbedder
 from memseal.ledger.errors import MemsealError
-from memseal.ledger.location import parse_database_url
-from memseal.memory import STORE_ENV
 from memseal.tools import TOOL_NAMES
 
 __all__ = ["add_verbs"]
-
-DEFAULT_DATA = "memseal-data"
-OK, USAGE = 0, 2
-
-
-def _store(args: argparse.Namespace) -> tuple[str | None, str]:
-    """The store URL (``--store``, else ``$MEMSEAL_STORE``, else None: SQLite in the folder).
-
-    Also returns how to name it to people: the URL without its password.
-    Raises InvalidRequest for a value that is not a usable PostgreSQL URL.
-    """
-    store = args.store or os.environ.get(STORE_ENV) or None
-    if store is None:
-        return None, str(args.data)
-    return store, parse_database_url(store, "--store" if args.store else STORE_ENV).display
 
 
 def _scrub(text: str, store: str | None) -> str:
@@ -70,7 +54,7 @@ class _StartupLock:
 def _byte_count(text: str) -> int:
     """``--max-body``: a number of bytes, or of KiB or MiB with a K or M after it."""
     # Imported here: the service's module pulls in FastAPI, which other verbs do without.
-    from ._service_app import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
+    from memseal._service_app import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
 
     value = text.strip().upper().removesuffix("IB").removesuffix("B")
     scale = {"K": 1024, "M": 1024 * 1024}.get(value[-1:], 1)
@@ -118,7 +102,7 @@ def _scope_options(parser: argparse.ArgumentParser, *, place_required: bool = Tr
 
 
 def _scope(args: argparse.Namespace, role: str) -> Any:
-    from ._service_app import scope_from
+    from memseal._service_app import scope_from
 
     return scope_from(
         role=role,
@@ -140,8 +124,8 @@ def first_admin(folder: Path) -> str | None:
 
 def _first_admin(folder: Path) -> tuple[str, str] | None:
     """(token, token id) of a new first admin, or None when the folder has one."""
-    from ._service_app import scope_from
-    from ._service_tokens import TokenStore
+    from memseal._service_app import scope_from
+    from memseal._service_tokens import TokenStore
 
     store = TokenStore(folder)
     try:
@@ -155,7 +139,7 @@ def _first_admin(folder: Path) -> tuple[str, str] | None:
 
 def _withdraw(folder: Path, token_id: str) -> None:
     """A start that failed gives back the admin token it printed: the next start makes one."""
-    from ._service_tokens import TokenStore
+    from memseal._service_tokens import TokenStore
 
     store = TokenStore(folder)
     try:
@@ -167,10 +151,10 @@ def _withdraw(folder: Path, token_id: str) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ._service_app import create_app
+    from memseal._service_app import create_app
 
     folder = Path(args.data)
-    store, shown = _store(args)
+    store, shown = store_display(args)
     url = f"http://{args.host}:{args.port}"
     lock = _StartupLock(folder)
     try:
@@ -269,13 +253,12 @@ class _Startup:
 
 
 async def _mcp(args: argparse.Namespace) -> int:
+    from memseal._service_mcp import stdio_server_for
+    from memseal.cli.mcp_stdio import stdio_wire
     from memseal.memory import open as open_memory
     from memseal.replay.run import new_run_id
 
-    from ._mcp_stdio import stdio_wire
-    from ._service_mcp import stdio_server_for
-
-    store, shown = _store(args)
+    store, shown = store_display(args)
     scope = _scope(args, "agent")
     run_id = args.run_id or new_run_id()
     folder = Path(args.data)
@@ -307,10 +290,9 @@ def _is_data_folder(folder: Path) -> bool:
 
     The keys are the mark where the ledger lives in PostgreSQL.
     """
+    from memseal._service_tokens import TOKENS_FILE
     from memseal.ledger.keys import key_files_exist
     from memseal.memory import DATABASE
-
-    from ._service_tokens import TOKENS_FILE
 
     return folder.is_dir() and (
         key_files_exist(folder) or (folder / DATABASE).exists() or (folder / TOKENS_FILE).exists()
@@ -318,7 +300,7 @@ def _is_data_folder(folder: Path) -> bool:
 
 
 async def _tokens(args: argparse.Namespace) -> int:
-    from ._service_tokens import TokenStore
+    from memseal._service_tokens import TokenStore
 
     folder = Path(args.data)
     if args.action != "add" and not (folder / "tokens.db").exists():
@@ -367,23 +349,13 @@ async def _tokens(args: argparse.Namespace) -> int:
         store.close()
 
 
-def _store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        metavar="URL",
-        help="postgresql://USER:PASSWORD@HOST:PORT/DB?schema=NAME holds the ledger and the "
-        f"memory (default: ${STORE_ENV}, else SQLite in the data folder); the keys stay in "
-        "the data folder",
-    )
-
-
 def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``serve``, ``mcp`` and ``tokens`` to the ``memseal`` parser."""
-    serve = verbs.add_parser("serve", help="the HTTP service (and MCP over streamable HTTP)")
-    serve.add_argument(
-        "--data", default=DEFAULT_DATA, help="the data folder: keys, tokens (made if missing)"
+    serve = verbs.add_parser(
+        "serve",
+        parents=[store_options()],
+        help="the HTTP service (and MCP over streamable HTTP); makes the data folder if missing",
     )
-    _store_option(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8420)
     serve.add_argument(
@@ -402,19 +374,20 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(run=_serve)
 
-    mcp = verbs.add_parser("mcp", help="the tools over MCP stdio, for one scope")
-    mcp.add_argument("--data", default=DEFAULT_DATA, help="the data folder (keys)")
-    _store_option(mcp)
+    mcp = verbs.add_parser(
+        "mcp", parents=[store_options()], help="the tools over MCP stdio, for one scope"
+    )
     _scope_options(mcp)
     mcp.add_argument("--run", dest="run_id", help="the run id (resume it by passing it again)")
     mcp.add_argument("--fork", action="store_true", help="a resumed run that diverges goes live")
     mcp.add_argument("--embedder", default="default", choices=["default", "hashing", "none"])
     mcp.set_defaults(run=_mcp)
 
-    tokens = verbs.add_parser("tokens", help="service tokens: add, list, revoke")
+    tokens = verbs.add_parser(
+        "tokens", parents=[data_options()], help="service tokens: add, list, revoke"
+    )
     tokens.add_argument("action", choices=["add", "list", "revoke"])
     tokens.add_argument("id", nargs="?", help="the token id (revoke)")
-    tokens.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
     tokens.add_argument("--role", choices=["agent", "auditor", "admin"], default="agent")
     tokens.add_argument("--label", default="", help="a note shown by tokens list")
     _scope_options(tokens, place_required=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -16,13 +15,23 @@ from typing import Any
 
 import msgspec
 
-from memseal._bundle_cli import add_verbs as add_bundle_verbs
-from memseal._bundle_cli import verify_bundle_file
-from memseal._engine_cli import add_engine_verbs, deep_check
-from memseal._migrate_cli import add_verbs as add_migrate_verbs
-from memseal._progress import ProgressLine
-from memseal._service_cli import add_verbs as add_service_verbs
-from memseal._trust_arg import trust_text
+from memseal.cli.bundle import add_verbs as add_bundle_verbs
+from memseal.cli.bundle import verify_bundle_file
+from memseal.cli.engine import add_engine_verbs, deep_check
+from memseal.cli.migrate import add_verbs as add_migrate_verbs
+from memseal.cli.options import (
+    FAILED,
+    OK,
+    USAGE,
+    data_options,
+    named_urls,
+    open_data,
+    store_options,
+    store_url,
+)
+from memseal.cli.progress import ProgressLine
+from memseal.cli.service import add_verbs as add_service_verbs
+from memseal.cli.trust import trust_text
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
@@ -30,24 +39,6 @@ from memseal.memory import DATABASE, STORE_ENV, open, open_audit
 from memseal.replay.provenance import verify_derived
 
 __all__ = ["main"]
-
-DEFAULT_DATA = "memseal-data"
-
-OK, FAILED, USAGE = 0, 1, 2
-
-
-def _store(args: argparse.Namespace) -> str | None:
-    """``--store``, else ``$MEMSEAL_STORE``, else None (the data folder's SQLite file)."""
-    return args.store or os.environ.get(STORE_ENV) or None
-
-
-def _add_store(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        default=None,
-        metavar="URL",
-        help=f"a postgresql:// URL holding the log (default: ${STORE_ENV}, else the folder)",
-    )
 
 
 async def _verify(args: argparse.Namespace) -> int:
@@ -74,8 +65,10 @@ async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
             file=sys.stderr,
         )
         return USAGE
+    # A store URL is the whole location; a folder's log may live in the store named.
+    store = None if isinstance(where, str) else store_url(args)
     progress = ProgressLine("verifying")
-    async with open_audit(where) as ledger:
+    async with open_audit(where, store=store) as ledger:
         try:
             summary = await ledger.verify(trust, checkpoints=kept, progress=progress)
             await verify_derived(ledger.store, summary.size)
@@ -103,13 +96,11 @@ async def _keys(args: argparse.Namespace) -> int:
         print(load_keys(folder).vkey)
         return OK
     if args.action == "rotate":
-        store = _store(args)
+        store = store_url(args)
         if store is None and not (folder / DATABASE).exists():
             print(f"memseal keys rotate: no ledger in {folder}", file=sys.stderr)
             return USAGE
-        async with open(
-            folder, store=store, create=False, checkpoint_interval=None, embedder=None
-        ) as memory:
+        async with open_data(args, store) as memory:
             old = memory.vkey
             new = await memory.rotate_key(args.name)
         print(f"rotated: {old}")
@@ -136,9 +127,7 @@ async def _keys(args: argparse.Namespace) -> int:
 
 
 async def _checkpoint(args: argparse.Namespace) -> int:
-    async with open(
-        Path(args.data), store=_store(args), create=False, checkpoint_interval=None, embedder=None
-    ) as memory:
+    async with open_data(args, store_url(args)) as memory:
         sys.stdout.write(await memory.ledger.checkpoint())
     return OK
 
@@ -152,9 +141,7 @@ async def _prove(args: argparse.Namespace) -> int:
     if consistency and args.from_size is None:
         print("memseal prove: --to needs --from", file=sys.stderr)
         return USAGE
-    async with open(
-        Path(args.data), store=_store(args), create=False, checkpoint_interval=None, embedder=None
-    ) as memory:
+    async with open_data(args, store_url(args)) as memory:
         if inclusion:
             sys.stdout.write(await memory.ledger.tlog_proof(args.seq, args.size))
         else:
@@ -210,29 +197,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(run=_verify)
 
-    checkpoint = verbs.add_parser("checkpoint", help="cut and print a signed checkpoint")
-    checkpoint.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
-    _add_store(checkpoint)
+    checkpoint = verbs.add_parser(
+        "checkpoint", parents=[store_options()], help="cut and print a signed checkpoint"
+    )
     checkpoint.set_defaults(run=_checkpoint)
 
-    prove = verbs.add_parser("prove", help="an inclusion or a consistency proof")
-    prove.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
-    _add_store(prove)
+    prove = verbs.add_parser(
+        "prove", parents=[store_options()], help="an inclusion or a consistency proof"
+    )
     prove.add_argument("--seq", type=int, help="the entry to prove (C2SP tlog-proof)")
     prove.add_argument("--size", type=int, help="against the stored checkpoint of this size")
     prove.add_argument("--from", dest="from_size", type=int, help="the older tree size")
     prove.add_argument("--to", dest="to_size", type=int, help="the newer tree size")
     prove.set_defaults(run=_prove)
 
-    keys = verbs.add_parser("keys", help="key management")
+    keys = verbs.add_parser("keys", parents=[store_options()], help="key management")
     keys.add_argument("action", choices=["new", "show", "rotate"])
-    keys.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
     keys.add_argument("--name", help="the key name (keys new, keys rotate)")
-    _add_store(keys)
     keys.set_defaults(run=_keys)
 
-    demo = verbs.add_parser("demo", help="append one entry, verify, print the head")
-    demo.add_argument("--data", default=DEFAULT_DATA, help="the data folder")
+    demo = verbs.add_parser(
+        "demo", parents=[data_options()], help="append one entry, verify, print the head"
+    )
     demo.set_defaults(run=_demo)
     add_engine_verbs(verbs)
     add_bundle_verbs(verbs)
@@ -247,14 +233,15 @@ def _hide_passwords(text: str, args: argparse.Namespace) -> str:
     memseal's own messages name a store by its display form already; a driver's
     message may quote the URL it was handed.
     """
-    named = [getattr(args, "store", None), getattr(args, "path", None), os.environ.get(STORE_ENV)]
-    for url in named:
-        if isinstance(url, str) and is_database_url(url):
+    for url in named_urls(args):
+        if is_database_url(url):
             text = hide_password(text, url)
     return text.rstrip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``memseal`` command ``argv`` (default: the process's arguments); return its
+    exit code. Errors end as one line on stderr, never a traceback."""
     args = _parser().parse_args(argv)
     run: Callable[[argparse.Namespace], Coroutine[Any, Any, int]] = args.run
     try:
@@ -274,7 +261,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memseal: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

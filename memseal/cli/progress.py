@@ -38,6 +38,7 @@ class ProgressLine:
             self.close()
 
     def close(self) -> None:
+        """End the line drawn so far (if any), so the next output starts on its own line."""
         if self._drawn:
             self._stream.write("\n")
             self._stream.flush()

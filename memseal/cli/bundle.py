@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 from memseal._bundle_update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
-from memseal._trust_arg import trust_text
+from memseal.cli.options import FAILED, OK, USAGE, open_data, store_options, store_url
+from memseal.cli.trust import trust_text
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import key_history
-from memseal.memory import STORE_ENV, open
 from memseal.replay.bundle import (
     VerifiedBundle,
     decode_bundle,
@@ -34,17 +33,14 @@ from memseal.replay.regress import DEFAULT_TOLERANCE, embedder_for, regress
 
 __all__ = ["add_verbs", "verify_bundle_file"]
 
-OK, FAILED, USAGE, CHANGED = 0, 1, 2, 3
+#: ``replay``: some result changed.
+CHANGED = 3
 
 
 def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``export`` and ``replay`` to the ``memseal`` parser."""
-    export = verbs.add_parser("export", help="write one run as a session bundle")
-    export.add_argument("--data", default="memseal-data", help="the data folder")
-    export.add_argument(
-        "--store",
-        default=None,
-        help=f"a postgresql:// URL holding the log (default: ${STORE_ENV}, else the folder)",
+    export = verbs.add_parser(
+        "export", parents=[store_options()], help="write one run as a session bundle"
     )
     export.add_argument("--run", required=True, dest="run_id", help="the run id")
     export.add_argument("-o", "--output", required=True, help="the bundle file to write")
@@ -93,13 +89,11 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 async def _export(args: argparse.Namespace) -> int:
     folder = Path(args.data)
-    store = args.store or os.environ.get(STORE_ENV) or None
+    store = store_url(args)
     if store is None and not DataFolder(root=folder).has_database():
         print(f"memseal export: no ledger in {folder}", file=sys.stderr)
         return USAGE
-    async with open(
-        folder, store=store, create=False, checkpoint_interval=None, embedder=None
-    ) as memory:
+    async with open_data(args, store) as memory:
         bundle = await export_bundle(
             memory.ledger,
             await memory.key_history(),

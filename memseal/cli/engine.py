@@ -9,24 +9,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
-from memseal._progress import ProgressLine
+from memseal.cli.options import OK, USAGE, store_options, store_url
+from memseal.cli.progress import ProgressLine
 from memseal.engine import Embedder, Engine, Keyring, ProjectionCheck, check_projections
 from memseal.ledger.errors import MemsealError
 from memseal.ledger.keys import load_keys
 from memseal.ledger.store import SqlStore
-from memseal.memory import DATABASE, STORE_ENV, open
+from memseal.memory import DATABASE, open
 from memseal.replay._mentions import check_facet_mentions
 
 __all__ = ["add_engine_verbs", "deep_check", "open_engine"]
-
-OK, USAGE = 0, 2
-DEFAULT_DATA = "memseal-data"
 
 
 def _utcnow() -> datetime:
@@ -81,7 +78,7 @@ async def _rebuild(args: argparse.Namespace) -> int:
     if not folder.is_dir():
         print(f"memseal rebuild: {folder} is not a memseal data folder", file=sys.stderr)
         return USAGE
-    store = args.store or os.environ.get(STORE_ENV) or None
+    store = store_url(args)
     if store is None and not (folder / DATABASE).is_file():
         print(f"memseal rebuild: {folder} has no ledger database", file=sys.stderr)
         return USAGE
@@ -111,12 +108,8 @@ async def _rebuild(args: argparse.Namespace) -> int:
 def add_engine_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``rebuild`` to the ``memseal`` verbs (``verbs`` is ``add_subparsers()``'s result)."""
     rebuild = verbs.add_parser(
-        "rebuild", help="drop and rebuild the memory projections from the log"
-    )
-    rebuild.add_argument("--data", default=DEFAULT_DATA, help="the data folder (keys)")
-    rebuild.add_argument(
-        "--store",
-        default=None,
-        help=f"a postgresql:// URL holding the log (default: ${STORE_ENV}, else the folder)",
+        "rebuild",
+        parents=[store_options()],
+        help="drop and rebuild the memory projections from the log",
     )
     rebuild.set_defaults(run=_rebuild)

@@ -25,18 +25,11 @@ from memseal.cli.options import FAILED, OK, USAGE
 from memseal.cli.pgcopy import Copied, Progress, check_target, migrate
 from memseal.cli.progress import ProgressLine
 from memseal.ledger.errors import MemsealError, VerificationError
+from memseal.ledger.folder import DATABASE
 from memseal.ledger.location import DatabaseUrl, hide_password, parse_database_url
+from memseal.ledger.opening import Location, read_location, write_location
 from memseal.ledger.store import WriteTxn
-from memseal.memory import (
-    DATABASE,
-    FOLDER_STORE,
-    Location,
-    Memory,
-    open,
-    open_audit,
-    read_location,
-    write_location,
-)
+from memseal.memory import FOLDER_STORE, Memory, open, open_audit
 
 __all__ = ["add_verbs"]
 

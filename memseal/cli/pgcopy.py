@@ -40,12 +40,13 @@ from psycopg.rows import TupleRow
 
 from memseal.engine import Engine, state_hash
 from memseal.ledger.errors import InvalidRequest, StorageError
+from memseal.ledger.folder import DATABASE
 from memseal.ledger.keys import load_keys
 from memseal.ledger.location import DatabaseUrl, parse_database_url
 from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
+from memseal.ledger.opening import LogLocation, log_store
 from memseal.ledger.postgres import PostgresLogStore
-from memseal.memory import DATABASE
 from memseal.replay.memo import ddl_for as memo_ddl_for
 
 __all__ = ["Copied", "Progress", "check_target", "copy_into", "migrate"]
@@ -400,9 +401,11 @@ def check_target(where: DatabaseUrl) -> None:
         raise StorageError(f"cannot read {where.display}: {exc}") from exc
 
 
-def _target_store(where: DatabaseUrl, signer: NoteSigner) -> PostgresLogStore:
+def _target_store(folder: Path, where: DatabaseUrl, signer: NoteSigner) -> PostgresLogStore:
     """The target's store with every table memseal keeps there (as ``memseal.open`` makes it)."""
-    store = PostgresLogStore(where.dsn, signer, schema=where.schema)
+    store = log_store(LogLocation(folder=folder, url=where), signer)
+    if not isinstance(store, PostgresLogStore):  # pragma: no cover - a URL names PostgreSQL
+        raise StorageError(f"{where.display} is not a PostgreSQL store")
     Engine.register_schema(store)
     store.add_schema(memo_ddl_for(store.dialect))
     return store
@@ -418,7 +421,7 @@ async def migrate(folder: Path, url: str, progress: Progress | None = None) -> C
     # The target's store needs a signer to open for writing; the copy signs nothing.
     keys = await asyncio.to_thread(load_keys, folder)
     await asyncio.to_thread(check_target, where)
-    store = _target_store(where, keys.signer)
+    store = _target_store(folder, where, keys.signer)
     await store.open()
     try:
         return await copy_into(folder, store, where.display, progress)

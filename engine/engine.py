@@ -42,7 +42,6 @@ from ._query import (
     check_limit,
     decode_cursor,
     encode_cursor,
-    fingerprint,
     scope_sql,
 )
 from ._read import load_items, rows_to_items
@@ -561,7 +560,7 @@ class Engine:
         floor = check_min_trust(min_trust)
         count = check_limit(limit)
         scope = _check_reach(reach)
-        query = fingerprint("list", picked, scope, floor)
+        query = self._keyring.query_ref("list", picked, scope, floor)
         before = 2**62
         if cursor is not None:
             before = decode_cursor(cursor, "list", query).seq
@@ -605,7 +604,9 @@ class Engine:
         days = check_date_range(refers_to)
         scope = _check_reach(reach)
         where_zone = _check_zone(zone, self._zone)
-        key = fingerprint("fetch", text, chosen, picked, scope, floor, days, str(where_zone))
+        key = self._keyring.query_ref(
+            "fetch", text, chosen, picked, scope, floor, days, str(where_zone)
+        )
         snapshot: int | None = None
         offset = 0
         if cursor is not None:

@@ -14,13 +14,12 @@ from typing import Any
 
 import msgspec
 import pytest
+from attack_db import attacker
 
 import memseal
 from memseal import ToolScope
 from memseal.engine import Citation, Hit, Recollection
 from memseal.memory import Memory
-
-from attack_db import attacker
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
 PLACE = "team:acme/agent:writer"
@@ -35,7 +34,8 @@ def _held(memory: Memory) -> bytes:
             names = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                    "SELECT name FROM sqlite_master "
+                    "WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
                 ).fetchall()
             ]
         else:

@@ -231,7 +231,7 @@ class Engine:
         if mode is None:
             return "hybrid" if "hybrid" in self.modes else "exact"
         if mode not in ("exact", "semantic", "hybrid"):
-            raise InvalidRequest(f"`mode`: {mode!r} is not one of exact, semantic, hybrid")
+            raise InvalidRequest("`mode` is not one of exact, semantic, hybrid")
         if mode not in self.modes:
             raise Unsupported(
                 f"`mode` {mode} needs an embedder; this engine serves exact search only"

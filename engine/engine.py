@@ -703,11 +703,9 @@ class Engine:
         result = await chosen.answer(question, fetched.hits, instructions=told)
         if not isinstance(result, Recollection):
             raise StorageError(f"answerer {type(chosen).__name__} did not return a Recollection")
-        allowed = {hit.item.id for hit in fetched.hits}
-        kept = tuple(c for c in result.citations if c.id in allowed)
-        if len(kept) != len(result.citations):
-            result = Recollection(answer=result.answer, citations=kept)
-        return result
+        drawn = tuple(dict.fromkeys(hit.item.id for hit in fetched.hits))
+        kept = tuple(c for c in result.citations if c.id in drawn)
+        return Recollection(answer=result.answer, citations=kept, drawn_from=drawn)
 
     # -- projections ------------------------------------------------------------
 

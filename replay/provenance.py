@@ -55,6 +55,7 @@ from .calls import (
     ToolCall,
     decode_tool_call,
     decode_tool_call_payload,
+    marked_forget,
 )
 from .identity import input_hash, memo_key
 from .memo import MemoRow, check_holder, put_memo
@@ -123,7 +124,9 @@ async def check_memo(
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             raise ProvenanceError("the payload is malformed", seq=row.seq) from None
         withheld = payload.arguments is None and call.error and call.input_size is not UNSET
-        # A failed call keeps no arguments (calls.py): its input hash stands alone.
+        # A failed call keeps no arguments, a forget by filter no naming filter value
+        # (calls.py): its input hash, over the arguments as sent, stands alone.
+        withheld = withheld or marked_forget(call.tool, call.error, payload.arguments)
         if not withheld and input_hash(secret, payload.arguments) != call.input_hash:
             raise ProvenanceError("the arguments do not match the input hash", seq=row.seq)
         arguments, texts = payload.arguments, payload.texts

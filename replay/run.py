@@ -61,6 +61,7 @@ from memseal.ledger.store import SqlStore, WriteTxn
 from memseal.tools.toolset import AsyncToolset
 
 from .calls import (
+    FORGET_TOOL,
     RUN_FORKED,
     RUN_STARTED,
     TOOL_CALL,
@@ -68,6 +69,7 @@ from .calls import (
     RunStarted,
     ToolCall,
     ToolCallPayload,
+    forget_arguments,
 )
 from .divergence import diverged, field_diff
 from .identity import ScopeIdentity, fingerprint, input_hash, memo_key
@@ -673,6 +675,10 @@ class Run:
                 salt = secrets.token_bytes(16)
                 withheld = [salt.hex(), withheld_digest(salt, arguments)]
                 payload = ToolCallPayload(arguments=None, texts=parts.texts, withheld=withheld)
+            elif name == FORGET_TOOL and wrote:
+                # Its filter values named what it forgot (calls.py): they go, marked.
+                kept = forget_arguments(arguments, wrote[0])
+                payload = ToolCallPayload(arguments=kept, texts=parts.texts)
             else:
                 payload = ToolCallPayload(arguments=arguments, texts=parts.texts)
             # Arguments and results here were decoded by msgspec: plain JSON by construction.

@@ -114,11 +114,18 @@ def result_hash(skeleton: Any) -> str:
     return blake3.blake3(_encoder.encode(skeleton)).hexdigest()
 
 
-def restore(skeleton: Any, texts: Mapping[str, Any] | None, forgotten_at: int | None) -> Any:
+def restore(
+    skeleton: Any,
+    texts: Mapping[str, Any] | None,
+    forgotten_at: int | None,
+    marks: Mapping[str, int] | None = None,
+) -> Any:
     """Put the texts back; with ``texts`` None (erased), mark each one forgotten.
 
     With ``texts`` and ``forgotten_at`` both given (a residue a forget left),
-    a reference the texts lack was erased: it is marked forgotten.
+    a reference the texts lack was erased: it is marked forgotten. Its mark is
+    ``marks[ref]`` where given (a later forget erased it), else ``forgotten_at``
+    (the first forget that cut the payload).
 
     Raises ``ValueError`` when a present text does not match its reference:
     the payload was tampered with (the caller turns that into a provenance error).
@@ -128,11 +135,12 @@ def restore(skeleton: Any, texts: Mapping[str, Any] | None, forgotten_at: int | 
         if isinstance(value, Mapping):
             if set(value) == {TEXT_REF} and isinstance(value[TEXT_REF], str):
                 ref = value[TEXT_REF]
+                by = forgotten_at if marks is None else marks.get(ref, forgotten_at)
                 if texts is None:
-                    return {"forgotten_at": forgotten_at}
+                    return {"forgotten_at": by}
                 found = texts.get(ref)
                 if found is None and forgotten_at is not None:
-                    return {"forgotten_at": forgotten_at}
+                    return {"forgotten_at": by}
                 if (
                     not isinstance(found, list)
                     or len(found) != 2

@@ -78,8 +78,7 @@ def test_the_seed_example_message() -> None:
         (
             "memory_fetch",
             {"query": "x", "mode": "fuzzy"},
-            "memory_fetch: `mode` is not a fetch mode this engine serves "
-            "(exact, hybrid, semantic)",
+            "memory_fetch: `mode` is not a fetch mode this engine serves (exact, hybrid, semantic)",
         ),
         (
             "memory_fetch",

@@ -12,7 +12,6 @@ import binascii
 import re
 from typing import Final, Literal
 
-import blake3
 import msgspec
 
 from memseal.ledger.errors import InvalidRequest
@@ -24,7 +23,6 @@ __all__ = [
     "check_limit",
     "decode_cursor",
     "encode_cursor",
-    "fingerprint",
 ]
 
 DEFAULT_LIMIT: Final = 10
@@ -48,8 +46,9 @@ class Cursor(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields
     ``list``: ``seq`` is the last item shown; the next page is older (lower
     seqs), so items stored meanwhile never shift it. ``fetch``: ``seq`` is
     the newest item the first page could see (later ones stay out) and
-    ``offset`` how many ranked hits were shown. ``query`` fingerprints the
-    request, so a cursor cannot be replayed against another question.
+    ``offset`` how many ranked hits were shown. ``query`` is the request's keyed
+    ref (``Keyring.query_ref``), so a cursor cannot be replayed against another
+    question, nor confirm a guessed one.
     """
 
     v: Literal[1]
@@ -61,11 +60,6 @@ class Cursor(msgspec.Struct, frozen=True, array_like=True, forbid_unknown_fields
 
 _cursor_decoder = msgspec.json.Decoder(Cursor)
 _encoder = msgspec.json.Encoder(order="deterministic")
-
-
-def fingerprint(*parts: object) -> str:
-    """A short hash of a request's checked arguments, which its cursors carry."""
-    return blake3.blake3(_encoder.encode(msgspec.to_builtins(parts))).hexdigest(length=8)
 
 
 def encode_cursor(cursor: Cursor) -> str:

@@ -32,7 +32,7 @@ from ._dates import check_zone
 from ._dialect import for_dialect
 from ._forget import forget_command
 from ._item_rows import got_from_rows, load_items, rows_to_items
-from ._paging import DEFAULT_LIMIT, Cursor, check_limit, decode_cursor, encode_cursor, fingerprint
+from ._paging import DEFAULT_LIMIT, Cursor, check_limit, decode_cursor, encode_cursor
 from ._pgvector import use_pgvector
 from ._projection import Projection, recompute_total, state_hash
 from ._ranking import exact, fuse, refers_first
@@ -194,7 +194,7 @@ class Engine:
         if mode is None:
             return "hybrid" if "hybrid" in self.modes else "exact"
         if mode not in ("exact", "semantic", "hybrid"):
-            raise InvalidRequest(f"`mode`: {mode!r} is not one of exact, semantic, hybrid")
+            raise InvalidRequest("`mode` is not one of exact, semantic, hybrid")
         if mode not in self.modes:
             raise Unsupported(
                 f"`mode` {mode} needs an embedder; this engine serves exact search only"
@@ -396,7 +396,7 @@ class Engine:
         floor = check_min_trust(min_trust)
         count = check_limit(limit)
         scope = check_reach(reach)
-        query = fingerprint("list", picked, scope, floor)
+        query = self._keyring.query_ref("list", picked, scope, floor)
         before = 2**62
         if cursor is not None:
             before = decode_cursor(cursor, "list", query).seq
@@ -440,7 +440,9 @@ class Engine:
         days = check_date_range(refers_to)
         scope = check_reach(reach)
         where_zone = check_zone(zone, self._zone)
-        key = fingerprint("fetch", text, chosen, picked, scope, floor, days, str(where_zone))
+        key = self._keyring.query_ref(
+            "fetch", text, chosen, picked, scope, floor, days, str(where_zone)
+        )
         snapshot: int | None = None
         offset = 0
         if cursor is not None:
@@ -537,11 +539,9 @@ class Engine:
         result = await chosen.answer(question, fetched.hits, instructions=told)
         if not isinstance(result, Recollection):
             raise StorageError(f"answerer {type(chosen).__name__} did not return a Recollection")
-        allowed = {hit.item.id for hit in fetched.hits}
-        kept = tuple(c for c in result.citations if c.id in allowed)
-        if len(kept) != len(result.citations):
-            result = Recollection(answer=result.answer, citations=kept)
-        return result
+        drawn = tuple(dict.fromkeys(hit.item.id for hit in fetched.hits))
+        kept = tuple(c for c in result.citations if c.id in drawn)
+        return Recollection(answer=result.answer, citations=kept, drawn_from=drawn)
 
     # -- projections ------------------------------------------------------------
 

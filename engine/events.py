@@ -177,6 +177,7 @@ def decode_trust_payload(data: bytes) -> TrustPayload:
 _ID_CONTEXT: Final = "memseal 2026-11 engine item id v1"
 _CONTENT_CONTEXT: Final = "memseal 2026-11 engine content hash v1"
 _FACET_CONTEXT: Final = "memseal 2026-11 engine facet ref v1"
+_QUERY_CONTEXT: Final = "memseal 2026-12 engine query ref v1"
 _encoder = msgspec.json.Encoder(order="deterministic")
 ID_HEX: Final = 32
 
@@ -184,7 +185,7 @@ ID_HEX: Final = 32
 class Keyring:
     """Keyed hashes derived from the instance secret; never shows the secret."""
 
-    __slots__ = ("_content_key", "_facet_key", "_id_key")
+    __slots__ = ("_content_key", "_facet_key", "_id_key", "_query_key")
 
     def __init__(self, secret: bytes) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
@@ -192,6 +193,7 @@ class Keyring:
         self._id_key = blake3.blake3(secret, derive_key_context=_ID_CONTEXT).digest()
         self._content_key = blake3.blake3(secret, derive_key_context=_CONTENT_CONTEXT).digest()
         self._facet_key = blake3.blake3(secret, derive_key_context=_FACET_CONTEXT).digest()
+        self._query_key = blake3.blake3(secret, derive_key_context=_QUERY_CONTEXT).digest()
 
     def item_id(self, namespace: str, kind: str, content: Content) -> str:
         """The keyed, deterministic id of an item: same namespace, kind and content, same id."""
@@ -210,6 +212,13 @@ class Keyring:
         that forgetting an item with that value erases it. Keyed: reveals no value."""
         data = _encoder.encode(["memseal/facet/v1", facet, value])
         return "facet:" + blake3.blake3(data, key=self._facet_key).hexdigest(length=16)
+
+    def query_ref(self, *parts: object) -> str:
+        """What a cursor keeps of the request it pages (8 bytes, hex), so it cannot be replayed
+        against another. Keyed: a cursor seen in a recorded result cannot confirm a guessed
+        query, or a filter value, after a forget erased them."""
+        data = _encoder.encode(["memseal/query/v1", msgspec.to_builtins(parts)])
+        return blake3.blake3(data, key=self._query_key).hexdigest(length=8)
 
     def content_hash(self, text: str) -> str:
         """Keys the vector cache: the same embedded text has one hash across items."""

@@ -62,8 +62,7 @@ class Exploration(msgspec.Struct, frozen=True, kw_only=True):
 def check_facet(value: object, field: str = "facet") -> str:
     """``value`` if it is one of FACETS; otherwise InvalidRequest naming ``field``."""
     if not isinstance(value, str) or value not in FACETS:
-        shown = value if isinstance(value, str) else type(value).__name__
-        raise InvalidRequest(f"`{field}`: `{shown}` is not a facet ({', '.join(FACETS)})")
+        raise InvalidRequest(f"`{field}` is not a facet ({', '.join(FACETS)})")
     return value
 
 

@@ -110,16 +110,14 @@ def parse_time(value: object, field: str) -> str:
             raise InvalidRequest(f"`{field}` must carry a time zone")
         return format_time(value)
     if not isinstance(value, str) or not _RFC3339.fullmatch(value):
-        raise InvalidRequest(
-            f"`{field}`: {value!r} is not an RFC 3339 time like 2026-11-30T09:00:00Z"
-        )
+        raise InvalidRequest(f"`{field}` is not an RFC 3339 time like 2026-11-30T09:00:00Z")
     text = value.upper().replace("Z", "+00:00").replace(" ", "T")
     # Python parses at most microseconds; finer digits only ever round down here.
     text = re.sub(r"(\.\d{6})\d+", r"\1", text)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidRequest(f"`{field}`: {value!r} is not a valid date and time") from None
+        raise InvalidRequest(f"`{field}` is not a valid date and time") from None
     return format_time(moment.astimezone(UTC))
 
 
@@ -148,7 +146,7 @@ def check_filter(value: object, field: str = "filter") -> Filter:
         sources = _values(raw.sources, f"{field}.sources", 32) or ()
         for i, source in enumerate(sources):
             if not _SOURCE.fullmatch(source):
-                raise InvalidRequest(f"`{field}.sources[{i}]`: {source!r} is not a source kind")
+                raise InvalidRequest(f"`{field}.sources[{i}]` is not a source kind")
         cleaned["sources"] = sources
     if raw.tags_any is not None:
         cleaned["tags_any"] = _values(raw.tags_any, f"{field}.tags_any", MAX_TAG_CHARS)
@@ -173,11 +171,11 @@ def check_date_range(value: object, field: str = "refers_to") -> DateRange | Non
     raw = value if isinstance(value, DateRange) else convert(value, DateRange, field)
     for name, text in (("from", raw.start), ("to", raw.end)):
         if not isinstance(text, str) or not _DATE.fullmatch(text):
-            raise InvalidRequest(f"`{field}.{name}`: {text!r} is not a date like 2026-11-30")
+            raise InvalidRequest(f"`{field}.{name}` is not a date like 2026-11-30")
         try:
             date.fromisoformat(text)
         except ValueError:
-            raise InvalidRequest(f"`{field}.{name}`: {text!r} is not a calendar date") from None
+            raise InvalidRequest(f"`{field}.{name}` is not a calendar date") from None
     if raw.start > raw.end:
         raise InvalidRequest(f"`{field}.from` must not be after `{field}.to`")
     return raw

@@ -245,9 +245,8 @@ def check_ids(value: object, field: str = "ids") -> list[str]:
 def check_kind(value: object, field: str, allowed: Sequence[str] = ITEM_KINDS) -> str:
     """``value`` if it is one of ``allowed`` kinds; otherwise InvalidRequest naming ``field``."""
     if not isinstance(value, str) or value not in allowed:
-        shown = value if isinstance(value, str) else type(value).__name__
         what = "a learning kind" if allowed is LEARNING_KINDS else "an item kind"
-        raise InvalidRequest(f"`{field}`: `{shown}` is not {what} ({', '.join(allowed)})")
+        raise InvalidRequest(f"`{field}` is not {what} ({', '.join(allowed)})")
     return value
 
 

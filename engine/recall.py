@@ -11,7 +11,8 @@ model (any object with an async ``answer`` method) receives them.
 
 Whatever an answerer returns, the engine keeps only citations of items
 among the hits it was given: an answerer cannot cite memory the read was
-not allowed to see.
+not allowed to see. It also notes every hit it handed the answerer
+(``drawn_from``), cited or not: what a forget of any of them must reach.
 """
 
 from __future__ import annotations
@@ -54,10 +55,16 @@ class Citation(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Recollection(msgspec.Struct, frozen=True, kw_only=True):
-    """A recall's answer and the stored items it cites."""
+    """A recall's answer and the stored items it cites.
+
+    ``drawn_from`` (set by the engine, whatever an answerer says) lists the id of every
+    hit the answerer was given: an answer may quote a hit it does not cite, so a recorded
+    recall mentions them all, and forgetting any of them erases the answer.
+    """
 
     answer: str
     citations: tuple[Citation, ...]
+    drawn_from: tuple[str, ...] = ()
 
 
 @runtime_checkable

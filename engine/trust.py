@@ -40,9 +40,7 @@ def trust_rank(level: Trust) -> int:
 def check_trust(value: object, field: str = "trust") -> Trust:
     """``value`` if it is a trust level; otherwise InvalidRequest naming ``field``."""
     if not isinstance(value, str) or value not in _RANK:
-        raise InvalidRequest(
-            f"`{field}`: {value!r} is not a trust level ({', '.join(TRUST_LEVELS)})"
-        )
+        raise InvalidRequest(f"`{field}` is not a trust level ({', '.join(TRUST_LEVELS)})")
     level: Trust = value  # type: ignore[assignment]  # checked just above
     return level
 
@@ -54,6 +52,6 @@ def check_min_trust(value: object, field: str = "min_trust") -> Trust:
             f"`{field}`: rejected memory is never returned; ask for stale or above"
         )
     if not isinstance(value, str) or value not in READABLE:
-        raise InvalidRequest(f"`{field}`: {value!r} is not one of {', '.join(READABLE)}")
+        raise InvalidRequest(f"`{field}` is not one of {', '.join(READABLE)}")
     level: Trust = value
     return level

@@ -21,7 +21,15 @@ from memseal.ledger.store import WriteTxn
 
 from ._lease import RunLease
 from ._sent import RECORDED_ERRORS, Sent, as_recorded, error_result, normal, withheld_digest
-from .calls import RUN_FORKED, TOOL_CALL, RunForked, ToolCall, ToolCallPayload
+from .calls import (
+    FORGET_TOOL,
+    RUN_FORKED,
+    TOOL_CALL,
+    RunForked,
+    ToolCall,
+    ToolCallPayload,
+    forget_arguments,
+)
 from .identity import input_hash, memo_key
 from .memo import MemoRow, acquire, check_holder, put_memo, release
 from .provenance import Verified
@@ -125,6 +133,10 @@ class CallDraft:
             salt = secrets.token_bytes(16)
             withheld = [salt.hex(), withheld_digest(salt, self.sent.arguments)]
             payload = ToolCallPayload(arguments=None, texts=parts.texts, withheld=withheld)
+        elif self.sent.name == FORGET_TOOL and wrote:
+            # Its filter values named what it forgot (calls.py): they go, marked.
+            kept = forget_arguments(self.sent.arguments, wrote[0])
+            payload = ToolCallPayload(arguments=kept, texts=parts.texts)
         else:
             payload = ToolCallPayload(arguments=self.sent.arguments, texts=parts.texts)
         # Arguments and results here were decoded by msgspec: plain JSON by construction.

@@ -22,7 +22,7 @@ before that holds only ``place``, ``reach``, ``writes`` and ``floor``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -37,6 +37,8 @@ __all__ = [
     "ToolCallPayload",
     "decode_tool_call",
     "decode_tool_call_payload",
+    "forget_arguments",
+    "marked_forget",
 ]
 
 TOOL_CALL = "memory_tool_call"
@@ -97,6 +99,34 @@ class RunForked(msgspec.Struct, frozen=True, kw_only=True):
     step: int
     recorded: str
     attempted: str
+
+
+#: The filter fields of a forget whose values name what it forgot (see the module docstring).
+NAMING_FILTER_FIELDS: Final = frozenset(
+    {"tags_any", "workspace", "folder", "file_path", "repo", "url", "thread_id", "agent_id"}
+)
+FORGET_TOOL: Final = "memory_forget"
+
+
+def forget_arguments(arguments: Any, forgotten_at: int) -> Any:
+    """A forget's ``arguments`` as recorded: the naming filter values marked forgotten."""
+    if not isinstance(arguments, dict) or not isinstance(arguments.get("filter"), dict):
+        return arguments
+    picked = {
+        k: {"forgotten_at": forgotten_at} if k in NAMING_FILTER_FIELDS and v is not None else v
+        for k, v in arguments["filter"].items()
+    }
+    return {**arguments, "filter": picked}
+
+
+def marked_forget(tool: str, error: bool, arguments: Any) -> bool:
+    """Whether recorded ``arguments`` are a forget's, marked by :func:`forget_arguments`."""
+    if tool != FORGET_TOOL or error or not isinstance(arguments, dict):
+        return False
+    picked = arguments.get("filter")
+    return isinstance(picked, dict) and any(
+        isinstance(v, dict) and set(v) == {"forgotten_at"} for v in picked.values()
+    )
 
 
 _call = msgspec.json.Decoder(ToolCall)

@@ -38,7 +38,14 @@ from msgspec import UNSET
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from memseal.ledger.entry import RESIDUE_SALT, Entry, decode_residue, leaf_hash, signing_message
+from memseal.ledger.entry import (
+    RESIDUE_SALT,
+    Entry,
+    decode_residue,
+    leaf_hash,
+    signing_message,
+    text_owners,
+)
 from memseal.ledger.errors import (
     NotFound,
     ProvenanceError,
@@ -55,6 +62,7 @@ from .calls import (
     ToolCall,
     decode_tool_call,
     decode_tool_call_payload,
+    marked_forget,
 )
 from .identity import input_hash, memo_key
 from .memo import MemoRow, check_holder, put_memo
@@ -123,7 +131,9 @@ async def check_memo(
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             raise ProvenanceError("the payload is malformed", seq=row.seq) from None
         withheld = payload.arguments is None and call.error and call.input_size is not UNSET
-        # A failed call keeps no arguments (calls.py): its input hash stands alone.
+        # A failed call keeps no arguments, a forget by filter no naming filter value
+        # (calls.py): its input hash, over the arguments as sent, stands alone.
+        withheld = withheld or marked_forget(call.tool, call.error, payload.arguments)
         if not withheld and input_hash(secret, payload.arguments) != call.input_hash:
             raise ProvenanceError("the arguments do not match the input hash", seq=row.seq)
         arguments, texts = payload.arguments, payload.texts
@@ -131,12 +141,62 @@ async def check_memo(
         forgotten_at = await store.redacted_by(row.seq)
         if forgotten_at is None:
             raise ProvenanceError("the payload is gone and no signed entry erased it", seq=row.seq)
-    # 7. texts
+    # 7. texts, each erased one marked with the forget that erased it
+    marks: dict[str, int] = {}
+    if forgotten_at is not None:
+        marks = await _erased_by(store, keys, row.seq, forgotten_at, call.result, texts)
     try:
-        result = restore(call.result, texts, forgotten_at)
+        result = restore(call.result, texts, forgotten_at, marks)
     except ValueError as exc:
         raise ProvenanceError(str(exc), seq=row.seq) from None
     return Verified(seq=row.seq, call=call, arguments=arguments, result=result)
+
+
+async def _erased_by(
+    store: SqlStore,
+    keys: Mapping[str, VerifyKey],
+    seq: int,
+    first: int,
+    skeleton: Any,
+    texts: Mapping[str, Any] | None,
+) -> dict[str, int]:
+    """For each text of ``seq`` erased after its first forget ``first``: the later forget
+    that erased it. Read from the signed entries: a forget erases the texts of the items it
+    lists (the rest, texts no item owns, went with the first), so a text owned by an item
+    that a later signed forget redacting ``seq`` lists was erased by that forget."""
+    owners = text_owners(skeleton)
+    erased = {ref: o for ref, o in owners.items() if o is not None and not (texts and ref in texts)}
+    if not erased:
+        return {}
+    wanted = set(erased.values())
+    found: dict[str, int] = {}
+    # Every forget that lists an item redacts that item's own entry for the first time,
+    # so each later forget is a by_seq of the redactions table (checked by verify).
+    rows = await store.rows(
+        "SELECT DISTINCT by_seq FROM redactions WHERE by_seq > ? ORDER BY by_seq", (first,)
+    )
+    for (by,) in rows:
+        try:
+            record = await store.read(int(by))
+            entry = record.entry()
+            body = msgspec.json.decode(bytes(entry.body))
+        except (NotFound, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            continue
+        if entry.kind != "memory_forgotten" or seq not in entry.redacts:
+            continue
+        key = keys.get(entry.key)
+        if (
+            key is None
+            or leaf_hash(record.leaf) != record.leaf_hash
+            or not signature_verifies(key, record.leaf_hash, record.signature)
+        ):
+            raise ProvenanceError(f"the forget at seq {by} is not signed by our key", seq=seq)
+        items = body.get("items") if isinstance(body, dict) else None
+        for item in wanted & set(items if isinstance(items, list) else ()):
+            found.setdefault(item, int(by))
+        if wanted <= set(found):
+            break
+    return {ref: found[o] for ref, o in erased.items() if o in found}
 
 
 def _signed_call(record: Record, keys: Mapping[str, VerifyKey]) -> tuple[ToolCall, Entry]:

@@ -60,6 +60,7 @@ from ._reexec import (
     temp_log,
 )
 from .bundle import VerifiedBundle
+from .calls import marked_forget
 from .divergence import field_diff
 
 __all__ = [
@@ -290,13 +291,15 @@ async def _replay_calls(
             call.arguments is None
             or tool == "(invalid)"
             or (isinstance(call.arguments, dict) and "$invalid" in call.arguments)
+            or marked_forget(tool, body.error, call.arguments)
         ):
             report.steps.append(
                 StepOutcome(
                     step=step,
                     tool=tool,
                     status="skipped",
-                    note="its arguments were erased by a forget, were not JSON, or were not "
+                    note="its arguments were erased by a forget (or are a forget's own, its "
+                    "filter values marked), were not JSON, or were not "
                     "kept (a failed call keeps only their hash and size)",
                 )
             )

@@ -16,7 +16,9 @@ a resumed run stays on its recorded path and never sees forgotten text.
 
 Structural keys are listed, not text keys: a string under a key not listed
 here is treated as text, so a new field added to a result is protected by
-default.
+default. The ``id`` of an item's ``meta.source`` is the host's name for where
+the memory came from (a message, a person), not a memory id: it is text too,
+owned by the item, so forgetting the item erases it.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ STRUCTURAL_KEYS = frozenset(
     }
 )
 
+#: Objects whose ``id`` is not a memory id but the host's own name for something
+#: (``meta.source.id``): there ``id`` is text, like any string not listed above.
+_TEXT_ID_OBJECTS = frozenset({"source"})
+
 _encoder = msgspec.json.Encoder(order="deterministic")
 
 
@@ -88,10 +94,17 @@ def split(result: Any) -> Split:
             texts[ref] = [salt.hex(), value]
             return {TEXT_REF: ref}
         if isinstance(value, Mapping):
-            return {k: walk(v, k in STRUCTURAL_KEYS) for k, v in value.items()}
+            return {k: _walk_member(k, v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [walk(v, structural) for v in value]
         return value
+
+    def _walk_member(key: str, value: Any) -> Any:
+        if key in _TEXT_ID_OBJECTS and isinstance(value, Mapping):
+            # A source's id names a message, a person, a file in the host's world: it is
+            # text, erasable with the item whose meta it is (its owner, see text_owners).
+            return {k: walk(v, k in STRUCTURAL_KEYS and k != "id") for k, v in value.items()}
+        return walk(value, key in STRUCTURAL_KEYS)
 
     return Split(skeleton=walk(result, False), texts=texts)
 
@@ -101,11 +114,18 @@ def result_hash(skeleton: Any) -> str:
     return blake3.blake3(_encoder.encode(skeleton)).hexdigest()
 
 
-def restore(skeleton: Any, texts: Mapping[str, Any] | None, forgotten_at: int | None) -> Any:
+def restore(
+    skeleton: Any,
+    texts: Mapping[str, Any] | None,
+    forgotten_at: int | None,
+    marks: Mapping[str, int] | None = None,
+) -> Any:
     """Put the texts back; with ``texts`` None (erased), mark each one forgotten.
 
     With ``texts`` and ``forgotten_at`` both given (a residue a forget left),
-    a reference the texts lack was erased: it is marked forgotten.
+    a reference the texts lack was erased: it is marked forgotten. Its mark is
+    ``marks[ref]`` where given (a later forget erased it), else ``forgotten_at``
+    (the first forget that cut the payload).
 
     Raises ``ValueError`` when a present text does not match its reference:
     the payload was tampered with (the caller turns that into a provenance error).
@@ -115,11 +135,12 @@ def restore(skeleton: Any, texts: Mapping[str, Any] | None, forgotten_at: int | 
         if isinstance(value, Mapping):
             if set(value) == {TEXT_REF} and isinstance(value[TEXT_REF], str):
                 ref = value[TEXT_REF]
+                by = forgotten_at if marks is None else marks.get(ref, forgotten_at)
                 if texts is None:
-                    return {"forgotten_at": forgotten_at}
+                    return {"forgotten_at": by}
                 found = texts.get(ref)
                 if found is None and forgotten_at is not None:
-                    return {"forgotten_at": forgotten_at}
+                    return {"forgotten_at": by}
                 if (
                     not isinstance(found, list)
                     or len(found) != 2

@@ -15,8 +15,11 @@ one) for one tool and checks, in order:
    type and within its limits. Nothing is built by calling a constructor.
 
 Each failure is an :class:`InvalidRequest` whose message is lowercase and
-names the tool and the field, e.g. ``memory_list: `filter.kinds` `memo`
-is not an item kind (artifact, ...)``, so a model can correct its call.
+names the tool, the field and the rule, e.g. ``memory_list: `filter.kinds`
+is not an item kind (artifact, ...)``, so a model can correct its call. It
+never quotes the value sent: a failed call's message is recorded, and no
+forget could reach it (the names of unknown keys and tools are quoted, as
+the field a message is about).
 """
 
 from __future__ import annotations
@@ -342,13 +345,6 @@ def _enum_values(schema: Mapping[str, Any] | None, parts: Sequence[str | int]) -
     return []
 
 
-def _shown(value: object) -> str:
-    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return text
-
-
 def _explain(
     tool: str,
     exc: msgspec.ValidationError,
@@ -375,11 +371,13 @@ def _explain(
         noun = _ENUMS.get(last, "one of the allowed values")
         while parts and isinstance(parts[-1], int):
             parts = parts[:-1]
-        shown = _shown(_value_at(plain, _parts(match.group(1)) if match else []))
+        sent = _value_at(plain, _parts(match.group(1)) if match else [])
         extra = f" ({', '.join(values)})" if values else ""
-        if last == "min_trust" and shown == "rejected":
+        if last == "min_trust" and sent == "rejected":
             extra += "; rejected memory is never returned"
-        return fail(tool, f"`{_path(parts)}` `{shown}` is not {noun}{extra}")
+        # The rule, never the value: a recorded error keeps its message, and no forget
+        # reaches a refused call's payload.
+        return fail(tool, f"`{_path(parts)}` is not {noun}{extra}")
     if m := _EXPECTED.fullmatch(text):
         want, got = m.groups()
         return fail(
@@ -402,10 +400,9 @@ def _explain(
         words = {">=": "at least", "<=": "at most", ">": "more than", "<": "less than"}[op]
         return fail(tool, f"`{field}` must be {words} {bound}")
     if _REGEX.match(text):
-        shown = _shown(_value_at(plain, parts))
         index_free = [p for p in parts if isinstance(p, str)]
         rule = _PATTERNS.get(index_free[-1] if index_free else "", "is not valid here")
-        return fail(tool, f"`{field}` `{shown}` {rule}")
+        return fail(tool, f"`{field}` {rule}")
     return fail(tool, f"`{field}`: {text}")
 
 

@@ -119,10 +119,14 @@ class PreparedCall:
     wrote: list[int] = field(default_factory=list)
 
     facet_ref: Callable[[str, str], str] | None = None
+    #: A recall: every hit its answerer was given, cited or not (an answer may quote any).
+    drawn_from: tuple[str, ...] = ()
 
     def cites(self, result: Mapping[str, Any]) -> list[str]:
-        """The memory ids ``result`` (this call's rendered result) cites."""
-        return cited_ids(self.name, result)
+        """The memory ids ``result`` (this call's rendered result) cites and, for a recall,
+        every other hit its answer drew from: what a recorded call names in its signed body
+        and its mentions, so that forgetting any of them erases the answer too."""
+        return list(dict.fromkeys([*cited_ids(self.name, result), *self.drawn_from]))
 
     def mentions(self, result: Mapping[str, Any]) -> list[str]:
         """What a recorded ``result`` mentions for the ledger's index: the ids it cites and,
@@ -286,7 +290,7 @@ class MemoryTools:
                 return await self._store(plain, args)
             if tool == "memory_forget":
                 return await self._forget(plain, args)
-            result = await self._read(tool, args)
+            result, drawn = await self._read(tool, args)
         except (InvalidRequest, Unsupported) as exc:
             if str(exc).startswith(f"{tool}: "):
                 raise
@@ -297,6 +301,7 @@ class MemoryTools:
             side_effects=side_effects,
             result=result,
             facet_ref=self._engine.facet_ref if tool == "memory_explore" else None,
+            drawn_from=drawn,
         )
 
     # -- reads --------------------------------------------------------------------------------
@@ -316,7 +321,8 @@ class MemoryTools:
     def _filter(value: object) -> dict[str, Any] | None:
         return None if value is None else msgspec.to_builtins(value)
 
-    async def _read(self, tool: str, args: Any) -> dict[str, Any]:
+    async def _read(self, tool: str, args: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The rendered result, and (a recall) the ids of every hit its answerer was given."""
         engine, reach, zone = self._engine, self._scope.reach, self._zone
         floor = self._min_trust(tool, given(args.min_trust))
         if isinstance(args, RecallArgs):
@@ -330,7 +336,7 @@ class MemoryTools:
                 refers_to=self._filter(given(args.refers_to)),
                 zone=zone,
             )
-            return render.render_recollection(recollection)
+            return render.render_recollection(recollection), recollection.drawn_from
         if isinstance(args, FetchArgs):
             fetched = await engine.fetch(
                 args.query,
@@ -343,7 +349,7 @@ class MemoryTools:
                 refers_to=self._filter(given(args.refers_to)),
                 zone=zone,
             )
-            return render.render_fetched(fetched)
+            return render.render_fetched(fetched), ()
         if isinstance(args, ListArgs):
             page = await engine.list(
                 filter=self._filter(given(args.filter)),
@@ -352,9 +358,10 @@ class MemoryTools:
                 limit=given(args.limit) or DEFAULT_LIMIT,
                 cursor=given(args.cursor),
             )
-            return render.render_page(page)
+            return render.render_page(page), ()
         if isinstance(args, GetArgs):
-            return render.render_got(await engine.get(args.ids, reach=reach, min_trust=floor))
+            got = await engine.get(args.ids, reach=reach, min_trust=floor)
+            return render.render_got(got), ()
         assert isinstance(args, ExploreArgs)
         exploration = await engine.explore(
             args.facet,
@@ -363,7 +370,7 @@ class MemoryTools:
             min_trust=floor,
             limit=given(args.limit) or DEFAULT_LIMIT,
         )
-        return render.render_exploration(exploration)
+        return render.render_exploration(exploration), ()
 
     # -- writes -------------------------------------------------------------------------------
 

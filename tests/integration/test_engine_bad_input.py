@@ -39,7 +39,7 @@ CASES: list[tuple[str, Call, str]] = [
     (
         "learning kind",
         store(Learning(text="x", kind="memo")),
-        "`learning.learning_kind`: `memo` is not a learning kind",
+        "`learning.learning_kind` is not a learning kind",
     ),
     (
         "json learning kind",
@@ -49,7 +49,7 @@ CASES: list[tuple[str, Call, str]] = [
     (
         "filter kind",
         lambda e: e.list(filter={"kinds": ["memo"]}),
-        "`filter.kinds[0]`: `memo` is not an item kind",
+        "`filter.kinds[0]` is not an item kind",
     ),
     ("empty kinds", lambda e: e.list(filter={"kinds": []}), "`filter.kinds`"),
     # content
@@ -104,7 +104,7 @@ CASES: list[tuple[str, Call, str]] = [
     (
         "observed word",
         store(Learning(text="x"), observed_at="yesterday"),
-        "`observed_at`: 'yesterday' is not an RFC 3339",
+        "`observed_at` is not an RFC 3339",
     ),
     (
         "observed month",

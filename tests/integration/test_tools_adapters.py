@@ -89,7 +89,7 @@ async def test_call_takes_objects_and_json_text_and_reports_model_errors(
     found = json.loads(await toolset.call("memory_fetch", '{"query": "tea"}'))
     assert [h["id"] for h in found["hits"]] == [stored["id"]]
     text = await toolset.call("memory_list", {"filter": {"kinds": ["memo"]}})
-    assert text.startswith("error: memory_list: `filter.kinds` `memo` is not an item kind")
+    assert text.startswith("error: memory_list: `filter.kinds` is not an item kind")
     assert (await toolset.outcome("memory_list", "{")).is_error
     assert not (await toolset.outcome("memory_list", "{}")).is_error
     assert (await toolset.call("nope", {})).startswith("error: unknown tool `nope`")

@@ -166,7 +166,7 @@ def near_misses(draw: st.DrawFn) -> tuple[str, Any, str]:
         replacement = draw(json_values.filter(lambda v: v is not None and _wrong_for(node, v)))
         parent = _at(arguments, path[:-1])
         parent[path[-1]] = replacement
-        # A bad list element may be named by its list (the seed's "`filter.kinds` `x` is
+        # A bad list element may be named by its list ("`filter.kinds` is
         # not an item kind") or by its index (`filter.kinds[0]`): both start the same.
         named = path
         while named and isinstance(named[-1], int):

@@ -70,7 +70,7 @@ class _StartupLock:
 def _byte_count(text: str) -> int:
     """``--max-body``: a number of bytes, or of KiB or MiB with a K or M after it."""
     # Imported here: the service's module pulls in FastAPI, which other verbs do without.
-    from ._service_app import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
+    from memseal.service.app import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
 
     value = text.strip().upper().removesuffix("IB").removesuffix("B")
     scale = {"K": 1024, "M": 1024 * 1024}.get(value[-1:], 1)
@@ -118,7 +118,7 @@ def _scope_options(parser: argparse.ArgumentParser, *, place_required: bool = Tr
 
 
 def _scope(args: argparse.Namespace, role: str) -> Any:
-    from ._service_app import scope_from
+    from memseal.service.app import scope_from
 
     return scope_from(
         role=role,
@@ -140,8 +140,8 @@ def first_admin(folder: Path) -> str | None:
 
 def _first_admin(folder: Path) -> tuple[str, str] | None:
     """(token, token id) of a new first admin, or None when the folder has one."""
-    from ._service_app import scope_from
-    from ._service_tokens import TokenStore
+    from memseal.service.app import scope_from
+    from memseal.service.tokens import TokenStore
 
     store = TokenStore(folder)
     try:
@@ -155,7 +155,7 @@ def _first_admin(folder: Path) -> tuple[str, str] | None:
 
 def _withdraw(folder: Path, token_id: str) -> None:
     """A start that failed gives back the admin token it printed: the next start makes one."""
-    from ._service_tokens import TokenStore
+    from memseal.service.tokens import TokenStore
 
     store = TokenStore(folder)
     try:
@@ -167,7 +167,7 @@ def _withdraw(folder: Path, token_id: str) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from ._service_app import create_app
+    from memseal.service.app import create_app
 
     folder = Path(args.data)
     store, shown = _store(args)
@@ -273,7 +273,7 @@ async def _mcp(args: argparse.Namespace) -> int:
     from memseal.replay.run import new_run_id
 
     from ._mcp_stdio import stdio_wire
-    from ._service_mcp import stdio_server_for
+    from memseal.service.mcp import stdio_server_for
 
     store, shown = _store(args)
     scope = _scope(args, "agent")
@@ -310,7 +310,7 @@ def _is_data_folder(folder: Path) -> bool:
     from memseal.ledger.keys import key_files_exist
     from memseal.memory import DATABASE
 
-    from ._service_tokens import TOKENS_FILE
+    from memseal.service.tokens import TOKENS_FILE
 
     return folder.is_dir() and (
         key_files_exist(folder) or (folder / DATABASE).exists() or (folder / TOKENS_FILE).exists()
@@ -318,7 +318,7 @@ def _is_data_folder(folder: Path) -> bool:
 
 
 async def _tokens(args: argparse.Namespace) -> int:
-    from ._service_tokens import TokenStore
+    from memseal.service.tokens import TokenStore
 
     folder = Path(args.data)
     if args.action != "add" and not (folder / "tokens.db").exists():

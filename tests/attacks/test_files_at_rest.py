@@ -19,7 +19,7 @@ import pytest
 from integration.test_service_support import ServerThread
 
 import memseal
-from memseal._service_tokens import TokenStore
+from memseal.service.tokens import TokenStore
 from memseal.errors import StorageError
 
 BIN = Path(sys.executable).parent

@@ -39,7 +39,7 @@ from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from test_service_support import ServerThread
 
-from memseal._service_tokens import TokenStore
+from memseal.service.tokens import TokenStore
 from memseal.engine import Namespace
 from memseal.tools import TOOL_NAMES
 

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import uvicorn
 
-from memseal._service_app import create_app, scope_from
+from memseal.service.app import create_app, scope_from
 from memseal._service_cli import first_admin
-from memseal._service_tokens import TokenStore
+from memseal.service.tokens import TokenStore
 
 
 def free_port() -> int:

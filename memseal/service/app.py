@@ -1,7 +1,7 @@
 """The HTTP service: FastAPI over one data folder (see docs/service.md).
 
 Every route but ``/healthz``, ``/metrics`` and the OpenAPI pages takes a
-bearer token (see :mod:`memseal._service_tokens`); the token's role decides
+bearer token (see :mod:`memseal.service.tokens`); the token's role decides
 which routes answer and its scope which memory they touch. Every refusal is
 a 4xx with ``{"error": {"code": ..., "message": ...}}``.
 """
@@ -47,9 +47,9 @@ from memseal.replay.run import new_run_id
 from memseal.tools import MAX_ARGUMENT_BYTES, TRAITS, ToolScope, refusal_before_approval
 from memseal.tools.decode import MAX_DEPTH
 
-from ._service_ledger import MAX_ENTRIES, EntryView, projection_report
-from ._service_runs import RunRegistry
-from ._service_tokens import (
+from .ledger_view import MAX_ENTRIES, EntryView, projection_report
+from .registry import RunRegistry
+from .tokens import (
     ROLES,
     OutsideReach,
     Principal,
@@ -714,7 +714,7 @@ def create_app(
     _routes(app)
     _doc_pages(app)
     if mcp:
-        from ._service_mcp import mcp_route
+        from .mcp import mcp_route
 
         route, mcp_manager = mcp_route(lambda: getattr(app.state, "service", None))
         app.router.routes.append(route)

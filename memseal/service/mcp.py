@@ -37,7 +37,7 @@ from starlette.types import Receive, Scope, Send
 from memseal.ledger.errors import MemsealError, NotFound
 from memseal.tools import to_text
 
-from ._service_tokens import role_token
+from .tokens import role_token
 
 __all__ = ["mcp_route", "stdio_server_for"]
 
@@ -210,7 +210,7 @@ class _Endpoint:
         self._manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from ._service_app import ApiError
+        from .app import ApiError
 
         get_service, manager = self._get_service, self._manager
 

@@ -70,7 +70,7 @@ class _StartupLock:
 def _byte_count(text: str) -> int:
     """``--max-body``: a number of bytes, or of KiB or MiB with a K or M after it."""
     # Imported here: the service's module pulls in FastAPI, which other verbs do without.
-    from memseal.service.app import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
+    from memseal.service.guard import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
 
     value = text.strip().upper().removesuffix("IB").removesuffix("B")
     scale = {"K": 1024, "M": 1024 * 1024}.get(value[-1:], 1)
@@ -118,7 +118,7 @@ def _scope_options(parser: argparse.ArgumentParser, *, place_required: bool = Tr
 
 
 def _scope(args: argparse.Namespace, role: str) -> Any:
-    from memseal.service.app import scope_from
+    from memseal.service.tokens import scope_from
 
     return scope_from(
         role=role,
@@ -140,8 +140,7 @@ def first_admin(folder: Path) -> str | None:
 
 def _first_admin(folder: Path) -> tuple[str, str] | None:
     """(token, token id) of a new first admin, or None when the folder has one."""
-    from memseal.service.app import scope_from
-    from memseal.service.tokens import TokenStore
+    from memseal.service.tokens import TokenStore, scope_from
 
     store = TokenStore(folder)
     try:
@@ -271,9 +270,9 @@ class _Startup:
 async def _mcp(args: argparse.Namespace) -> int:
     from memseal.memory import open as open_memory
     from memseal.replay.run import new_run_id
+    from memseal.service.mcp import stdio_server_for
 
     from ._mcp_stdio import stdio_wire
-    from memseal.service.mcp import stdio_server_for
 
     store, shown = _store(args)
     scope = _scope(args, "agent")
@@ -309,7 +308,6 @@ def _is_data_folder(folder: Path) -> bool:
     """
     from memseal.ledger.keys import key_files_exist
     from memseal.memory import DATABASE
-
     from memseal.service.tokens import TOKENS_FILE
 
     return folder.is_dir() and (

@@ -37,6 +37,7 @@ from starlette.types import Receive, Scope, Send
 from memseal.ledger.errors import MemsealError, NotFound
 from memseal.tools import to_text
 
+from .errors import ApiError
 from .tokens import role_token
 
 __all__ = ["mcp_route", "stdio_server_for"]
@@ -210,8 +211,6 @@ class _Endpoint:
         self._manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from .app import ApiError
-
         get_service, manager = self._get_service, self._manager
 
         service = get_service()

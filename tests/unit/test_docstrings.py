@@ -3,8 +3,8 @@
 A definition is public when neither it nor the class it sits in starts with
 ``_``: module-level functions and classes, and the methods of public classes.
 Modules whose names start with ``_`` are internal, but their public names are
-often re-exported, so they are checked too. The top-level ``memseal``
-modules (service, CLI) are not checked yet.
+often re-exported, so they are checked too. Of the top-level ``memseal``
+modules, the service package is checked (the CLI not yet).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("ledger", "engine", "tools", "replay")
+PACKAGES = ("ledger", "engine", "tools", "replay", "memseal/service")
 
 # The debt when this check was added, to be paid down, never added to: a name
 # leaves this list when it gets its docstring (the test below insists).
@@ -129,7 +129,7 @@ def undocumented(source: str) -> list[str]:
 
 
 def _modules() -> list[Path]:
-    return sorted(p for package in PACKAGES for p in (ROOT / package).glob("*.py"))
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -34,8 +34,13 @@ __all__ = ["STATUS", "ApiError", "error_body", "from_memseal"]
 _encoder = msgspec.json.Encoder()
 
 
-class ApiError(Exception):
-    """A refusal with its HTTP status, error code and message (and extra top-level fields)."""
+class ApiError(MemsealError):
+    """A refusal with its HTTP status, error code and message (and extra top-level fields).
+
+    It joins the one error tree (see :mod:`memseal.ledger.errors`), so code that
+    handles every memseal error (the MCP endpoint's ``isError`` results) handles
+    the service's own refusals as well; the app answers it with its own status.
+    """
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
         super().__init__(message)

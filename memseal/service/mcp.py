@@ -142,7 +142,7 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
                 _, result = await service.runs.call(run_id, principal.scope, params.name, arguments)
         except MemsealError as exc:
             return _error(f"error: {exc}")
-        except Exception as exc:  # the HTTP layer's own refusals (ApiError) carry a message
+        except Exception as exc:  # a session's takeover refusal carries a message
             message = getattr(exc, "message", None)
             if message is None:
                 raise

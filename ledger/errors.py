@@ -10,11 +10,13 @@ Every error memseal raises on purpose derives from :class:`MemsealError`::
     │   └── ProvenanceError   a memo with no matching signed entry
     ├── ReplayDivergence      a replayed call differs from the recorded one
     ├── Conflict              someone else holds what this call needs (a run lease)
-    └── StorageError          the store failed; driver errors are chained as __cause__
-        └── KeyFileError      a key or secret file is missing, unreadable or malformed
+    ├── StorageError          the store failed; driver errors are chained as __cause__
+    │   └── KeyFileError      a key or secret file is missing, unreadable or malformed
+    └── ApiError              an HTTP refusal with its own status and code
+                              (memseal.service.errors: the service's, above the layers)
 
 The tree lives in the lowest layer so that every layer can raise from it;
-``memseal.errors`` re-exports it.
+``memseal.errors`` re-exports it (all but ``ApiError``, which is the service's).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_docs_shell_example_runs(page: str, index: int, code: str, workdir: Path
 
 
 def test_the_routes_table_shows_every_required_body_field(tmp_path: Path) -> None:
-    from memseal._service_app import create_app
+    from memseal.service.app import create_app
 
     spec = create_app(tmp_path / "data", embedder=None).openapi()
     page = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")

@@ -53,8 +53,7 @@ class _StartupLock:
 
 def _byte_count(text: str) -> int:
     """``--max-body``: a number of bytes, or of KiB or MiB with a K or M after it."""
-    # Imported here: the service's module pulls in FastAPI, which other verbs do without.
-    from memseal._service_app import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
+    from memseal.service.guard import MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES
 
     value = text.strip().upper().removesuffix("IB").removesuffix("B")
     scale = {"K": 1024, "M": 1024 * 1024}.get(value[-1:], 1)
@@ -102,7 +101,7 @@ def _scope_options(parser: argparse.ArgumentParser, *, place_required: bool = Tr
 
 
 def _scope(args: argparse.Namespace, role: str) -> Any:
-    from memseal._service_app import scope_from
+    from memseal.service.tokens import scope_from
 
     return scope_from(
         role=role,
@@ -124,8 +123,7 @@ def first_admin(folder: Path) -> str | None:
 
 def _first_admin(folder: Path) -> tuple[str, str] | None:
     """(token, token id) of a new first admin, or None when the folder has one."""
-    from memseal._service_app import scope_from
-    from memseal._service_tokens import TokenStore
+    from memseal.service.tokens import TokenStore, scope_from
 
     store = TokenStore(folder)
     try:
@@ -139,7 +137,7 @@ def _first_admin(folder: Path) -> tuple[str, str] | None:
 
 def _withdraw(folder: Path, token_id: str) -> None:
     """A start that failed gives back the admin token it printed: the next start makes one."""
-    from memseal._service_tokens import TokenStore
+    from memseal.service.tokens import TokenStore
 
     store = TokenStore(folder)
     try:
@@ -151,7 +149,7 @@ def _withdraw(folder: Path, token_id: str) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from memseal._service_app import create_app
+    from memseal.service.app import create_app
 
     folder = Path(args.data)
     store, shown = store_display(args)
@@ -253,10 +251,10 @@ class _Startup:
 
 
 async def _mcp(args: argparse.Namespace) -> int:
-    from memseal._service_mcp import stdio_server_for
     from memseal.cli.mcp_stdio import stdio_wire
     from memseal.memory import open as open_memory
     from memseal.replay.run import new_run_id
+    from memseal.service.mcp import stdio_server_for
 
     store, shown = store_display(args)
     scope = _scope(args, "agent")
@@ -290,9 +288,9 @@ def _is_data_folder(folder: Path) -> bool:
 
     The keys are the mark where the ledger lives in PostgreSQL.
     """
-    from memseal._service_tokens import TOKENS_FILE
+    from memseal.ledger.folder import DATABASE
     from memseal.ledger.keys import key_files_exist
-    from memseal.memory import DATABASE
+    from memseal.service.tokens import TOKENS_FILE
 
     return folder.is_dir() and (
         key_files_exist(folder) or (folder / DATABASE).exists() or (folder / TOKENS_FILE).exists()
@@ -300,7 +298,7 @@ def _is_data_folder(folder: Path) -> bool:
 
 
 async def _tokens(args: argparse.Namespace) -> int:
-    from memseal._service_tokens import TokenStore
+    from memseal.service.tokens import TokenStore
 
     folder = Path(args.data)
     if args.action != "add" and not (folder / "tokens.db").exists():

@@ -23,9 +23,8 @@ from hypothesis import strategies as st
 from integration.test_service_support import ServerThread, assert_error
 from stores import ADAPTERS, drop_schemas, fresh_url
 
-from memseal._service_app import scope_from
-from memseal._service_tokens import TokenStore, _beyond, manages, parse_reach
 from memseal.engine import Namespace, Reach
+from memseal.service.tokens import TokenStore, _beyond, manages, parse_reach, scope_from
 from memseal.tools import ToolScope
 
 BIN = Path(sys.executable).parent

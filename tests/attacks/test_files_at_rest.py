@@ -19,8 +19,8 @@ import pytest
 from integration.test_service_support import ServerThread
 
 import memseal
-from memseal._service_tokens import TokenStore
 from memseal.errors import StorageError
+from memseal.service.tokens import TokenStore
 
 BIN = Path(sys.executable).parent
 DATABASE_FILES = ("ledger.db", "ledger.db-wal", "ledger.db-shm", "ledger.db.writer")

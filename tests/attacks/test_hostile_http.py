@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from integration.test_service_support import ServerThread, assert_error
 
-from memseal._service_app import SMALL_BODY_BYTES
+from memseal.service.guard import SMALL_BODY_BYTES
 from memseal.tools import TOOL_NAMES
 
 MIB = 1024 * 1024

@@ -221,7 +221,7 @@ async def test_look_alike_namespaces_each_see_only_their_own_secret(service: Ser
 
 def test_places_sql_could_be_bent_by_are_refused() -> None:
     # scope_from validates the place before any token (or any SQL) exists.
-    from memseal._service_app import scope_from
+    from memseal.service.tokens import scope_from
 
     for place in BAD_PLACES:
         with pytest.raises(InvalidRequest, match="place"):

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from test_service_support import ServerThread, assert_error
 
-from memseal._service_tokens import TokenStore
+from memseal.service.tokens import TokenStore
 
 BIN = Path(sys.executable).parent
 

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import uvicorn
 
-from memseal._service_app import create_app, scope_from
-from memseal._service_tokens import TokenStore
 from memseal.cli.service import first_admin
+from memseal.service.app import create_app
+from memseal.service.tokens import TokenStore, scope_from
 
 
 def free_port() -> int:

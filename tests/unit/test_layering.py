@@ -145,7 +145,7 @@ def test_the_checker_catches_every_kind_of_upward_import(tmp_path: Path) -> None
         "import memseal\n": "memseal",
         "import memseal.errors\n": "memseal.errors",
         "from memseal import open\n": "memseal",
-        "from memseal._service_app import create_app\n": "memseal._service_app",
+        "from memseal.service.app import create_app\n": "memseal.service.app",
         "from memseal.replay import Run\n": "memseal.replay",
         "import tools\n": "tools",
         "from replay.run import Run\n": "replay.run",

@@ -37,7 +37,8 @@ from starlette.types import Receive, Scope, Send
 from memseal.ledger.errors import MemsealError, NotFound
 from memseal.tools import to_text
 
-from ._service_tokens import role_token
+from .errors import ApiError
+from .tokens import role_token
 
 __all__ = ["mcp_route", "stdio_server_for"]
 
@@ -141,7 +142,7 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
                 _, result = await service.runs.call(run_id, principal.scope, params.name, arguments)
         except MemsealError as exc:
             return _error(f"error: {exc}")
-        except Exception as exc:  # the HTTP layer's own refusals (ApiError) carry a message
+        except Exception as exc:  # a session's takeover refusal carries a message
             message = getattr(exc, "message", None)
             if message is None:
                 raise
@@ -210,8 +211,6 @@ class _Endpoint:
         self._manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from ._service_app import ApiError
-
         get_service, manager = self._get_service, self._manager
 
         service = get_service()

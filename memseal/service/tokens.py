@@ -50,6 +50,7 @@ __all__ = [
     "parse_reach",
     "reach_text",
     "role_token",
+    "scope_from",
 ]
 
 TOKENS_FILE: Final = "tokens.db"
@@ -104,6 +105,7 @@ def parse_reach(text: str | None, place: str, role: str) -> Reach | None:
 
 
 def reach_text(reach: Reach | None) -> str:
+    """A reach as :func:`parse_reach` reads it: ``MODE:NODE``, or ``all``."""
     return "all" if reach is None else f"{reach.mode}:{reach.node}"
 
 
@@ -209,6 +211,32 @@ def check_mint(admin: ToolScope, role: str, scope: ToolScope) -> None:
             )
 
 
+def scope_from(
+    *,
+    role: str,
+    place: str,
+    reach: str | None = None,
+    read_only: bool = False,
+    floor: str = "unverified",
+    default_trust: str | None = None,
+    frozen: bool = False,
+    allow: list[str] | None = None,
+) -> ToolScope:
+    """A token's scope from the options of ``memseal tokens add`` (or POST /v1/admin/tokens)."""
+    if role not in ROLES:
+        raise InvalidRequest(f"`role` {role!r} is not one of {', '.join(ROLES)}")
+    place = "" if place in ("/", "root") else place
+    scope = ToolScope.placed_at(place) if place else ToolScope()
+    return scope.replace(
+        reach=parse_reach(reach, scope.place, role),
+        writes=not read_only,
+        floor=floor,
+        default_trust=default_trust if default_trust is not None else floor,
+        frozen=frozen,
+        allowlist=None if allow is None else tuple(allow),
+    )
+
+
 def _hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
@@ -241,6 +269,7 @@ class TokenInfo:
     revoked_at: str | None
 
     def as_dict(self) -> dict[str, Any]:
+        """The listing as JSON fields."""
         return {name: getattr(self, name) for name in self.__slots__}
 
 
@@ -261,6 +290,7 @@ class TokenStore:
             self._conn.executescript(_DDL)
 
     def close(self) -> None:
+        """Close the table's connection."""
         with self._lock:
             self._conn.close()
 
@@ -303,6 +333,7 @@ class TokenStore:
         return token, info
 
     def has_admin(self) -> bool:
+        """Whether any live admin token exists."""
         with self._lock:
             row = self._conn.execute(
                 "SELECT 1 FROM tokens WHERE role = 'admin' AND revoked_at IS NULL LIMIT 1"
@@ -310,6 +341,7 @@ class TokenStore:
         return row is not None
 
     def get(self, token_id: str) -> TokenInfo:
+        """The listing of token ``token_id`` (revoked or not), or :class:`NotFound`."""
         with self._lock:
             row = self._conn.execute(
                 "SELECT id, role, place, reach, writes, floor, default_trust, frozen, allowlist,"

@@ -73,6 +73,7 @@ class RunRegistry:
 
     @property
     def open_runs(self) -> int:
+        """How many runs this process holds open (the ``memseal_runs_open`` gauge)."""
         return len(self._held)
 
     async def _owner(self, run_id: str) -> dict[str, Any] | None:
@@ -172,6 +173,7 @@ class RunRegistry:
             return fresh
 
     async def status(self, run_id: str, scope: ToolScope) -> dict[str, Any]:
+        """What the ledger and this process know of ``run_id`` (404 outside ``scope``)."""
         _check_run_id(run_id)
         if not await self.check_owner(run_id, scope):
             raise NotFound(f"no run {run_id!r} in this scope")
@@ -211,6 +213,7 @@ class RunRegistry:
         return True
 
     async def close(self) -> None:
+        """Close every held run (at shutdown), releasing their leases."""
         async with self._lock:
             held = list(self._held.values())
             self._held.clear()

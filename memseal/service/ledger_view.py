@@ -112,6 +112,7 @@ class EntryView:
         return False
 
     async def render(self, records: Sequence[Record]) -> list[dict[str, Any]]:
+        """The records as the caller may see them: every header, payloads within reach."""
         out = []
         for record in records:
             entry = record.entry()

@@ -1,0 +1,241 @@
+"""The HTTP service: FastAPI over one data folder (see docs/service.md).
+
+Every route but ``/healthz``, ``/metrics`` and the OpenAPI pages takes a
+bearer token (see :mod:`memseal.service.tokens`); the token's role decides
+which routes answer and its scope which memory they touch. Every refusal is
+a 4xx with ``{"error": {"code": ..., "message": ...}}`` (see
+:mod:`memseal.service.errors`).
+
+This module puts the app together: the lifespan that opens the memory, the
+error handlers, the routers of :mod:`memseal.service.routes`, the doc pages,
+the MCP endpoint and the :class:`~memseal.service.guard.Guard` in front.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute, Match
+
+from memseal.engine import Embedder
+from memseal.ledger.errors import InvalidRequest, MemsealError
+from memseal.memory import open as open_memory
+
+from .errors import ApiError, error_body, from_memseal
+from .guard import MAX_BODY_BYTES, MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES, Guard
+from .models import ERRORS
+from .routes import ROUTERS
+from .state import Service
+from .tokens import TokenStore
+
+__all__ = ["DOC_ASSETS", "create_app"]
+
+log = logging.getLogger("memseal.service")
+
+
+def create_app(
+    folder: str | Path,
+    *,
+    store: str | None = None,
+    embedder: Embedder | Literal["default"] | None = "default",
+    tokens: TokenStore | None = None,
+    mcp: bool = True,
+    checkpoint_interval: float | None = 60.0,
+    max_body: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The service over the data folder ``folder`` (opened at start-up, drained at shutdown).
+
+    ``store`` is a PostgreSQL URL holding the ledger and the memory (None: what
+    :func:`memseal.open` picks, SQLite in the folder unless ``$MEMSEAL_STORE`` names one);
+    the folder keeps the keys and the tokens either way. ``max_body`` is the largest body
+    a tool call takes, in bytes (default :data:`MAX_BODY_BYTES`; whatever the body, the
+    tools refuse arguments over 1 MiB of compact JSON); every other route takes at most
+    :data:`SMALL_BODY_BYTES`.
+    """
+    if isinstance(max_body, bool) or not isinstance(max_body, int):
+        raise InvalidRequest("`max_body` must be a number of bytes")
+    if not MIN_TOOL_BODY_BYTES <= max_body <= MAX_TOOL_BODY_BYTES:
+        raise InvalidRequest(
+            f"`max_body` must be {MIN_TOOL_BODY_BYTES:,} to {MAX_TOOL_BODY_BYTES:,} bytes, "
+            f"not {max_body:,}"
+        )
+    data = Path(folder)
+    mcp_manager: Any = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        token_store = tokens if tokens is not None else TokenStore(data)
+        memory = await open_memory(
+            data, store=store, embedder=embedder, checkpoint_interval=checkpoint_interval
+        )
+        service = Service(memory, token_store)
+        app.state.service = service
+        try:
+            if mcp_manager is not None:
+                async with mcp_manager.run():
+                    yield
+            else:
+                yield
+        finally:
+            # Uvicorn lets in-flight requests finish before this runs; then the held runs
+            # release their leases and the writer queue drains before the store closes.
+            app.state.service = None
+            try:
+                await service.runs.close()
+            finally:
+                await memory.close()
+                if tokens is None:
+                    token_store.close()
+
+    app = FastAPI(
+        title="memseal",
+        version="0.1.0",
+        summary="Agent memory in which every tool call is an Ed25519-signed ledger entry.",
+        lifespan=lifespan,
+        responses=ERRORS,
+        docs_url=None,
+        redoc_url=None,
+    )
+    _handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    _doc_pages(app)
+    if mcp:
+        from .mcp import mcp_route
+
+        route, mcp_manager = mcp_route(lambda: getattr(app.state, "service", None))
+        app.router.routes.append(route)
+
+    app.add_middleware(Guard, tool_limit=max_body)
+    return app
+
+
+def _handlers(app: FastAPI) -> None:
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return Response(
+            error_body(exc.code, exc.message, **exc.extra),
+            status_code=exc.status,
+            media_type="application/json",
+            headers=headers,
+        )
+
+    async def memseal_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, MemsealError)
+        return await api_error(request, from_memseal(exc))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        codes = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Every route at this path, not only the first one the router tried (RFC 9110
+            # 15.5.6: a 405 names the methods the resource has).
+            headers["Allow"] = _allowed(request)
+        return Response(
+            error_body(codes.get(exc.status_code, "http_error"), str(exc.detail)),
+            status_code=exc.status_code,
+            media_type="application/json",
+            headers=headers,
+        )
+
+    async def validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        parts = []
+        for err in exc.errors()[:5]:
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+            parts.append(f"`{where}`: {err.get('msg', 'invalid')}")
+        return Response(
+            error_body("invalid_request", "; ".join(parts) or "invalid request"),
+            status_code=400,
+            media_type="application/json",
+        )
+
+    async def internal(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return Response(
+            error_body("internal", "internal error (logged)"),
+            status_code=500,
+            media_type="application/json",
+        )
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(MemsealError, memseal_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(Exception, internal)
+
+
+def _allowed(request: Request) -> str:
+    methods: set[str] = set()
+    for route in _flat(request.app.router.routes):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
+
+
+def _flat(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, those of the included routers too: FastAPI 0.165 and later keep an
+    included router as one route of the app (its ``original_router`` holds the routes)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is None:
+            yield route
+        else:
+            yield from _flat(inner.routes)
+
+
+#: Where the doc pages' scripts and styles are served from (the package's own files).
+DOC_ASSETS: Final = "/docs/assets"
+
+
+def _doc_pages(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their assets served from installed files.
+
+    FastAPI's pages load their scripts from a CDN, so offline (or behind a proxy that
+    allows only this host) they were blank. fastapi-offline ships Swagger UI 5 (which
+    reads OpenAPI 3.1), ReDoc and the favicon as package data; nothing else is used.
+    """
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from fastapi.staticfiles import StaticFiles
+
+    assets = Path(str(files("fastapi_offline").joinpath("static")))
+    app.mount(DOC_ASSETS, StaticFiles(directory=assets), name="doc_assets")
+
+    def prefix(request: Request) -> str:
+        return str(request.scope.get("root_path", "")).rstrip("/")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = prefix(request)
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{DOC_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOC_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOC_ASSETS}/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = prefix(request)
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOC_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOC_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )

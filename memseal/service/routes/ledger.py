@@ -1,0 +1,172 @@
+"""The auditor's ledger routes: size and keys, entries, checkpoints, proofs, the deep check.
+
+Every entry's signed bytes are shown to any auditor (the chain and the tree
+are over all of them); payloads only within the caller's reach (see
+:mod:`memseal.service.ledger_view`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi import Path as PathParam
+from fastapi.responses import PlainTextResponse, Response
+
+from memseal.ledger.errors import InvalidRequest, NotFound
+
+from ..deps import Auditor, MemoryDep
+from ..ledger_view import MAX_ENTRIES, EntryView, projection_report
+from ..models import TEXT_OK, EntriesOut, EntryOut, LedgerOut, json_response
+
+__all__ = [
+    "Seq",
+    "checkpoint",
+    "consistency",
+    "entries",
+    "entry",
+    "inclusion",
+    "ledger_info",
+    "projections",
+    "router",
+]
+
+router = APIRouter(tags=["ledger"])
+
+#: A sequence number or a tree size: JSON's exact integers at most.
+Seq = Annotated[int, Query(ge=0, le=2**53)]
+
+
+@router.get("/v1/ledger", summary="The ledger's size, origin and keys", response_model=LedgerOut)
+async def ledger_info(who: Auditor, memory: MemoryDep) -> Response:
+    """
+    \f
+    The ledger's size, origin, trust root and current key.
+    """
+    return json_response(
+        {
+            "size": await memory.ledger.size(),
+            "origin": memory.ledger.origin,
+            "trust_root": memory.trust_root,
+            "vkey": memory.vkey,
+        }
+    )
+
+
+@router.get(
+    "/v1/ledger/entries",
+    summary=f"Entries [start, start+limit) (limit up to {MAX_ENTRIES}); payloads within reach",
+    response_model=EntriesOut,
+)
+async def entries(
+    who: Auditor,
+    memory: MemoryDep,
+    start: Seq = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_ENTRIES)] = 100,
+) -> Response:
+    """
+    \f
+    One page of entries, and where the next page starts.
+    """
+    size = await memory.ledger.size()
+    stop = min(size, start + limit)
+    records = [r async for r in memory.ledger.scan(start, stop)] if start < stop else []
+    view = EntryView(memory.ledger.store, who.scope.reach)
+    return json_response(
+        {
+            "size": size,
+            "entries": await view.render(records),
+            "next": stop if stop < size else None,
+        }
+    )
+
+
+@router.get(
+    "/v1/ledger/entries/{seq}",
+    summary="One entry; its payload only within the caller's reach",
+    response_model=EntryOut,
+)
+async def entry(
+    who: Auditor,
+    memory: MemoryDep,
+    seq: Annotated[int, PathParam(ge=0, le=2**53)],
+) -> Response:
+    """
+    \f
+    Entry ``seq`` as the caller may see it.
+    """
+    record = await memory.ledger.read(seq)
+    view = EntryView(memory.ledger.store, who.scope.reach)
+    return json_response((await view.render([record]))[0])
+
+
+@router.get(
+    "/v1/ledger/checkpoint",
+    summary="The latest signed checkpoint (C2SP signed note; one is cut if none exists)",
+    response_class=Response,
+    responses=TEXT_OK,
+)
+async def checkpoint(who: Auditor, memory: MemoryDep) -> Response:
+    """
+    \f
+    The latest checkpoint's signed note (cutting the first one).
+    """
+    latest = await memory.ledger.latest_checkpoint()
+    note = latest.note if latest is not None else await memory.ledger.checkpoint()
+    return PlainTextResponse(note)
+
+
+@router.get(
+    "/v1/ledger/projections",
+    summary="verify --deep: the projections rebuilt from the log and compared (slow)",
+)
+async def projections(who: Auditor, memory: MemoryDep) -> Response:
+    """
+    \f
+    The deep check, as much of it as the caller's reach may see.
+    """
+    return json_response(await projection_report(memory.engine, who.scope.reach))
+
+
+@router.get(
+    "/v1/ledger/proofs/inclusion",
+    summary="C2SP tlog-proof of entry `seq` (against checkpoint `size`, default the newest)",
+    response_class=Response,
+    responses=TEXT_OK,
+)
+async def inclusion(
+    who: Auditor,
+    memory: MemoryDep,
+    seq: Seq,
+    size: Annotated[int | None, Query(ge=1, le=2**53)] = None,
+) -> Response:
+    """
+    \f
+    The inclusion proof of entry ``seq``.
+    """
+    if seq >= await memory.ledger.size():
+        raise NotFound(f"no entry {seq}")
+    return PlainTextResponse(await memory.ledger.tlog_proof(seq, size))
+
+
+@router.get(
+    "/v1/ledger/proofs/consistency",
+    summary="Consistency proof from tree size `old` to `new` (default: the current size)",
+    response_class=Response,
+    responses=TEXT_OK,
+)
+async def consistency(
+    who: Auditor,
+    memory: MemoryDep,
+    old: Annotated[int, Query(ge=1, le=2**53)],
+    new: Annotated[int | None, Query(ge=1, le=2**53)] = None,
+) -> Response:
+    """
+    \f
+    The consistency proof between tree sizes ``old`` and ``new``.
+    """
+    size = await memory.ledger.size()
+    if old > size or (new is not None and not old <= new <= size):
+        raise InvalidRequest(f"sizes must satisfy 1 <= old <= new <= {size}")
+    proof = await memory.ledger.consistency_proof(old, new)
+    return PlainTextResponse(proof.text())

@@ -1,0 +1,111 @@
+"""The agent's run routes: call a tool as a run's step, a run's status, export, close.
+
+A run id belongs to the scope that started it (see
+:mod:`memseal.service.registry`): a caller placed elsewhere is told there is
+no such run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi import Path as PathParam
+from fastapi.responses import Response
+
+from memseal.ledger.errors import NotFound
+
+from ..deps import Agent, MemoryDep, Revalidate, ServiceDep, StepHeader
+from ..models import ARGUMENTS_BODY, RunStatusOut, ToolResultOut, json_response
+from .tools import recorded_call
+
+__all__ = ["RunId", "attachment", "call_in_run", "close_run", "export_run", "router", "run_status"]
+
+router = APIRouter(tags=["runs"])
+
+#: A run id in a path: 1 to 200 characters (the registry checks they are printable).
+RunId = Annotated[str, PathParam(min_length=1, max_length=200)]
+
+
+@router.post(
+    "/v1/runs/{run_id}/tools/{name}",
+    summary="Call a tool as the next step (or X-Memseal-Step) of a named run",
+    response_model=ToolResultOut,
+    openapi_extra=ARGUMENTS_BODY,
+)
+async def call_in_run(
+    request: Request,
+    who: Agent,
+    run_id: RunId,
+    name: Annotated[str, PathParam(max_length=64)],
+    service: ServiceDep,
+    revalidate: Revalidate = False,
+    step: StepHeader = None,
+) -> Response:
+    """
+    \f
+    A tool call as the next step of ``run_id`` (or as the step the header names).
+    """
+    return await recorded_call(request, service, who, name, run_id, step, revalidate)
+
+
+@router.get(
+    "/v1/runs/{run_id}",
+    summary="A run's status: recorded steps, lease, whether this process holds it",
+    response_model=RunStatusOut,
+)
+async def run_status(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
+    """
+    \f
+    What the ledger and this process know of ``run_id``.
+    """
+    return json_response(await service.runs.status(run_id, who.scope))
+
+
+@router.get(
+    "/v1/runs/{run_id}/export",
+    summary="The run as a session bundle (offline-verifiable; `memseal verify FILE`)",
+    response_class=Response,
+    responses={200: {"content": {"application/json": {}}}},
+)
+async def export_run(who: Agent, run_id: RunId, service: ServiceDep, memory: MemoryDep) -> Response:
+    """
+    \f
+    The session bundle of ``run_id``, as a download.
+    """
+    from memseal.replay.bundle import encode_bundle, export_bundle
+
+    if not await service.runs.check_owner(run_id, who.scope):
+        raise NotFound(f"no run {run_id!r} in this scope")
+    keys = await memory.key_history()
+    bundle = await export_bundle(
+        memory.ledger, keys, run_id, embedders=await memory.engine.embedders()
+    )
+    return Response(
+        encode_bundle(bundle),
+        media_type="application/json",
+        headers={"Content-Disposition": attachment(run_id)},
+    )
+
+
+@router.delete(
+    "/v1/runs/{run_id}",
+    summary="Close a held run (release its lease); its record stays and can be resumed",
+)
+async def close_run(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
+    """
+    \f
+    Release ``run_id`` if this process holds it.
+    """
+    closed = await service.runs.close_run(run_id, who.scope)
+    return json_response({"run_id": run_id, "closed": closed})
+
+
+def attachment(run_id: str) -> str:
+    """A Content-Disposition for ``run_id``'s bundle: header values are latin-1, and a run
+    id may hold any printable character, quotes and U+FFFD included (RFC 6266 filename*)."""
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    encoded = quote(run_id, safe="")
+    return f"attachment; filename=\"{plain}.bundle\"; filename*=UTF-8''{encoded}.bundle"

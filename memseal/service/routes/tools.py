@@ -1,0 +1,103 @@
+"""The agent's tool routes: list the tools, call one, ask whether a call would be refused."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from fastapi import APIRouter, Request
+from fastapi import Path as PathParam
+from fastapi.responses import Response
+
+from memseal.ledger.errors import InvalidRequest
+from memseal.tools import TRAITS, refusal_before_approval
+
+from ..deps import Agent, MemoryDep, Revalidate, RunHeader, ServiceDep, StepHeader, arguments
+from ..models import ARGUMENTS_BODY, ToolResultOut, ToolsOut, json_response
+from ..tokens import Principal
+
+__all__ = ["call_tool", "check_tool", "list_tools", "recorded_call", "router"]
+
+router = APIRouter(tags=["tools"])
+
+
+@router.get("/v1/tools", summary="The tool specs of the caller's scope", response_model=ToolsOut)
+async def list_tools(who: Agent, memory: MemoryDep) -> Response:
+    """
+    \f
+    The specs of the tools the caller's scope offers.
+    """
+    specs = memory.tools(who.scope).specs()
+    return json_response({"tools": [msgspec.to_builtins(s) for s in specs]})
+
+
+async def recorded_call(
+    request: Request,
+    service: ServiceDep,
+    who: Principal,
+    name: str,
+    run_id: str | None,
+    step: int | None,
+    revalidate: bool,
+) -> Response:
+    """One tool call with the request body as its arguments, answered with where it was
+    recorded (the run and step) and the tool's result."""
+    body = await arguments(request)
+    rid, taken, result = await service.call_tool(
+        who,
+        name,
+        body,
+        run_id=run_id,
+        step=step,
+        revalidate=revalidate,
+    )
+    return json_response({"run_id": rid, "step": taken, "result": result})
+
+
+@router.post(
+    "/v1/tools/{name}",
+    summary="Call a tool (in the run named by X-Memseal-Run, or in a fresh run)",
+    response_model=ToolResultOut,
+    openapi_extra=ARGUMENTS_BODY,
+)
+async def call_tool(
+    request: Request,
+    who: Agent,
+    name: Annotated[str, PathParam(max_length=64)],
+    service: ServiceDep,
+    revalidate: Revalidate = False,
+    run_id: RunHeader = None,
+    step: StepHeader = None,
+) -> Response:
+    """
+    \f
+    A tool call in the run the header names, or in a fresh one-shot run.
+    """
+    return await recorded_call(request, service, who, name, run_id, step, revalidate)
+
+
+@router.post(
+    "/v1/tools/{name}/check",
+    summary="Dry run for an approval gate: the policy refusal a call would meet, or 204",
+    status_code=200,
+    responses={
+        200: {"description": "The call would be refused: its tool, rule code and message"},
+        204: {"description": "No policy refuses the call (its arguments are still unchecked)"},
+    },
+)
+async def check_tool(
+    who: Agent,
+    name: Annotated[str, PathParam(max_length=64)],
+) -> Response:
+    """
+    \f
+    The policy refusal a call of ``name`` would meet, or 204.
+    """
+    # Asked before approval, so it records nothing and reads no arguments: the policy
+    # looks only at the token's scope and the tool (the call itself checks the rest).
+    if name not in TRAITS:
+        raise InvalidRequest(f"unknown tool {name!r}; the tools are {', '.join(TRAITS)}")
+    refusal = refusal_before_approval(who.scope, name)
+    if refusal is None:
+        return Response(status_code=204)
+    return json_response({"tool": refusal.tool, "code": refusal.code, "message": str(refusal)})

@@ -59,7 +59,7 @@ from ._reexec import (
     run_scope,
     temp_log,
 )
-from .bundle import VerifiedBundle
+from .bundle import BundleCall, VerifiedBundle
 from .calls import marked_forget
 from .divergence import field_diff
 
@@ -276,59 +276,15 @@ async def _replay_calls(
         if batch:
             await log.append(batch)
 
-    erased = {
-        item
-        for item_entry in verified.bundle.entries
-        if item_entry.payload is None
-        and verified.entries[item_entry.seq].kind == "memory_stored"
-        and verified.entries[item_entry.seq].payload_hash is not None
-        for item in _items(verified.entries[item_entry.seq].body)
-    }
+    erased = _erased_items(verified)
     for call in verified.calls:
         body = call.call
         step, tool = body.step, body.tool
-        if (
-            call.arguments is None
-            or tool == "(invalid)"
-            or (isinstance(call.arguments, dict) and "$invalid" in call.arguments)
-            or marked_forget(tool, body.error, call.arguments)
-        ):
-            report.steps.append(
-                StepOutcome(
-                    step=step,
-                    tool=tool,
-                    status="skipped",
-                    note="its arguments were erased by a forget (or are a forget's own, its "
-                    "filter values marked), were not JSON, or were not "
-                    "kept (a failed call keeps only their hash and size)",
-                )
-            )
+        skipped = _skip_note(call, erased, report.mode)
+        if skipped is not None:
+            report.steps.append(StepOutcome(step=step, tool=tool, status="skipped", note=skipped))
             continue
         target = body.observed_size
-        if set(body.cites) & erased:
-            # Its memory's text was forgotten since: no log holds it any more, so the call
-            # cannot run on what it saw; its recorded entries stand.
-            report.steps.append(
-                StepOutcome(
-                    step=step,
-                    tool=tool,
-                    status="skipped",
-                    note="it cites memory forgotten since; that text is erased everywhere",
-                )
-            )
-            continue
-        if report.mode == "bundle" and tool in WRITE_TOOLS:
-            # Without the instance secret a re-executed write makes other item ids (and misses
-            # the dedupe of a memory stored before): its recorded entries are applied instead.
-            report.steps.append(
-                StepOutcome(
-                    step=step,
-                    tool=tool,
-                    status="skipped",
-                    note="a write: its recorded entries are applied; --against re-executes it",
-                )
-            )
-            continue
         await feed(target)
         if log.size != target:
             report.notes.append(
@@ -359,6 +315,43 @@ async def _replay_calls(
             )
         else:
             report.steps.append(StepOutcome(step=step, tool=tool, status="same"))
+
+
+def _erased_items(verified: VerifiedBundle) -> set[str]:
+    """The items whose stored entry's payload a forget erased (their text is gone)."""
+    return {
+        item
+        for item_entry in verified.bundle.entries
+        if item_entry.payload is None
+        and verified.entries[item_entry.seq].kind == "memory_stored"
+        and verified.entries[item_entry.seq].payload_hash is not None
+        for item in _items(verified.entries[item_entry.seq].body)
+    }
+
+
+def _skip_note(call: BundleCall, erased: set[str], mode: str) -> str | None:
+    """Why ``call`` cannot be re-executed (its report note), or None when it can."""
+    body = call.call
+    if (
+        call.arguments is None
+        or body.tool == "(invalid)"
+        or (isinstance(call.arguments, dict) and "$invalid" in call.arguments)
+        or marked_forget(body.tool, body.error, call.arguments)
+    ):
+        return (
+            "its arguments were erased by a forget (or are a forget's own, its "
+            "filter values marked), were not JSON, or were not "
+            "kept (a failed call keeps only their hash and size)"
+        )
+    if set(body.cites) & erased:
+        # Its memory's text was forgotten since: no log holds it any more, so the call
+        # cannot run on what it saw; its recorded entries stand.
+        return "it cites memory forgotten since; that text is erased everywhere"
+    if mode == "bundle" and body.tool in WRITE_TOOLS:
+        # Without the instance secret a re-executed write makes other item ids (and misses
+        # the dedupe of a memory stored before): its recorded entries are applied instead.
+        return "a write: its recorded entries are applied; --against re-executes it"
+    return None
 
 
 _HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")

@@ -149,6 +149,23 @@ async def bench(folder: Path, memories: int, calls: int, width: int) -> None:
         async with memory.tools(SCOPE, run_id="bench-tools", mode="record") as bound:
             bound_seq, _ = await sequential(lambda a: bound.call("memory_fetch", a), asked)
 
+        # (d) keyed calls (the model's tool-call id as the key) against unkeyed ones, each
+        # in a run of its own, then both resumed: the key must cost nothing noticeable.
+        async with memory.run("bench-unkeyed", SCOPE, mode="record") as run:
+            unkeyed_seq, _ = await sequential(lambda a: run.call("memory_fetch", a), asked)
+        counter = iter(range(10**9))
+        async with memory.run("bench-keyed", SCOPE, mode="record") as run:
+            keyed_seq, _ = await sequential(
+                lambda a: run.call("memory_fetch", a, key=f"call_{next(counter)}"), asked
+            )
+        async with memory.run("bench-unkeyed", SCOPE, mode="resume") as run:
+            _, unkeyed_replay = await sequential(lambda a: run.call("memory_fetch", a), asked)
+        counter = iter(range(10**9))
+        async with memory.run("bench-keyed", SCOPE, mode="resume") as run:
+            _, keyed_replay = await sequential(
+                lambda a: run.call("memory_fetch", a, key=f"call_{next(counter)}"), asked
+            )
+
         # The floor under any recorded call: one small signed entry, durably committed.
         _, append_lat = await sequential(
             lambda a: memory.ledger.append("bench_probe", {"n": 1}), asked[:200]
@@ -196,6 +213,17 @@ async def bench(folder: Path, memories: int, calls: int, width: int) -> None:
     line(
         "ratio bound memory.tools / unrecorded (>= 0.7)",
         f"{ratio_bound:.2f} {verdict(ratio_bound >= 0.7)}",
+    )
+
+    print(f"\n(d) keyed calls, {calls} exact memory_fetch calls, sequential")
+    line("recorded run.call, unkeyed", f"{unkeyed_seq:,.0f} calls/s")
+    line("recorded run.call, keyed (key=the tool-call id)", f"{keyed_seq:,.0f} calls/s")
+    ratio_keyed = keyed_seq / unkeyed_seq
+    line("ratio keyed / unkeyed, live (>= 0.9)", f"{ratio_keyed:.2f} {verdict(ratio_keyed >= 0.9)}")
+    ratio_keyed_replay = pct(keyed_replay, 0.5) / pct(unkeyed_replay, 0.5)
+    line(
+        "ratio keyed / unkeyed replay hit, p50 (<= 1.1)",
+        f"{ratio_keyed_replay:.2f} {verdict(ratio_keyed_replay <= 1.1)}",
     )
 
     print("\n(b) replay-hit latency (p50 / p95)")

@@ -24,4 +24,5 @@ def b64decode(text: str) -> bytes | None:
 
 
 def b64encode(raw: bytes) -> str:
+    """Standard padded base64: the one spelling :func:`b64decode` accepts back."""
     return base64.b64encode(raw).decode("ascii")

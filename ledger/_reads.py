@@ -26,6 +26,11 @@ SCAN_CHUNK = 1024
 
 
 def check_seq(value: object, name: str) -> None:
+    """Refuse, as :class:`InvalidRequest` naming ``name``, a seq that is not an int in range.
+
+    A bool is refused too, and the bound keeps every seq (and seq + 1) a
+    signed 64-bit integer, so no driver overflows on it.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_SEQ:
         raise InvalidRequest(f"`{name}` must be an integer from 0 to 2**63-2, not {value!r:.40}")
 
@@ -42,6 +47,7 @@ class RecordReads(ABC):
         """Rows of one read-only query written with ``?`` placeholders."""
 
     async def read(self, seq: int) -> Record:
+        """One record; :class:`NotFound` when ``seq`` is not in the log."""
         check_seq(seq, "seq")
         records = await self._fetch(seq, seq + 1, 1)
         if not records:
@@ -49,6 +55,8 @@ class RecordReads(ABC):
         return records[0]
 
     async def scan(self, start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
+        """Records ``start <= seq < stop`` (to the end when ``stop`` is None) in order,
+        fetched :data:`SCAN_CHUNK` at a time."""
         check_seq(start, "start")
         if stop is not None:
             check_seq(stop, "stop")
@@ -70,6 +78,7 @@ class RecordReads(ABC):
         return [r[1] for r in rows]
 
     async def checkpoints(self) -> list[StoredCheckpoint]:
+        """Every stored checkpoint, smallest size first (verification)."""
         rows = await self._select("SELECT size, root, note, at FROM checkpoints ORDER BY size")
         return [StoredCheckpoint(size=r[0], root=r[1], note=r[2], at=r[3]) for r in rows]
 
@@ -92,5 +101,6 @@ class RecordReads(ABC):
         return None if not rows else int(rows[0][0])
 
     async def mentioning(self, ref: str) -> list[int]:
+        """Seqs whose payload mentions ``ref``, in order (filled by the layers above)."""
         rows = await self._select("SELECT seq FROM mentions WHERE ref = ? ORDER BY seq", (ref,))
         return [r[0] for r in rows]

@@ -34,13 +34,21 @@ Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 class Session(Protocol):
     """One read-only connection of a pool thread, in the store's own dialect."""
 
-    def begin(self) -> None: ...
+    def begin(self) -> None:
+        """Open the read transaction whose snapshot every statement of the query sees."""
+        ...
 
-    def end(self) -> None: ...
+    def end(self) -> None:
+        """End the read transaction, so the session holds no snapshot between queries."""
+        ...
 
-    def execute(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]: ...
+    def execute(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """The rows of one statement in the store's dialect, inside the open transaction."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Close the connection (when the pool closes, or after a query on it failed)."""
+        ...
 
     @property
     def broken(self) -> bool:
@@ -111,9 +119,11 @@ class SnapshotPool:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, fn)
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one read-only statement, on a snapshot of its own."""
         return await self.run(lambda execute: execute(sql, params))
 
     async def close(self) -> None:
+        """Wait for the running reads, then close every session; later reads raise."""
         if self._closed:
             return
         self._closed = True

@@ -94,14 +94,17 @@ class LogTxn(ABC, Generic[ConnT]):
         """Store the entry, its tree hashes (:meth:`_grow_edge`), payload and redactions."""
 
     @abstractmethod
-    def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]: ...
+    def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        """Stored Merkle hashes by index, as of this transaction; StorageError if one is missing."""
 
     @abstractmethod
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one statement inside the transaction (``?`` placeholders accepted)."""
 
     # -- shared, on :meth:`execute` (whose ``?`` placeholders every adapter accepts) --
 
     def latest_checkpoint(self) -> StoredCheckpoint | None:
+        """The newest stored checkpoint as this transaction sees it, or None."""
         rows = self.execute(
             "SELECT size, root, note, at FROM checkpoints ORDER BY size DESC LIMIT 1"
         )
@@ -111,6 +114,7 @@ class LogTxn(ABC, Generic[ConnT]):
         return StoredCheckpoint(size=size, root=bytes(root), note=note, at=at)
 
     def store_checkpoint(self, checkpoint: StoredCheckpoint) -> None:
+        """Keep a signed checkpoint; it commits with the transaction."""
         self.execute(
             "INSERT INTO checkpoints (size, root, note, at) VALUES (?, ?, ?, ?)",
             (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.at),
@@ -120,10 +124,12 @@ class LogTxn(ABC, Generic[ConnT]):
 
     @property
     def size(self) -> int:
+        """The number of entries including those appended so far in this transaction."""
         return self._size
 
     @property
     def signer(self) -> NoteSigner:
+        """The key signing this transaction's entries; StorageError on a read-only store."""
         if self._signer is None:
             raise StorageError("this ledger store is open read-only")
         return self._signer
@@ -168,17 +174,25 @@ class LogTxn(ABC, Generic[ConnT]):
         self.use_signer(found)
 
     def mark(self) -> Mark:
+        """The log state as of now (size, previous leaf, signer, right edge), for :meth:`reset`."""
         edge = None if self._edge is None else list(self._edge)
         return (self._size, self._prev, self._signer, edge)
 
     def reset(self, mark: Mark) -> None:
+        """Restore the log state of :meth:`mark` after its savepoint rolled back."""
         self._size, self._prev, signer, self._edge = mark
         self.use_signer(signer)
 
     def now(self) -> str:
+        """The store clock's time, formatted as entries carry it."""
         return format_time(self._clock())
 
     def append(self, draft: Draft) -> Appended:
+        """Sign and append one entry at the next seq, with its tree hashes.
+
+        InvalidRequest, before anything is written, when ``redacts`` names a
+        seq not before this one or a residue belongs to a seq it does not name.
+        """
         seq = self._size
         for earlier in draft.redacts:
             if earlier >= seq:

@@ -44,6 +44,9 @@ C = TypeVar("C")
 
 @dataclass(eq=False)
 class Job(Generic[C]):
+    """One submission to the writer: a command (or a raw maintenance job) and the
+    future its caller awaits, resolved when the writer is done (a command: once committed)."""
+
     command: Command[Any]
     future: asyncio.Future[Any]
     outcome: tuple[bool, Any] = field(default=(False, None))

@@ -232,10 +232,12 @@ class PostgresTxn(LogTxn[Conn]):
             )
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one statement inside the transaction (``?`` placeholders become ``%s``)."""
         cur = self.conn.execute(translate_placeholders(sql), list(params))
         return cur.fetchall() if cur.description is not None else []
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        """Stored Merkle hashes by index, as of this transaction; StorageError if one is missing."""
         return _read_tree(self.conn, indexes)
 
 
@@ -518,6 +520,7 @@ class PostgresLogStore(
             raise StorageError(f"cannot read the ledger: {exc}") from exc
 
     async def head(self) -> Head:
+        """The log's size and last leaf hash, as of the last commit."""
         rows = await self._query("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
         return head_of(rows[0] if rows else None)
 

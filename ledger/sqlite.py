@@ -164,9 +164,11 @@ class SqliteTxn(LogTxn[sqlite3.Connection]):
         )
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one statement inside the transaction."""
         return self.conn.execute(sql, params).fetchall()
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
+        """Stored Merkle hashes by index, as of this transaction; StorageError if one is missing."""
         return _read_tree(self.conn, indexes)
 
 
@@ -353,6 +355,7 @@ class SqliteLogStore(StoreSetup[SqliteTxn, sqlite3.Connection, aiosqlite.Connect
     # -- reading --------------------------------------------------------------
 
     async def head(self) -> Head:
+        """The log's size and last leaf hash, as of the last commit."""
         try:
             async with self._db().execute(
                 "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1"

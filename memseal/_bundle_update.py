@@ -69,6 +69,9 @@ class UpdateRefused(InvalidRequest):
 
 
 class Updated(msgspec.Struct, kw_only=True):
+    """What an update made: the new bundle, the vkey it verifies with, and the notes
+    on what differs from the recording (new item ids, a call that saw another size)."""
+
     bundle: Bundle
     vkey: str  # the local replay key's public half: what CI trusts for the new bundle
     notes: list[str]

@@ -73,6 +73,7 @@ class RecordedTools:
 
     @property
     def scope(self) -> ToolScope:
+        """The host-fixed scope every call of these tools runs in."""
         return self._tools.scope
 
     @property
@@ -87,18 +88,26 @@ class RecordedTools:
 
     @property
     def modes(self) -> tuple[str, ...]:
+        """The fetch modes memory_fetch offers (the engine's)."""
         return self._tools.modes
 
     def names(self) -> tuple[str, ...]:
+        """The tools this scope offers, in spec order."""
         return self._tools.names()
 
     def specs(self) -> list[ToolSpec]:
+        """The specs of the tools offered, to hand the model."""
         return self._tools.specs()
 
     def side_effects(self, name: str) -> bool:
+        """Whether tool ``name`` writes; :class:`InvalidRequest` for an unknown name."""
         return self._tools.side_effects(name)
 
     def refusal_before_approval(self, name: str, arguments: object = None) -> Refusal | None:
+        """The policy refusal a call meets before any approval or schema check, or None.
+
+        Asking records nothing; the call itself, when made, is recorded, refusal and all.
+        """
         return self._tools.refusal_before_approval(name, arguments)
 
     def toolset(self) -> RecordedAsyncToolset:
@@ -192,6 +201,7 @@ class RecordedAsyncToolset(AsyncToolset):
 
     @property
     def run_id(self) -> str | None:
+        """The bound run's id; None when each call gets a fresh run."""
         source = self._source
         return source.run_id if isinstance(source, RecordedTools) else None
 
@@ -201,11 +211,13 @@ class RecordedToolset(Toolset):
 
     @property
     def last_call(self) -> RecordedCall | None:
+        """The most recent recorded call of these tools (see :class:`RecordedTools`)."""
         source = self._source
         return source.last_call if isinstance(source, RecordedTools) else None
 
     @property
     def run_id(self) -> str | None:
+        """The bound run's id; None when each call gets a fresh run."""
         source = self._source
         return source.run_id if isinstance(source, RecordedTools) else None
 

@@ -54,6 +54,8 @@ GAP_KIND: Final = "replay_gap"
 
 
 class Source(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded entry as copied into a :class:`TempLog`: its body, payload and time."""
+
     seq: int
     kind: str
     at: str
@@ -78,6 +80,7 @@ def _mentions(kind: str, body: bytes) -> tuple[str, ...]:
 
 
 def parse_time(at: str) -> datetime:
+    """An entry's ``at`` as an aware UTC datetime; ValueError on any other spelling."""
     return datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
@@ -95,9 +98,11 @@ class TempLog:
         self.engine: Engine | None = None
 
     def clock(self) -> datetime:
+        """The store's and the engine's clock: the time of the entry being copied."""
         return self.now
 
     async def open(self) -> None:
+        """Make the store in :attr:`folder`, signed by a throwaway key, and the engine over it."""
         signer = NoteSigner.generate("memseal-replay")
         store = log_store(LogLocation(folder=self.folder), signer, clock=self.clock)
         Engine.register_schema(store)
@@ -109,6 +114,7 @@ class TempLog:
         )
 
     async def close(self) -> None:
+        """Close the engine and the ledger, those of them :meth:`open` got to."""
         if self.engine is not None:
             await self.engine.close()
         if self.ledger is not None:
@@ -157,6 +163,7 @@ class FolderSource:
         self.store = log_store(LogLocation(folder=folder))
 
     async def read(self, start: int, stop: int) -> list[Source | int]:
+        """The folder's entries ``start <= seq < stop``: the whole log, so never a gap."""
         out: list[Source | int] = []
         async for record in self.store.scan(start, stop):
             entry = record.entry()
@@ -192,10 +199,13 @@ class BundleSource:
             )
 
     async def read(self, start: int, stop: int) -> list[Source | int]:
+        """The entries ``start <= seq < stop``, a bare int for each seq the bundle lacks."""
         return [self.by_seq.get(seq, seq) for seq in range(start, stop)]
 
 
 def clock_for(call: BundleCall, written: Sequence[Source | int]) -> str:
+    """The time to re-execute ``call`` at: the ``observed_at`` of the first item it
+    wrote (in ``written``, the entries it appended), else the call's recorded time."""
     # A write's items carry the engine's clock as observed_at: use the recorded one.
     for source in written:
         if isinstance(source, Source) and source.kind == "memory_stored":
@@ -210,6 +220,7 @@ def clock_for(call: BundleCall, written: Sequence[Source | int]) -> str:
 
 @contextlib.asynccontextmanager
 async def temp_log(secret: bytes, embedder: Embedder | None) -> AsyncIterator[TempLog]:
+    """An open :class:`TempLog` in a temporary folder, closed and removed on exit."""
     with tempfile.TemporaryDirectory(prefix="memseal-replay-") as tmp:
         log = TempLog(Path(tmp), secret, embedder)
         try:
@@ -220,6 +231,8 @@ async def temp_log(secret: bytes, embedder: Embedder | None) -> AsyncIterator[Te
 
 
 async def check_folder(source: FolderSource, verified: VerifiedBundle) -> None:
+    """Refuse a folder the bundle did not come from: VerificationError (step ``against``)
+    unless it holds the checkpoint's size at least, and each bundle entry leaf for leaf."""
     size = (await source.store.head()).size
     if size < verified.size:
         raise VerificationError(
@@ -238,6 +251,8 @@ async def check_folder(source: FolderSource, verified: VerifiedBundle) -> None:
 
 
 def run_scope(verified: VerifiedBundle) -> ToolScope:
+    """The scope the run's ``run_started`` entry recorded; VerificationError (step ``run``)
+    when the bundle has none or it names an unknown reach or an invalid scope."""
     started = verified.started
     if started is None:
         raise VerificationError(

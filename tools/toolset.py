@@ -69,9 +69,16 @@ _LANGCHAIN_MISSING: Final = (
 class ToolSource(Protocol):
     """What a toolset is built over: specs, and an async call returning a result object."""
 
-    def specs(self) -> Sequence[ToolSpec]: ...
+    def specs(self) -> Sequence[ToolSpec]:
+        """The tools the source offers, in the order a toolset lists them."""
+        ...
 
-    def call(self, name: str, arguments: Arguments) -> Awaitable[dict[str, Any]]: ...
+    def call(self, name: str, arguments: Arguments) -> Awaitable[dict[str, Any]]:
+        """Run tool ``name`` on ``arguments`` (an object or JSON text); its result object.
+
+        A :data:`MODEL_ERRORS` error it raises reaches the model as text; any other is raised.
+        """
+        ...
 
 
 class Outcome(NamedTuple):

@@ -24,8 +24,9 @@ A run belongs to the whole scope that opened it, recorded in its signed
 ``run_started`` entry: opened with any other scope, here or in another
 process, it raises :class:`Conflict` before any call. Steps never leave a
 gap: a step is consumed only when its entry commits (a call the store
-refused hands its step back to the next call), and :meth:`Run.call_at`
-refuses a step beyond the next unrecorded one. A failed call is recorded
+refused, or the host cancelled, hands its step back to the next call), and
+:meth:`Run.call_at` refuses a step beyond the next unrecorded one. A key, and
+a step, is never in flight twice: the second call waits and gets the memo. A failed call is recorded
 without its arguments (see :mod:`memseal.replay.calls`).
 """
 

@@ -156,6 +156,7 @@ class LiveCalls(RunLease):
     _secret: bytes
     _reissued: set[int]
     _here: set[int]
+    _stale: set[int]
 
     async def _memo(self, step: int) -> MemoRow | None:
         rows = await self._store.rows(
@@ -179,6 +180,9 @@ class LiveCalls(RunLease):
 
         await self._store.run(command)
         self._live_from = min(self._live_from or 0, step)
+        # Every step recorded before the fork at or past it is of the abandoned branch: not
+        # current, so no key recorded there is replayed (a stale memo returned as current).
+        self._stale |= {s for s in self._recorded if s >= step and s not in self._here}
 
     async def _live(
         self, step: int, sent: Sent, fp: str, supersedes: int | None, key: str | None = None
@@ -216,6 +220,7 @@ class LiveCalls(RunLease):
         self._consumed.add(step)
         self._reissued.discard(step)
         self._here.add(step)
+        self._stale.discard(step)
         self._key_step(step, key)
         if failure is not None:
             raise as_recorded(failure)

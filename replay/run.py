@@ -24,8 +24,9 @@ A run belongs to the whole scope that opened it, recorded in its signed
 ``run_started`` entry: opened with any other scope, here or in another
 process, it raises :class:`Conflict` before any call. Steps never leave a
 gap: a step is consumed only when its entry commits (a call the store
-refused hands its step back to the next call), and :meth:`Run.call_at`
-refuses a step beyond the next unrecorded one. A failed call is recorded
+refused, or the host cancelled, hands its step back to the next call), and
+:meth:`Run.call_at` refuses a step beyond the next unrecorded one. A key, and
+a step, is never in flight twice: the second call waits and gets the memo. A failed call is recorded
 without its arguments (see :mod:`memseal.replay.calls`).
 """
 
@@ -33,8 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import secrets
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -161,6 +163,15 @@ class Run(LiveCalls):
         self._keyed: dict[str, int] = {}
         self._key_at: dict[int, str] = {}
         self._key_locks: dict[str, asyncio.Lock] = {}
+        # Steps with a call in flight: a second call of the step (call_at, a re-issue)
+        # waits for the first to commit or fail, never runs live beside it.
+        self._step_locks: dict[int, asyncio.Lock] = {}
+        # Steps recorded before a fork at or below them: no longer current, so a key
+        # recorded there is run live again (at its step), never replayed from its memo.
+        self._stale: set[int] = set()
+        # Steps call() reserved whose awaitable has not started: one cancelled before its
+        # first step never runs its own bookkeeping, so the next reservation hands it back.
+        self._unstarted: dict[int, Coroutine[Any, Any, Any]] = {}
         # Steps this Run object recorded live: called again, they return their memo.
         self._here: set[int] = set()
         self._start_lock = asyncio.Lock()
@@ -230,7 +241,17 @@ class Run(LiveCalls):
         self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
     ) -> Any:
         await self._start()
+        if key is None:
+            return await self._call_at_step(step, name, arguments, revalidate, key)
+        # The key's one lock, as for call(key=...): a key is never in flight twice.
+        async with self._key_locks.setdefault(key, asyncio.Lock()):
+            return await self._call_at_step(step, name, arguments, revalidate, key)
+
+    async def _call_at_step(
+        self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
+    ) -> Any:
         assert self._live_from is not None
+        self._reclaim()
         if key is not None and self._keyed.get(key, step) != step:
             raise ReplayDivergence(
                 f"run {self.run_id!r} step {step}: key {key!r} is recorded at step "
@@ -278,33 +299,66 @@ class Run(LiveCalls):
         args = {} if arguments is None else arguments
         if key is not None:
             return self._call_keyed(key, name, args, revalidate)
+        self._reclaim()
+        step = self._take_next()
+        pending = self._call_next(step, name, args, revalidate)
+        self._unstarted[step] = pending
+        return pending
+
+    def _take_next(self) -> int:
         if self._holes:
             step = min(self._holes)
             self._holes.discard(step)
-        else:
-            step = self._next
-            self._next += 1
-        return self._call(step, name, args, revalidate, None)
+            return step
+        self._next += 1
+        return self._next - 1
+
+    async def _call_next(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
+        while True:
+            try:
+                return await self._call(step, name, arguments, revalidate, None)
+            except Taken:
+                # Its handed-back step was recorded after all (a cancelled or lost commit
+                # that landed): the run chose the step, so it chooses the next one.
+                self._reclaim()
+                step = self._take_next()
+
+    def _reclaim(self) -> None:
+        """Hand back each step whose call was cancelled (or closed) before it started."""
+        for step, pending in list(self._unstarted.items()):
+            if inspect.getcoroutinestate(pending) == inspect.CORO_CLOSED:
+                del self._unstarted[step]
+                if step not in self._recorded:
+                    self._give_back(step)
 
     async def _call_keyed(self, key: str, name: Any, arguments: Any, revalidate: bool) -> Any:
         await self._start()
         # One call of a key at a time: a second one issued while the first is in flight
         # waits, then finds the key recorded and gets its memo, never a second entry.
         async with self._key_locks.setdefault(key, asyncio.Lock()):
-            step = self._keyed.get(key)
-            if step is None:
-                step = self._free_step()
-            return await self._call(step, name, arguments, revalidate, key)
+            while True:
+                step = self._keyed.get(key)
+                if step is None:
+                    step = self._free_step()
+                else:
+                    # The unkeyed numbering moves past a recorded key's step, as it did when
+                    # the key was recorded (a run mixing keyed and unkeyed calls, re-run).
+                    self._next = max(self._next, step + 1)
+                try:
+                    return await self._call(step, name, arguments, revalidate, key)
+                except Taken:
+                    continue  # another key's lost commit landed there: a fresh step
 
     def _free_step(self) -> int:
         """The step a new keyed call takes: a handed-back one, else the first unrecorded one
         past every step handed out (never a recorded step: that is another call's)."""
+        self._reclaim()
         if self._holes:
             step = min(self._holes)
             self._holes.discard(step)
             return step
         step = max(self._next, self._live_from or 0)
-        while step in self._recorded:
+        while step in self._recorded and step not in self._stale:
             step += 1
         self._next = step + 1
         return step
@@ -313,18 +367,46 @@ class Run(LiveCalls):
         self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
     ) -> Any:
         # A step is consumed only when its entry commits: a call that fails before (the
-        # store refused it, the lease was lost) hands its step back, so the run never has
-        # a gap that every export of it would fail on. A call whose step was recorded (an
-        # error the model can act on is recorded too) keeps it.
+        # store refused it, the lease was lost, the host cancelled it) hands its step back,
+        # so the run never has a gap that every export of it would fail on. A call whose
+        # step was recorded (an error the model can act on is recorded too) keeps it.
+        self._unstarted.pop(step, None)
+        entered = False
         try:
-            return await self._call_step(step, name, arguments, revalidate, key)
+            async with self._step_locks.setdefault(step, asyncio.Lock()):
+                entered = True
+                # A call that waited here for the step's first call: the step is its own now.
+                self._holes.discard(step)
+                self._next = max(self._next, step + 1)
+                try:
+                    return await self._call_step(step, name, arguments, revalidate, key)
+                except Taken:
+                    self._recorded.add(step)
+                    if await self._learn_key(step) != key or key is None:
+                        raise
+                # The step's unknown-outcome call was this key's: its memo, checked.
+                return await self._call_step(step, name, arguments, revalidate, key)
         except Taken:
-            self._recorded.add(step)
             raise
-        except MemsealError:
-            if step not in self._recorded:
+        except BaseException:
+            # asyncio.CancelledError included: the bookkeeping, then the error as it was. A
+            # call cancelled while it waited for the step's first call leaves it to that one.
+            if entered and step not in self._recorded:
                 self._give_back(step)
             raise
+
+    async def _learn_key(self, step: int) -> str | None:
+        """A step another call recorded with an unknown outcome: its signed call's key,
+        now mapped to it (a retry of that key gets the memo, never a third live step)."""
+        row = await self._memo(step)
+        if row is None:
+            return None
+        verified = await check_memo(self._store, self._keys(), self._secret, row, self.run_id, step)
+        found = None if verified.call.key is msgspec.UNSET else verified.call.key
+        if found is not None:
+            self._keyed[found] = step
+            self._key_at[step] = found
+        return found
 
     def _give_back(self, step: int) -> None:
         self._reissued.add(step)
@@ -355,7 +437,12 @@ class Run(LiveCalls):
             # second entry.
             live = False
         elif key is not None:
-            live = self.mode in ("record", "revalidate") or revalidate or step not in self._recorded
+            live = (
+                self.mode in ("record", "revalidate")
+                or revalidate
+                or step not in self._recorded
+                or step in self._stale
+            )
         else:
             live = self.mode in ("record", "revalidate") or revalidate or step >= self._live_from
         if not live:

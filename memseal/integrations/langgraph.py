@@ -113,16 +113,29 @@ class _Stored:
         if entry.get("truncated"):
             # Never hand back a clipped value as the stored one.
             raise InvalidRequest(f"memory {entry['id']} was clipped by the tools")
-        body = json.loads(entry["text"])
+        try:
+            body = json.loads(entry["text"])
+            self.item = Item(
+                value=body["value"],
+                key=body["key"],
+                namespace=tuple(body["namespace"]),
+                created_at=datetime.fromisoformat(body["created_at"]),
+                updated_at=datetime.fromisoformat(body["updated_at"]),
+            )
+            _check_namespace(self.item.namespace, "namespace")
+            if not isinstance(self.item.value, dict) or not isinstance(self.item.key, str):
+                raise TypeError("value or key of the wrong type")
+            if self.item.created_at.tzinfo is None or self.item.updated_at.tzinfo is None:
+                raise ValueError("a timestamp without its offset")
+        except (ValueError, KeyError, TypeError, InvalidRequest) as exc:
+            # A memory tagged as a store item that is not one (written by other
+            # means at this place): fail loudly rather than skip it.
+            raise InvalidRequest(
+                f"memory {entry['id']} carries the {STORE_TAG} tag but is not a"
+                f" MemsealStore item ({exc})"
+            ) from exc
         self.id: str = entry["id"]
         self.seq: int = entry["ledger_ref"]
-        self.item = Item(
-            value=body["value"],
-            key=body["key"],
-            namespace=tuple(body["namespace"]),
-            created_at=datetime.fromisoformat(body["created_at"]),
-            updated_at=datetime.fromisoformat(body["updated_at"]),
-        )
 
 
 def _matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:

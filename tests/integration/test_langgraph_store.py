@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 import msgspec
 import pytest
 from langgraph.graph import END, START, StateGraph
-from langgraph.store.base import BaseStore, GetOp, Item, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 import memseal
@@ -153,7 +153,7 @@ async def test_values_round_trip_byte_equal_after_json(tmp_path: Path) -> None:
 
 
 async def test_a_batch_reads_before_its_puts_as_in_memory_store(tmp_path: Path) -> None:
-    ops = [
+    ops: list[Op] = [
         PutOp(UI, "k", {"v": 1}),
         GetOp(UI, "k"),
         PutOp(UI, "k", {"v": 2}),
@@ -260,3 +260,44 @@ def test_a_sync_graph_uses_the_store_on_the_sync_facade(tmp_path: Path) -> None:
     with memseal.open_sync(tmp_path, embedder=None, checkpoint_interval=None) as memory:
         graph = builder.compile(store=MemsealStore(memory, SCOPE))
         assert graph.invoke({"user": "u1", "seen": ""})["seen"] == "hi"
+
+
+async def test_a_put_crashed_between_store_and_forget_reads_the_newer_and_heals(
+    tmp_path: Path,
+) -> None:
+    from memseal.integrations.langgraph import STORE_TAG, _envelope, _key_tag
+
+    async with _open(tmp_path) as memory:
+        store = MemsealStore(memory, SCOPE)
+        await store.aput(UI, "k", {"v": "old"})
+        # What a put that died after its store and before its forget leaves behind.
+        newer = _envelope(
+            PutOp(UI, "k", {"v": "new"}),
+            {"v": "new"},
+            "2000-01-01T00:00:00+00:00",
+            "9999-01-01T00:00:00+00:00",
+        )
+        await memory.tools(SCOPE).call(
+            "memory_store",
+            {"document": {"text": newer}, "tags": [STORE_TAG, _key_tag(UI, "k")]},
+        )
+        item = await store.aget(UI, "k")
+        assert item is not None and item.value == {"v": "new"}
+        assert [i.value for i in await store.asearch(("users",))] == [{"v": "new"}]
+        await store.adelete(UI, "k")  # forgets both halves
+        assert await store.aget(UI, "k") is None
+        assert await store.asearch(()) == []
+        await memory.verify()
+
+
+async def test_a_tagged_memory_that_is_not_a_store_item_is_named_not_skipped(
+    tmp_path: Path,
+) -> None:
+    from memseal.integrations.langgraph import STORE_TAG
+
+    async with _open(tmp_path) as memory:
+        await memory.tools(SCOPE).call(
+            "memory_store", {"learning": {"text": "not json"}, "tags": [STORE_TAG]}
+        )
+        with pytest.raises(memseal.InvalidRequest, match="is not a MemsealStore item"):
+            await MemsealStore(memory, SCOPE).asearch(())

@@ -221,3 +221,42 @@ def test_changed(memseal_session):
     result = pytester.runpytest(*PLUGIN)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*key 'call_b' was recorded with another call*matched by key*"])
+
+
+def test_replay_update_keeps_the_keys(bundles: Path, tmp_path: Path) -> None:
+    updated = tmp_path / "keyed.updated.bundle"
+    done = memseal_cli(
+        "replay", str(bundles / "keyed.bundle"), "--update", "-o", str(updated), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    replayer, out = _replay(updated, _agent([2, 0, 1], True))
+    assert replayer.matched_by == "key"
+    assert len(out[2]["hits"]) == 1
+
+
+async def _record_mixed(folder: Path) -> bytes:
+    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as memory:
+        async with memory.run("mixed", SCOPE) as run:
+            await run.call("memory_store", STORE, key="call_a")
+            await run.call("memory_fetch", FETCH)
+            await run.call("memory_list", LIST, key="call_c")
+        bundle = await export_bundle(memory.ledger, key_history(folder), "mixed")
+    return encode_bundle(bundle)
+
+
+def test_a_bundle_mixing_keyed_and_unkeyed_calls_replays_by_order_only(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.bundle"
+    path.write_bytes(asyncio.run(_record_mixed(tmp_path / "data")))
+
+    async def keyed(run: ReplayRun) -> Any:
+        return await run.call("memory_store", STORE, key="call_a")
+
+    with pytest.raises(
+        ReplayDivergence, match=r"steps \[1\] have no key.*replay this run by order"
+    ):
+        asyncio.run(Replayer.load(path).run(keyed))
+    replayer, _ = _replay(path, _agent([0, 1, 2], False))
+    assert replayer.matched_by == "order"
+    done = memseal_cli("replay", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "calls: 2 of 3 keyed, the rest not (matched by order" in done.stdout

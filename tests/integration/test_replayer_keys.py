@@ -260,3 +260,14 @@ def test_a_bundle_mixing_keyed_and_unkeyed_calls_replays_by_order_only(tmp_path:
     done = memseal_cli("replay", str(path), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "calls: 2 of 3 keyed, the rest not (matched by order" in done.stdout
+
+
+def test_the_plugin_session_of_a_keyed_bundle_passes(
+    pytester: pytest.Pytester, bundles: Path
+) -> None:
+    folder = pytester.path / "sessions"
+    folder.mkdir()
+    shutil.copy(bundles / "keyed.bundle", folder / "keyed.bundle")
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = pytester.runpytest(*PLUGIN, "--memseal-sessions", str(folder), "-v")
+    result.assert_outcomes(passed=1)

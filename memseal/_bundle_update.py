@@ -218,5 +218,7 @@ async def _record(
             name, arguments = _call_of(body.tool, call.arguments)
             if body.wrote:
                 replaced.update(body.wrote)
+            # A keyed call keeps its key, so the new bundle replays by key as the old one did.
+            key = body.key if isinstance(body.key, str) else None
             with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
-                await run.call(name, arguments)
+                await run.call(name, arguments, key=key)

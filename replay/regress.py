@@ -87,6 +87,7 @@ class StepOutcome(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["same", "changed", "skipped"]
     diff: tuple[str, ...] = ()
     note: str = ""
+    key: str | None = None  # the call's key (the model's tool-call id), when it has one
 
 
 class RegressReport(msgspec.Struct, kw_only=True):
@@ -98,6 +99,28 @@ class RegressReport(msgspec.Struct, kw_only=True):
     steps: list[StepOutcome]
     notes: list[str]
     results: dict[int, Any]  # the new result of each re-executed step
+
+    @property
+    def matched_by(self) -> Literal["key", "order"]:
+        """How a re-run agent's calls are matched with this run's: by key when every
+        recorded call is keyed, else by order (what :class:`Replayer` does)."""
+        keyed = bool(self.steps) and all(s.key is not None for s in self.steps)
+        return "key" if keyed else "order"
+
+    def matching(self) -> str:
+        """The report's line on the run's call keys and how its calls are matched."""
+        keyed = sum(s.key is not None for s in self.steps)
+        if self.matched_by == "key":
+            return (
+                f"calls: all {keyed} keyed (matched by key: a re-run agent that re-emits the "
+                "recorded tool-call ids replays in any order)"
+            )
+        if keyed:
+            return (
+                f"calls: {keyed} of {len(self.steps)} keyed, the rest not (matched by order: "
+                "a keyed replay needs every call keyed)"
+            )
+        return "calls: unkeyed (matched by order)"
 
     @property
     def changed(self) -> list[StepOutcome]:
@@ -112,10 +135,11 @@ class RegressReport(msgspec.Struct, kw_only=True):
             else "bundle only: the run's own reachable memory; ids, order, texts and fields "
             f"compared exactly, scores within {self.tolerance:g}"
         )
-        lines = [f"replay of run {self.run_id!r} ({how})"]
+        lines = [f"replay of run {self.run_id!r} ({how})", self.matching()]
         lines += [f"note: {n}" for n in self.notes]
         for s in self.steps:
-            head = f"step {s.step} {s.tool}: {s.status}"
+            keyed = "" if s.key is None else f" key {s.key!r:.60}"
+            head = f"step {s.step} {s.tool}{keyed}: {s.status}"
             lines.append(head + (f" ({s.note})" if s.note else ""))
             lines += [f"    {d}" for d in s.diff]
         changed = len(self.changed)
@@ -280,9 +304,12 @@ async def _replay_calls(
     for call in verified.calls:
         body = call.call
         step, tool = body.step, body.tool
+        key = body.key if isinstance(body.key, str) else None
         skipped = _skip_note(call, erased, report.mode)
         if skipped is not None:
-            report.steps.append(StepOutcome(step=step, tool=tool, status="skipped", note=skipped))
+            report.steps.append(
+                StepOutcome(step=step, tool=tool, status="skipped", note=skipped, key=key)
+            )
             continue
         target = body.observed_size
         await feed(target)
@@ -310,11 +337,15 @@ async def _replay_calls(
         if error != body.error or new != recorded:
             report.steps.append(
                 StepOutcome(
-                    step=step, tool=tool, status="changed", diff=tuple(describe(recorded, new))
+                    step=step,
+                    tool=tool,
+                    status="changed",
+                    diff=tuple(describe(recorded, new)),
+                    key=key,
                 )
             )
         else:
-            report.steps.append(StepOutcome(step=step, tool=tool, status="same"))
+            report.steps.append(StepOutcome(step=step, tool=tool, status="same", key=key))
 
 
 def _erased_items(verified: VerifiedBundle) -> set[str]:

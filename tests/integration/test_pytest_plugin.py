@@ -107,7 +107,13 @@ _engine.fuse = lambda *a, **k: list(reversed(_fuse(*a, **k)))
         str(folder),
     )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*step 3 memory_fetch: changed*", "*hits: recorded order*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*calls: unkeyed (matched by order)*",
+            "*step 3 memory_fetch: changed*",
+            "*hits: recorded order*",
+        ]
+    )
 
 
 def test_the_fixture_loads_a_bundle_for_the_hosts_agent(pytester: pytest.Pytester) -> None:

@@ -36,7 +36,7 @@ STORE = {"learning": {"text": "the nightly report goes out at 6am"}}
 FETCH = {"query": "report"}
 LIST: dict[str, Any] = {}
 # (key, tool, arguments) in the order the recorded agent made them.
-CALLS = [
+CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ("call_a", "memory_store", STORE),
     ("call_b", "memory_fetch", FETCH),
     ("call_c", "memory_list", LIST),
@@ -48,9 +48,8 @@ async def _record(folder: Path, keyed: bool, run_id: str) -> bytes:
         async with memory.run(run_id, SCOPE) as run:
             for key, tool, arguments in CALLS:
                 await run.call(tool, arguments, key=key if keyed else None)
-        rows = await memory.ledger.store.rows("SELECT DISTINCT embedder FROM engine_vectors")
         bundle = await export_bundle(
-            memory.ledger, key_history(folder), run_id, embedders=[str(r[0]) for r in rows]
+            memory.ledger, key_history(folder), run_id, embedders=await memory.engine.embedders()
         )
     return encode_bundle(bundle)
 

@@ -317,9 +317,14 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         key = _key_for(source, parts.key)
         return (await _outcome(source, parts.name, parts.arguments, key)).text
 
-    async def outcome(self, name: str, arguments: Arguments) -> Outcome:
-        """Like :meth:`call`, saying apart whether the text is an error (MCP's ``isError``)."""
-        return await _outcome(_bound(self._source), name, arguments)
+    async def outcome(self, name: str, arguments: Arguments, key: object = None) -> Outcome:
+        """Like :meth:`call`, saying apart whether the text is an error (MCP's ``isError``).
+
+        ``key`` is the call's key (the model's tool-call id), passed to a source that
+        records calls by key (a run), checked there: a bad one is an ``error:`` text.
+        """
+        source = _bound(self._source)
+        return await _outcome(source, name, arguments, _key_for(source, key))
 
     async def call_mcp(self, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """An MCP ``tools/call`` result (wire form): one text content, ``isError`` set."""

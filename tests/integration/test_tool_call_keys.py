@@ -221,3 +221,27 @@ def test_the_sync_toolset_refuses_a_bad_key_naming_it_and_writes_nothing(tmp_pat
         with pytest.raises(memseal.InvalidRequest, match="tool_call"):
             toolset.call(object())  # type: ignore[arg-type]
         assert memory.ledger.size() == size and toolset.last_call is None
+
+
+async def test_mcp_server_over_a_runs_toolset_keys_calls_by_meta(tmp_path: Path) -> None:
+    mcp = pytest.importorskip("mcp")
+    from memseal.tools import mcp_server
+
+    async with _open(tmp_path / "d") as memory:
+        async with (
+            memory.run("thread-1", SCOPE) as run,
+            mcp.Client(mcp_server(run.toolset())) as client,
+        ):
+            first = await client.call_tool("memory_fetch", FETCH, meta={"memseal/key": "c0"})
+            await client.call_tool("memory_store", STORE, meta={"memseal/key": "c1"})
+            bad = await client.call_tool("memory_list", {}, meta={"memseal/key": ""})
+            assert bad.is_error and "`key`" in bad.content[0].text
+        size = await memory.ledger.size()
+        async with (
+            memory.run("thread-1", SCOPE) as run,
+            mcp.Client(mcp_server(run.toolset())) as client,
+        ):
+            again = await client.call_tool("memory_fetch", FETCH, meta={"memseal/key": "c0"})
+        assert again.content[0].text == first.content[0].text
+        assert await memory.ledger.size() == size
+        assert [key for _, key, _ in await _calls(memory, "thread-1")] == ["c0", "c1"]

@@ -118,15 +118,22 @@ class RecordedTools:
     # -- calling ------------------------------------------------------------------------
 
     def call(
-        self, name: str, arguments: Arguments = None, *, revalidate: bool = False
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        revalidate: bool = False,
+        key: str | None = None,
     ) -> Awaitable[Any]:
         """Run and record tool ``name``; an awaitable of the rendered result.
 
         Raises what :meth:`Run.call` raises; a recorded error (InvalidRequest,
         Unsupported, NotFound, a refusal among them) is in :attr:`last_call` too.
         A bound run's step is reserved now, so ``asyncio.gather`` keeps issue order.
+        ``key`` is the model's tool-call id, as for :meth:`Run.call`: a key the
+        bound run recorded returns its memo (its step is chosen when it runs).
         """
-        return self._unwrap(self.recorded_call(name, arguments, revalidate=revalidate))
+        return self._unwrap(self.recorded_call(name, arguments, revalidate=revalidate, key=key))
 
     @staticmethod
     async def _unwrap(pending: Awaitable[RecordedCall]) -> Any:
@@ -136,7 +143,12 @@ class RecordedTools:
         return done.result
 
     def recorded_call(
-        self, name: str, arguments: Arguments = None, *, revalidate: bool = False
+        self,
+        name: str,
+        arguments: Arguments = None,
+        *,
+        revalidate: bool = False,
+        key: str | None = None,
     ) -> Awaitable[RecordedCall]:
         """Like :meth:`call`, handing back the :class:`RecordedCall` (result or recorded
         error, run id and step) instead of raising a recorded error."""
@@ -147,24 +159,37 @@ class RecordedTools:
                     "memory.tools(scope, run_id=...)"
                 )
             run = self._memory._run(None, self._tools, mode="record", oneshot=True)
-            return self._record(run, 0, run.call(name, arguments), name, close=True)
+            return self._record(run, 0, run.call(name, arguments, key=key), name, close=True)
         run = self._run
-        step = run.next_step
-        return self._record(run, step, run.call(name, arguments, revalidate=revalidate), name)
+        # The step the call reserves now; a keyed call's is chosen when it runs (its
+        # recorded one, or the next free one), so it is looked up after.
+        step = run.next_step if key is None else None
+        pending = run.call(name, arguments, revalidate=revalidate, key=key)
+        return self._record(run, step, pending, name, key=key)
 
     async def _record(
-        self, run: Run, step: int, pending: Awaitable[Any], name: str, *, close: bool = False
+        self,
+        run: Run,
+        step: int | None,
+        pending: Awaitable[Any],
+        name: str,
+        *,
+        close: bool = False,
+        key: str | None = None,
     ) -> RecordedCall:
         tool = name if isinstance(name, str) else repr(name)
         try:
             try:
                 result = await pending
             except RECORDED_ERRORS as exc:
-                if not run.is_recorded(step):
+                step = _step(run, step, key)
+                if step is None or not run.is_recorded(step):
                     raise
                 done = RecordedCall(run_id=run.run_id, step=step, tool=tool, error=exc)
             else:
-                done = RecordedCall(run_id=run.run_id, step=step, tool=tool, result=result)
+                found = _step(run, step, key)
+                assert found is not None  # a call that returned was recorded at a step
+                done = RecordedCall(run_id=run.run_id, step=found, tool=tool, result=result)
         finally:
             if close:
                 await run.close(check=False)
@@ -188,6 +213,13 @@ class RecordedTools:
         tb: TracebackType | None,
     ) -> None:
         await self.close(check=exc_type is None)
+
+
+def _step(run: Run, step: int | None, key: str | None) -> int | None:
+    """The step a call went to: the one reserved for it, or its key's (None: not recorded)."""
+    if step is not None or key is None:
+        return step
+    return run.step_of(key)
 
 
 class RecordedAsyncToolset(AsyncToolset):

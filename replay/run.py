@@ -195,6 +195,10 @@ class Run(LiveCalls):
         """Whether ``step`` has a signed call in this run (recorded, or found at resume)."""
         return step in self._recorded
 
+    def step_of(self, key: str) -> int | None:
+        """The step call key ``key`` is recorded at in this run, or None (not recorded)."""
+        return self._keyed.get(key)
+
     def specs(self) -> Sequence[Any]:
         """The specs of the tools this run offers (its tools' scope decides)."""
         return self._tools.specs()

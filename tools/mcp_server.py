@@ -5,7 +5,9 @@ its MCP definitions (with annotations), ``tools/call`` runs the named tool
 and returns its text, with ``isError`` set for what a model can act on
 (anything else is raised, and the MCP library reports it as a protocol
 error). Scope comes from the toolset, fixed by the host; never from the
-client. Run it over stdio, streamable HTTP or an in-memory transport::
+client. A ``tools/call`` whose ``_meta`` holds ``"memseal/key"`` is keyed by
+it when the toolset is a run's (see docs/replay.md, "Keyed calls"). Run it
+over stdio, streamable HTTP or an in-memory transport::
 
     server = mcp_server(tools.toolset())
     async with mcp.Client(server) as client:
@@ -41,7 +43,8 @@ def mcp_server(
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = {} if params.arguments is None else params.arguments
-        outcome = await toolset.outcome(params.name, arguments)
+        key = None if params.meta is None else params.meta.get("memseal/key")
+        outcome = await toolset.outcome(params.name, arguments, key)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=outcome.text)],
             is_error=outcome.is_error,

@@ -23,7 +23,9 @@ A toolset is built over anything with ``specs()`` and an async
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -65,6 +67,12 @@ _LANGCHAIN_MISSING: Final = (
     "to_langchain() needs langchain-core; install it with `pip install memseal[langchain]`"
 )
 
+# The id LangChain handed the tool being run (a ToolCall's ``id``), for its call's key. A
+# context variable, not an argument: an argument would show in the schema the model reads.
+_LANGCHAIN_CALL_ID: Final[contextvars.ContextVar[object]] = contextvars.ContextVar(
+    "memseal_langchain_tool_call_id", default=None
+)
+
 
 class ToolSource(Protocol):
     """What a toolset is built over: specs, and an async call returning a result object."""
@@ -101,6 +109,17 @@ async def _outcome(source: ToolSource, name: str, arguments: object, key: object
     except MODEL_ERRORS as exc:
         return Outcome(f"error: {exc}", True)
     return Outcome(to_text(result), False)
+
+
+def _key_for(source: ToolSource, key: object) -> object:
+    """``key`` if ``source`` records calls by key (a run, recorded tools), else None.
+
+    A source without keys (the unrecorded tools) has no use for one; a source that
+    takes them checks the key itself (a bad one is an :class:`InvalidRequest`).
+    """
+    if key is None:
+        return None
+    return key if "key" in inspect.signature(source.call).parameters else None
 
 
 def _undecodable(name: str, arguments: object) -> InvalidRequest | None:
@@ -295,14 +314,17 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
             return (await self.outcome(name, {} if arguments is None else arguments)).text
         parts = tool_call_parts(name)
         source = _bound(self._source)
-        # Only a source that records calls by key (a run) is given one; the run checks it.
-        takes_key = "key" in inspect.signature(source.call).parameters
-        key = parts.key if takes_key else None
+        key = _key_for(source, parts.key)
         return (await _outcome(source, parts.name, parts.arguments, key)).text
 
-    async def outcome(self, name: str, arguments: Arguments) -> Outcome:
-        """Like :meth:`call`, saying apart whether the text is an error (MCP's ``isError``)."""
-        return await _outcome(_bound(self._source), name, arguments)
+    async def outcome(self, name: str, arguments: Arguments, key: object = None) -> Outcome:
+        """Like :meth:`call`, saying apart whether the text is an error (MCP's ``isError``).
+
+        ``key`` is the call's key (the model's tool-call id), passed to a source that
+        records calls by key (a run), checked there: a bad one is an ``error:`` text.
+        """
+        source = _bound(self._source)
+        return await _outcome(source, name, arguments, _key_for(source, key))
 
     async def call_mcp(self, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """An MCP ``tools/call`` result (wire form): one text content, ``isError`` set."""
@@ -324,7 +346,10 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         An ``error:`` result (what the model can act on) is raised as a
         ``ToolException`` the tool handles, so a call made with a ``ToolCall``
         answers a ``ToolMessage`` with ``status="error"`` and the same text.
-        Raises ImportError when langchain-core is not installed.
+        Invoked with a ``ToolCall`` (as ``ToolNode`` does), the call's ``id`` is
+        its key in a run, so a resumed graph gets each call once; the schema
+        the model reads is the same. Raises ImportError when langchain-core is
+        not installed.
         """
         structured, failed = _structured_tool()
         source = self._source
@@ -334,7 +359,8 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
                 return tool.call
 
             async def call(**arguments: Any) -> str:
-                outcome = await _outcome(source, tool.name, arguments)
+                key = _key_for(source, _LANGCHAIN_CALL_ID.get())
+                outcome = await _outcome(source, tool.name, arguments, key)
                 if outcome.is_error:
                     raise failed(outcome.text)
                 return outcome.text
@@ -391,16 +417,31 @@ class Toolset(tuple[Tool, ...], _Definitions):
         made._runner = runner
         return made
 
-    def call(self, name: str, arguments: Arguments) -> str:
-        """Run the tool a model named; see :meth:`AsyncToolset.call`."""
-        return self.outcome(name, arguments).text
+    def call(self, name: Any, arguments: Arguments | None = None) -> str:
+        """Run the tool a model named; see :meth:`AsyncToolset.call`.
+
+        Given the tool call itself (an OpenAI or Anthropic tool call, a LangChain
+        ``ToolCall``), its id is the call's key in the run, as there.
+        """
+        if isinstance(name, str):
+            return self.outcome(name, {} if arguments is None else arguments).text
+        parts = tool_call_parts(name)
+        source = _bound(self._source)
+        key = _key_for(source, parts.key)
+        result: Outcome = self._run(_outcome(source, parts.name, parts.arguments, key))
+        return result.text
 
     def outcome(self, name: str, arguments: Arguments) -> Outcome:
         """Like :meth:`call`, saying apart whether the text is an error."""
+        result: Outcome = self._run(_outcome(_bound(self._source), name, arguments))
+        return result
+
+    def _run(self, coroutine: Coroutine[Any, Any, Outcome]) -> Outcome:
         runner = self._runner
         if runner is None:
+            coroutine.close()
             raise TypeError("build a Toolset with Toolset.of(source, runner) to call it")
-        result: Outcome = runner(_outcome(_bound(self._source), name, arguments))
+        result: Outcome = runner(coroutine)
         return result
 
     def refusal_before_approval(self, name: str, arguments: object = None) -> Any:
@@ -413,6 +454,7 @@ class Toolset(tuple[Tool, ...], _Definitions):
         An ``error:`` result (what the model can act on) is raised as a
         ``ToolException`` the tool handles, so a call made with a ``ToolCall``
         answers a ``ToolMessage`` with ``status="error"`` and the same text.
+        A ``ToolCall``'s ``id`` is the call's key, as for :class:`AsyncToolset`.
         Raises ImportError when langchain-core is not installed.
         """
         structured, failed = _structured_tool()
@@ -423,7 +465,8 @@ class Toolset(tuple[Tool, ...], _Definitions):
                 return tool.call
 
             def call(**arguments: Any) -> str:
-                outcome: Outcome = runner(_outcome(source, tool.name, arguments))
+                key = _key_for(source, _LANGCHAIN_CALL_ID.get())
+                outcome: Outcome = runner(_outcome(source, tool.name, arguments, key))
                 if outcome.is_error:
                     raise failed(outcome.text)
                 return outcome.text
@@ -450,10 +493,42 @@ def _bound(source: ToolSource | None) -> ToolSource:
 
 def _structured_tool() -> tuple[Any, Any]:
     try:
-        from langchain_core.tools import StructuredTool, ToolException
+        from langchain_core.tools import ToolException
     except ImportError as exc:
         raise ImportError(_LANGCHAIN_MISSING) from exc
-    return StructuredTool, ToolException
+    return _keyed_structured_tool(), ToolException
+
+
+@functools.cache
+def _keyed_structured_tool() -> Any:
+    """A ``StructuredTool`` that hands its bound call the id of the ToolCall it runs.
+
+    ``BaseTool.run`` / ``arun`` receive the id (``invoke`` / ``ainvoke`` pass a
+    ToolCall's ``id`` as ``tool_call_id``). LangChain's own injection
+    (``InjectedToolCallId``) needs a pydantic schema, and the tools keep the
+    JSON Schema the model is given, so the id rides a context variable that the
+    call reads in the same context: LangChain runs the function in a copy of it.
+    """
+    from langchain_core.tools import StructuredTool
+
+    class KeyedStructuredTool(StructuredTool):
+        def run(self, tool_input: Any, *args: Any, tool_call_id: Any = None, **kwargs: Any) -> Any:
+            token = _LANGCHAIN_CALL_ID.set(tool_call_id)
+            try:
+                return super().run(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+            finally:
+                _LANGCHAIN_CALL_ID.reset(token)
+
+        async def arun(
+            self, tool_input: Any, *args: Any, tool_call_id: Any = None, **kwargs: Any
+        ) -> Any:
+            token = _LANGCHAIN_CALL_ID.set(tool_call_id)
+            try:
+                return await super().arun(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
+            finally:
+                _LANGCHAIN_CALL_ID.reset(token)
+
+    return KeyedStructuredTool
 
 
 def _refusal(source: ToolSource | None, name: str, arguments: object) -> Any:

@@ -17,7 +17,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 
+from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory
+from memseal.replay._sent import check_key
 from memseal.tools.decode import MAX_DEPTH
 
 from .errors import ApiError
@@ -28,6 +30,7 @@ __all__ = [
     "Admin",
     "Agent",
     "Auditor",
+    "KeyHeader",
     "MemoryDep",
     "Revalidate",
     "RunHeader",
@@ -35,6 +38,7 @@ __all__ = [
     "StepHeader",
     "arguments",
     "bearer",
+    "call_key",
     "fields",
     "memory",
     "principal",
@@ -107,10 +111,38 @@ StepHeader = Annotated[
         description="the call's step in the run (default: the next, in arrival order)",
     ),
 ]
+KeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="X-Memseal-Key",
+        description=(
+            "the call's key: the id the model gave the tool call (needs X-Memseal-Run); "
+            "a key the run recorded answers its memo"
+        ),
+    ),
+]
 Revalidate = Annotated[
     bool,
     Query(description="run live even if the step is recorded, and record the replacement"),
 ]
+
+
+def call_key(header: str | None) -> str | None:
+    """The ``X-Memseal-Key`` header as the call's key, or None; a 400 naming ``key``.
+
+    The header's bytes are read as UTF-8 (the server hands them over as Latin-1), so
+    a key is signed as the client wrote it, never as mojibake.
+    """
+    if header is None:
+        return None
+    try:
+        key = header.encode("latin-1").decode("utf-8")
+    except UnicodeError as exc:
+        raise InvalidRequest("`key` (X-Memseal-Key) must be UTF-8 text") from exc
+    try:
+        return check_key(key)
+    except InvalidRequest as exc:
+        raise InvalidRequest(f"{exc} (X-Memseal-Key)") from exc
 
 
 async def arguments(request: Request, what: str = "arguments") -> dict[str, Any]:

@@ -16,6 +16,13 @@ always run with its own scope), worded for the model.
 
 ``memseal mcp`` serves the same tools over stdio for a scope fixed on its
 command line, one run per process (``--run`` to name it and resume it).
+
+On either transport, a ``tools/call`` whose ``_meta`` holds
+``"memseal/key"`` (:data:`KEY_META`: the id the client's model gave the tool
+call) is keyed by it in the run: a recorded key answers its memo in any
+order, and a session replaying its run with keys need not repeat its calls
+in order. A bad key, or a key with no run, is an ``isError`` result naming
+``key``; nothing is written.
 """
 
 from __future__ import annotations
@@ -34,13 +41,17 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from memseal.ledger.errors import MemsealError, NotFound
+from memseal.ledger.errors import InvalidRequest, MemsealError, NotFound
+from memseal.replay._sent import check_key
 from memseal.tools import to_text
 
 from .errors import ApiError
 from .tokens import role_token
 
-__all__ = ["mcp_route", "stdio_server_for"]
+__all__ = ["KEY_META", "mcp_route", "stdio_server_for"]
+
+#: The ``_meta`` field of a ``tools/call`` that carries the call's key.
+KEY_META: Final = "memseal/key"
 
 PRINCIPAL_KEY = "memseal.principal"
 #: JSON-RPC codes (the implementation-defined range) for the endpoint's HTTP refusals.
@@ -99,6 +110,18 @@ def _tools_of(service: Any, principal: Any) -> list[types.Tool]:
     return [types.Tool.model_validate(d) for d in toolset.mcp_tools()]
 
 
+def _key_of(params: types.CallToolRequestParams) -> str | None:
+    """The call's key from ``_meta["memseal/key"]``, or None; InvalidRequest naming it."""
+    meta = params.meta
+    if meta is None or KEY_META not in meta:
+        return None
+    key: Any = meta.get(KEY_META)
+    try:
+        return check_key(key)
+    except InvalidRequest as exc:
+        raise InvalidRequest(f'{exc} (_meta["{KEY_META}"])') from exc
+
+
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
@@ -132,6 +155,12 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
         if not run_id:
             run_id = f"mcp-{session}" if session else None
         try:
+            # Checked first: a bad key takes no run over and writes nothing.
+            key = _key_of(params)
+            if key is not None and run_id is None:
+                raise InvalidRequest(
+                    f'`key` (_meta["{KEY_META}"]) needs a named run: send X-Memseal-Run'
+                )
             if run_id is not None and session:
                 await sessions.enter(service, principal, session, run_id)
             if run_id is None:
@@ -139,7 +168,9 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
                     principal, params.name, arguments, run_id=None, step=None, revalidate=False
                 )
             else:
-                _, result = await service.runs.call(run_id, principal.scope, params.name, arguments)
+                _, result = await service.runs.call(
+                    run_id, principal.scope, params.name, arguments, key=key
+                )
         except MemsealError as exc:
             return _error(f"error: {exc}")
         except Exception as exc:  # a session's takeover refusal carries a message
@@ -176,7 +207,7 @@ def stdio_server_for(run: Any) -> Server[Any]:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments: Any = {} if params.arguments is None else params.arguments
         try:
-            result = await run.call(params.name, arguments)
+            result = await run.call(params.name, arguments, key=_key_of(params))
         except MemsealError as exc:
             return _error(f"error: {exc}")
         return types.CallToolResult(

@@ -136,10 +136,24 @@ class RunRegistry:
         *,
         step: int | None = None,
         revalidate: bool = False,
+        key: str | None = None,
     ) -> tuple[int, Any]:
-        """Call a tool as the next step of ``run_id`` (or as ``step``); returns (step, result)."""
+        """Call a tool as the next step of ``run_id`` (or as ``step``); returns (step, result).
+
+        A keyed call without ``step`` takes its recorded step (the memo) or the next
+        free one; the run lets one call of a key run at a time.
+        """
         held = await self._get(run_id, scope)
         run = held.run
+        if step is None and key is not None:
+            held.busy += 1
+            try:
+                result = await run.call(name, arguments, revalidate=revalidate, key=key)
+            finally:
+                held.busy -= 1
+            taken = run.step_of(key)
+            assert taken is not None  # a keyed call that returned was recorded at a step
+            return taken, result
         if step is None:
             step = run.next_step
             awaitable = run.call(name, arguments, revalidate=revalidate)
@@ -152,7 +166,7 @@ class RunRegistry:
                 # A step this process already issued is called again (a client retrying):
                 # a fresh Run object re-reads the memo, so the step replays as recorded.
                 run = await self._reopen(run_id, held)
-            awaitable = _call_at(run, step, name, arguments, revalidate)
+            awaitable = _call_at(run, step, name, arguments, revalidate, key)
         held.busy += 1
         held.steps.add(step)
         try:
@@ -227,7 +241,9 @@ def _check_run_id(run_id: object) -> None:
         raise InvalidRequest("`run_id` must be 1 to 200 printable characters")
 
 
-def _call_at(run: Run, step: int, name: str, arguments: Any, revalidate: bool) -> Awaitable[Any]:
+def _call_at(
+    run: Run, step: int, name: str, arguments: Any, revalidate: bool, key: str | None
+) -> Awaitable[Any]:
     """Call ``step`` of ``run`` explicitly: a client retrying a step, or resuming after a
     restart, is served at that position (see :meth:`Run.call_at`)."""
-    return run.call_at(step, name, arguments, revalidate=revalidate)
+    return run.call_at(step, name, arguments, revalidate=revalidate, key=key)

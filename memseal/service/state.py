@@ -51,12 +51,21 @@ class Service:
         run_id: str | None,
         step: int | None,
         revalidate: bool,
+        key: str | None = None,
     ) -> tuple[str, int, Any]:
-        """One tool call, in ``run_id`` or in a fresh run; returns (run id, step, result)."""
+        """One tool call, in ``run_id`` or in a fresh run; returns (run id, step, result).
+
+        ``key`` (checked by the caller) is the model's tool-call id, as for
+        :meth:`Run.call`: a key the run recorded answers its memo.
+        """
         scope = principal.scope
         if run_id is None:
             if step not in (None, 0):
                 raise ApiError(400, "invalid_request", "`step` needs a named run")
+            if key is not None:
+                # A fresh run per call could never answer the key again: the client
+                # meant a run and left it out, so say so rather than record it once more.
+                raise ApiError(400, "invalid_request", "`key` needs a named run (X-Memseal-Run)")
             fresh = new_run_id()
             run = self.memory.run(fresh, scope, mode="record", oneshot=True)
             try:
@@ -72,7 +81,7 @@ class Service:
         taken = step
         try:
             taken, result = await self.runs.call(
-                run_id, scope, name, arguments, step=step, revalidate=revalidate
+                run_id, scope, name, arguments, step=step, revalidate=revalidate, key=key
             )
         except MemsealError as exc:
             self.metrics.tool(tool_label(name), from_memseal(exc).code)

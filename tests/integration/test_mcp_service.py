@@ -202,6 +202,60 @@ async def test_a_new_session_replays_its_run_although_the_server_holds_it(
     assert kinds.count("memory_stored") == 1, kinds
 
 
+async def test_a_key_in_meta_answers_its_memo_in_any_order_in_a_new_session(
+    server: ServerThread,
+) -> None:
+    token = server.token("agent", "team:k/agent:mcp")
+    fetch = {"query": "keyed over mcp", "mode": "exact"}
+    learned = {"learning": {"text": "keyed over mcp"}}
+
+    def key(value: object) -> Any:
+        return {"memseal/key": value}
+
+    async with _http(server, token, run="mcp-keys") as client:
+        first = await client.call_tool("memory_fetch", fetch, meta=key("call_f0"))
+        stored = await client.call_tool("memory_store", learned, meta=key("call_s"))
+        assert not first.is_error and json.loads(_text(first))["hits"] == []
+    with server.client(server.admin) as admin:
+        size = admin.get("/v1/ledger").json()["size"]
+    async with _http(server, token, run="mcp-keys") as client:
+        # A new session replays the run by key, in its own order: the memos.
+        again = await client.call_tool("memory_store", learned, meta=key("call_s"))
+        replayed = await client.call_tool("memory_fetch", fetch, meta=key("call_f0"))
+        assert (_text(again), _text(replayed)) == (_text(stored), _text(first))
+        with server.client(server.admin) as admin:
+            page = admin.get("/v1/ledger/entries", params={"start": size}).json()["entries"]
+        assert {e["kind"] for e in page} <= {"run_started"}
+        # A new key with step 0's arguments runs live and finds the store.
+        fresh = await client.call_tool("memory_fetch", fetch, meta=key("call_f1"))
+        assert [h["text"] for h in json.loads(_text(fresh))["hits"]] == ["keyed over mcp"]
+        diverged = await client.call_tool("memory_fetch", {"query": "x"}, meta=key("call_f0"))
+        assert diverged.is_error and "call_f0" in _text(diverged)
+        with server.client(server.admin) as admin:
+            size = admin.get("/v1/ledger").json()["size"]
+        for bad in ("", "k" * 201, 7):
+            refused = await client.call_tool("memory_list", {}, meta=key(bad))
+            assert refused.is_error and "`key`" in _text(refused), _text(refused)
+        with server.client(server.admin) as admin:
+            assert admin.get("/v1/ledger").json()["size"] == size
+
+
+async def test_stdio_keys_a_call_by_its_meta_key(tmp_path: Path) -> None:
+    params = _stdio(tmp_path / "data", "--place", "team:acme/agent:writer", "--run", "k-run")
+    fetch = {"query": "stdio keyed", "mode": "exact"}
+    async with Client(params) as client:
+        first = await client.call_tool("memory_fetch", fetch, meta={"memseal/key": "c0"})
+        await client.call_tool(
+            "memory_store", {"learning": {"text": "stdio keyed"}}, meta={"memseal/key": "c1"}
+        )
+    async with Client(params) as client:
+        # Resumed out of order by key: step 0's own id gets step 0's result.
+        again = await client.call_tool("memory_fetch", fetch, meta={"memseal/key": "c0"})
+        assert _text(again) == _text(first)
+        fresh = await client.call_tool("memory_fetch", fetch, meta={"memseal/key": "c2"})
+        assert "stdio keyed" in _text(fresh) and _text(fresh) != _text(first)
+
+
 async def test_a_session_whose_run_a_newer_session_took_is_told_so(
     server: ServerThread,
 ) -> None:

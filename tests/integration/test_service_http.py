@@ -170,6 +170,72 @@ def test_runs_number_steps_replay_and_report_status(server: ServerThread) -> Non
         assert fresh.status_code == 200 and fresh.json()["step"] == 1
 
 
+def test_x_memseal_key_answers_a_recorded_key_from_its_memo_in_any_order(
+    server: ServerThread,
+) -> None:
+    fetch = {"query": "keyed memory", "mode": "exact"}
+    learned = {"learning": {"text": "keyed memory over http"}}
+
+    def call(c: httpx.Client, tool: str, body: dict, key: str, **more: str) -> httpx.Response:
+        headers = {"X-Memseal-Run": "r-keys", "X-Memseal-Key": key, **more}
+        return c.post(f"/v1/tools/{tool}", json=body, headers=headers)
+
+    with server.client(server.token("agent", "team:keys/agent:x")) as c:
+        with server.client(server.admin) as admin:
+            first = call(c, "memory_fetch", fetch, "call_f0").json()
+            stored = call(c, "memory_store", learned, "call_s").json()
+            assert (first["step"], stored["step"]) == (0, 1)
+            assert first["result"]["hits"] == []  # it ran before the store
+            size = admin.get("/v1/ledger").json()["size"]
+            # Re-issued in the same held run, in another order: the memos, nothing written.
+            assert call(c, "memory_store", learned, "call_s").json() == stored
+            assert call(c, "memory_fetch", fetch, "call_f0").json() == first
+            assert c.delete("/v1/runs/r-keys").json()["closed"] is True
+            # Resumed (the run reopened): the same; the run route takes the header too.
+            again = c.post(
+                "/v1/runs/r-keys/tools/memory_fetch",
+                json=fetch,
+                headers={"X-Memseal-Key": "call_f0"},
+            )
+            assert again.json() == first
+            assert admin.get("/v1/ledger").json()["size"] == size
+            # A new key with step 0's arguments is a new call, live: it finds the store.
+            fresh = call(c, "memory_fetch", fetch, "call_f1").json()
+            assert fresh["step"] == 2
+            assert [h["text"] for h in fresh["result"]["hits"]] == ["keyed memory over http"]
+            # The same key with other arguments diverges naming the key; nothing written.
+            size = admin.get("/v1/ledger").json()["size"]
+            diverged = assert_error(
+                call(c, "memory_fetch", {"query": "other"}, "call_f0"), 409, "replay_divergence"
+            )
+            assert "call_f0" in diverged["error"]["message"]
+            # A key recorded at another step than X-Memseal-Step names: a divergence too.
+            assert_error(call(c, "memory_fetch", fetch, "call_f0", **{"X-Memseal-Step": "2"}), 409)
+            # A bad key is a 400 naming `key`, before anything is read or written.
+            for bad in ("k" * 201, "tab\tkey"):
+                refused = assert_error(call(c, "memory_list", {}, bad), 400, "invalid_request")
+                assert "`key`" in refused["error"]["message"]
+            no_run = c.post("/v1/tools/memory_list", json={}, headers={"X-Memseal-Key": "k1"})
+            assert "`key` needs a named run" in assert_error(no_run, 400)["error"]["message"]
+            unreadable = c.post(
+                "/v1/tools/memory_list",
+                json={},
+                headers=[("X-Memseal-Run", "r-keys"), ("X-Memseal-Key", b"\xff\xfe")],
+            )
+            assert "`key`" in assert_error(unreadable, 400)["error"]["message"]
+            assert admin.get("/v1/ledger").json()["size"] == size
+            # UTF-8 in the header is the key as the client wrote it.
+            utf8 = c.post(
+                "/v1/tools/memory_list",
+                json={},
+                headers=[("X-Memseal-Run", "r-keys"), ("X-Memseal-Key", "appel-é".encode())],
+            )
+            assert utf8.status_code == 200, utf8.text
+            entry = admin.get(f"/v1/ledger/entries/{size}").json()
+        signed = json.loads(base64.b64decode(entry["entry"]))
+        assert (entry["kind"], signed["body"]["key"]) == ("memory_tool_call", "appel-é")
+
+
 def test_tool_errors_are_4xx_in_the_error_shape_and_write_nothing(server: ServerThread) -> None:
     with server.client(server.token("agent", "team:err/agent:x", read_only=True)) as c:
         with server.client(server.admin) as admin:

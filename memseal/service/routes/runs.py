@@ -17,7 +17,7 @@ from fastapi.responses import Response
 
 from memseal.ledger.errors import NotFound
 
-from ..deps import Agent, MemoryDep, Revalidate, ServiceDep, StepHeader
+from ..deps import Agent, KeyHeader, MemoryDep, Revalidate, ServiceDep, StepHeader
 from ..models import ARGUMENTS_BODY, RunStatusOut, ToolResultOut, json_response
 from .tools import recorded_call
 
@@ -43,12 +43,13 @@ async def call_in_run(
     service: ServiceDep,
     revalidate: Revalidate = False,
     step: StepHeader = None,
+    key: KeyHeader = None,
 ) -> Response:
     """
     \f
     A tool call as the next step of ``run_id`` (or as the step the header names).
     """
-    return await recorded_call(request, service, who, name, run_id, step, revalidate)
+    return await recorded_call(request, service, who, name, run_id, step, revalidate, key)
 
 
 @router.get(

@@ -12,7 +12,17 @@ from fastapi.responses import Response
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import TRAITS, refusal_before_approval
 
-from ..deps import Agent, MemoryDep, Revalidate, RunHeader, ServiceDep, StepHeader, arguments
+from ..deps import (
+    Agent,
+    KeyHeader,
+    MemoryDep,
+    Revalidate,
+    RunHeader,
+    ServiceDep,
+    StepHeader,
+    arguments,
+    call_key,
+)
 from ..models import ARGUMENTS_BODY, ToolResultOut, ToolsOut, json_response
 from ..tokens import Principal
 
@@ -39,9 +49,12 @@ async def recorded_call(
     run_id: str | None,
     step: int | None,
     revalidate: bool,
+    key: str | None = None,
 ) -> Response:
     """One tool call with the request body as its arguments, answered with where it was
-    recorded (the run and step) and the tool's result."""
+    recorded (the run and step) and the tool's result. ``key`` is the raw
+    ``X-Memseal-Key`` header: checked before anything is read or written."""
+    checked = call_key(key)
     body = await arguments(request)
     rid, taken, result = await service.call_tool(
         who,
@@ -50,6 +63,7 @@ async def recorded_call(
         run_id=run_id,
         step=step,
         revalidate=revalidate,
+        key=checked,
     )
     return json_response({"run_id": rid, "step": taken, "result": result})
 
@@ -68,12 +82,13 @@ async def call_tool(
     revalidate: Revalidate = False,
     run_id: RunHeader = None,
     step: StepHeader = None,
+    key: KeyHeader = None,
 ) -> Response:
     """
     \f
     A tool call in the run the header names, or in a fresh one-shot run.
     """
-    return await recorded_call(request, service, who, name, run_id, step, revalidate)
+    return await recorded_call(request, service, who, name, run_id, step, revalidate, key)
 
 
 @router.post(

@@ -240,19 +240,24 @@ async def test_a_key_in_meta_answers_its_memo_in_any_order_in_a_new_session(
             assert admin.get("/v1/ledger").json()["size"] == size
 
 
+def _key(value: str) -> Any:
+    # The SDK types `_meta` as a TypedDict with open extra items; memseal's key is one.
+    return {"memseal/key": value}
+
+
 async def test_stdio_keys_a_call_by_its_meta_key(tmp_path: Path) -> None:
     params = _stdio(tmp_path / "data", "--place", "team:acme/agent:writer", "--run", "k-run")
     fetch = {"query": "stdio keyed", "mode": "exact"}
     async with Client(params) as client:
-        first = await client.call_tool("memory_fetch", fetch, meta={"memseal/key": "c0"})
+        first = await client.call_tool("memory_fetch", fetch, meta=_key("c0"))
         await client.call_tool(
-            "memory_store", {"learning": {"text": "stdio keyed"}}, meta={"memseal/key": "c1"}
+            "memory_store", {"learning": {"text": "stdio keyed"}}, meta=_key("c1")
         )
     async with Client(params) as client:
         # Resumed out of order by key: step 0's own id gets step 0's result.
-        again = await client.call_tool("memory_fetch", fetch, meta={"memseal/key": "c0"})
+        again = await client.call_tool("memory_fetch", fetch, meta=_key("c0"))
         assert _text(again) == _text(first)
-        fresh = await client.call_tool("memory_fetch", fetch, meta={"memseal/key": "c2"})
+        fresh = await client.call_tool("memory_fetch", fetch, meta=_key("c2"))
         assert "stdio keyed" in _text(fresh) and _text(fresh) != _text(first)
 
 

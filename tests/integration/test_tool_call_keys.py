@@ -215,7 +215,12 @@ def test_the_sync_toolset_refuses_a_bad_key_naming_it_and_writes_nothing(tmp_pat
         toolset = memory.toolset(SCOPE, run_id="thread-1")
         size = memory.ledger.size()
         for bad in ("", "k" * 201, "tab\tkey", 7):
-            call = {"type": "tool_use", "id": bad, "name": "memory_list", "input": {}}
+            call: dict[str, Any] = {
+                "type": "tool_use",
+                "id": bad,
+                "name": "memory_list",
+                "input": {},
+            }
             answer = toolset.call(call)
             assert answer.startswith("error: `key`"), answer
         with pytest.raises(memseal.InvalidRequest, match="tool_call"):

@@ -74,6 +74,10 @@ _LANGCHAIN_CALL_ID: Final[contextvars.ContextVar[object]] = contextvars.ContextV
 )
 
 
+# The default of `call`: a tool call object alone, or a name whose arguments were left out.
+_OMITTED: Any = object()
+
+
 class ToolSource(Protocol):
     """What a toolset is built over: specs, and an async call returning a result object."""
 
@@ -301,7 +305,7 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         made._source = source
         return made
 
-    async def call(self, name: Any, arguments: Arguments | None = None) -> str:
+    async def call(self, name: Any, arguments: Any = _OMITTED) -> str:
         """Run the tool a model named; the result, or what the model got wrong, as text.
 
         ``name`` and ``arguments`` are untrusted: an object, or the JSON
@@ -311,7 +315,8 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         call's key in the run, so a resumed host gets each call once.
         """
         if isinstance(name, str):
-            return (await self.outcome(name, {} if arguments is None else arguments)).text
+            # Only an omitted argument means none: a model's explicit null is refused.
+            return (await self.outcome(name, {} if arguments is _OMITTED else arguments)).text
         parts = tool_call_parts(name)
         source = _bound(self._source)
         key = _key_for(source, parts.key)
@@ -417,14 +422,15 @@ class Toolset(tuple[Tool, ...], _Definitions):
         made._runner = runner
         return made
 
-    def call(self, name: Any, arguments: Arguments | None = None) -> str:
+    def call(self, name: Any, arguments: Any = _OMITTED) -> str:
         """Run the tool a model named; see :meth:`AsyncToolset.call`.
 
         Given the tool call itself (an OpenAI or Anthropic tool call, a LangChain
         ``ToolCall``), its id is the call's key in the run, as there.
         """
         if isinstance(name, str):
-            return self.outcome(name, {} if arguments is None else arguments).text
+            # Only an omitted argument means none: a model's explicit null is refused.
+            return self.outcome(name, {} if arguments is _OMITTED else arguments).text
         parts = tool_call_parts(name)
         source = _bound(self._source)
         key = _key_for(source, parts.key)

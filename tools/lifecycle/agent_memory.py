@@ -1,0 +1,482 @@
+"""AgentMemory: the four moments of an agent session, each a recorded call.
+
+=================  ========================================================
+``start()``        the session-start brief: a :data:`SESSION_START` pack
+``pre_turn()``     the context for an incoming message, within a budget,
+                   with ``refers_to`` read from the days it names
+``post_turn()``    the turn's messages stored as one conversation item
+                   under the thread
+``compact()``      the older turns of the thread folded into a summary
+                   within a budget (extractive by default; a model is a
+                   :class:`Summariser`); the folded turns are kept, so the
+                   summary's sources stay verifiable
+=================  ========================================================
+
+Every read and write goes through a run of the host's memory, one run per
+reach (``<session>/thread``, ``/own``, ``/team``, ``/brain``), each bound to
+the scope :class:`MemoryLayout` gives that reach. Every call carries a key
+named after its moment and turn (``start``, ``pre/3``, ``post/3``,
+``compact/3/store``...): a session killed and restarted re-drives its loop
+from the top and gets the recorded brief and contexts back, and a turn
+already logged is not logged twice. A resumed session that asks a
+recorded moment something else (another message at turn 3) is a
+:class:`ReplayDivergence`: it is not the session that was recorded.
+
+``post_turn`` and ``compact`` return what they hand back for the
+background belief builds (:class:`BuildRequest`: the thread and the item
+ids to read), which a job queue consumes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, tzinfo
+from typing import Any, Final, Literal, Protocol
+
+import msgspec
+
+from memseal.engine import Reach
+from memseal.engine._dates import extract_refs, resolve
+from memseal.ledger.entry import format_time
+from memseal.ledger.errors import InvalidRequest
+
+from ..scope import ToolScope
+from .briefing import briefing
+from .layout import MemoryLayout, check_name
+from .pack import (
+    PRE_TURN,
+    SESSION_START,
+    THROUGH_TAG,
+    ContextPack,
+    PackPreset,
+    ReachName,
+    Recorder,
+    count_tokens,
+    holistic_recall,
+    text_subjects,
+)
+
+__all__ = [
+    "AgentMemory",
+    "BuildRequest",
+    "Compacted",
+    "ExtractiveSummariser",
+    "FoldedTurn",
+    "RunOpener",
+    "SessionRun",
+    "Summariser",
+    "refers_to_of",
+]
+
+DEFAULT_COMPACT_BUDGET: Final = 300
+DEFAULT_KEEP: Final = 6
+_TURN_PAGES: Final = 20
+_MESSAGE_CHARS: Final = 16_000
+
+
+class SessionRun(Recorder, Protocol):
+    """A recorded run (the replay layer's ``Run`` is one): keyed calls, then close."""
+
+    async def close(self, *, check: bool = True) -> None:
+        """Release the run (in strict mode: fail if recorded calls were never replayed)."""
+
+    def specs(self) -> Sequence[Any]:
+        """The specs of the tools the run's scope offers."""
+
+    def toolset(self) -> Any:
+        """The run's tools for a model runtime (OpenAI, Anthropic, LangChain, MCP)."""
+
+
+class RunOpener(Protocol):
+    """What opens the runs (``memseal.open(...)``'s memory is one)."""
+
+    def run(
+        self, run_id: str | None = None, scope: ToolScope | None = None, *, mode: str = "resume"
+    ) -> SessionRun:
+        """A run named ``run_id`` bound to ``scope``, opened in ``mode``."""
+
+
+class BuildRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What a moment hands back for a background belief build: read these items of
+    the thread (the job cites them as the learning's sources)."""
+
+    kind: Literal["turn", "compaction"]
+    agent: str
+    thread: str
+    turn: int
+    source_ids: tuple[str, ...]
+
+
+class FoldedTurn(msgspec.Struct, frozen=True, kw_only=True):
+    """A turn handed to a summariser: its id, seq and ``role: text`` lines."""
+
+    id: str
+    ledger_ref: int
+    text: str
+
+
+class Compacted(msgspec.Struct, frozen=True, kw_only=True):
+    """A compaction's outcome: the summary stored (None: nothing to fold), the turns it
+    folded, its token count, and the build request for the summary."""
+
+    summary_id: str | None
+    folded: tuple[str, ...]
+    tokens: int
+    build: BuildRequest | None
+
+
+class Summariser(Protocol):
+    """Folds turns into a summary of at most ``budget_tokens`` (see :func:`count_tokens`)."""
+
+    async def summarise(
+        self, previous: str | None, turns: Sequence[FoldedTurn], budget_tokens: int
+    ) -> str:
+        """The new summary: ``previous`` (the last one, or None) with ``turns`` folded in."""
+
+
+_SENTENCE: Final = re.compile(r"[^.!?\n]+[.!?]?")
+_SPEAKER: Final = re.compile(r"^([a-z][a-z0-9_-]{0,31}): (.*)$")
+
+
+class ExtractiveSummariser:
+    """The default summariser: deterministic and offline.
+
+    It keeps the user's statements (questions are dropped), one ``- ``
+    line each, oldest first; a newer statement about the same subject
+    (where the user lives, works, ``my <thing> is``) replaces the older
+    one; and when the lines exceed the budget the oldest go first.
+    """
+
+    async def summarise(
+        self, previous: str | None, turns: Sequence[FoldedTurn], budget_tokens: int
+    ) -> str:
+        """The summary (see the class docstring)."""
+        lines = [] if not previous else [ln for ln in previous.split("\n") if ln.strip()]
+        for turn in turns:
+            for raw in turn.text.split("\n"):
+                match = _SPEAKER.match(raw)
+                if match is None or match.group(1) != "user":
+                    continue
+                for sentence in _SENTENCE.findall(match.group(2)):
+                    said = " ".join(sentence.split())
+                    if not said or said.endswith("?"):
+                        continue
+                    about = text_subjects(said.casefold().replace("\u2019", "'"))
+                    if about:
+                        lines = [
+                            ln
+                            for ln in lines
+                            if not text_subjects(ln.casefold().replace("\u2019", "'")) & about
+                        ]
+                    line = f"- {said}"
+                    if line not in lines:
+                        lines.append(line)
+        while lines and count_tokens("\n".join(lines)) > budget_tokens:
+            lines.pop(0)
+        return "\n".join(lines)
+
+
+def refers_to_of(message: str, at: datetime, zone: tzinfo = UTC) -> dict[str, str] | None:
+    """The ``refers_to`` of a message that names days ("yesterday", "on 2 March",
+    "last Friday"), read at ``at`` in ``zone``; None when it names none."""
+    refs = extract_refs(message)
+    if not refs:
+        return None
+    days: set[date] = resolve(refs, format_time(at), zone)
+    return {"from": min(days).isoformat(), "to": max(days).isoformat()}
+
+
+def _turn(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10**9:
+        raise InvalidRequest(
+            "`turn` must be a whole number from 0 (the turn's place in the thread)"
+        )
+    return value
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest(f"`{field}` must be non-empty text")
+    if len(value) > _MESSAGE_CHARS:
+        raise InvalidRequest(f"`{field}` is {len(value)} characters; at most {_MESSAGE_CHARS}")
+    return value
+
+
+class AgentMemory:
+    """The four moments of one agent's session on one thread (see the module docstring).
+
+    ``memory`` opens the runs (``memseal.open(...)``); ``layout`` names the
+    tenant's tree; ``agent`` and ``thread`` are names checked by the
+    layout; ``session`` names the runs (default: the thread), and ``mode``
+    is the runs' (``resume`` by default; ``strict`` replays a recorded
+    session in CI). ``zone`` reads the days a message names.
+    """
+
+    def __init__(
+        self,
+        memory: RunOpener,
+        layout: MemoryLayout,
+        *,
+        agent: str,
+        thread: str,
+        session: str | None = None,
+        mode: str = "resume",
+        summariser: Summariser | None = None,
+        zone: tzinfo = UTC,
+        start_preset: PackPreset = SESSION_START,
+        turn_preset: PackPreset = PRE_TURN,
+    ) -> None:
+        if not isinstance(layout, MemoryLayout):
+            raise InvalidRequest("`layout` must be a MemoryLayout")
+        for name, preset in (("start_preset", start_preset), ("turn_preset", turn_preset)):
+            if not isinstance(preset, PackPreset):
+                raise InvalidRequest(f"`{name}` must be a PackPreset")
+        if not isinstance(zone, tzinfo):
+            raise InvalidRequest("`zone` must be a tzinfo")
+        self.layout = layout
+        self.agent = check_name(agent, "agent")
+        self.thread = check_name(thread, "thread")
+        self.session = check_name(thread if session is None else session, "session")
+        self.summariser: Summariser = summariser or ExtractiveSummariser()
+        self.zone = zone
+        self.start_preset = start_preset
+        self.turn_preset = turn_preset
+        node = layout.agent(agent)
+        scopes: dict[ReachName, ToolScope] = {
+            "thread": layout.thread_writer(agent, thread),
+            "own": layout.reader(node, Reach.exact(node)),
+            "team": layout.reader(layout.team, Reach.exact(layout.team)),
+            "brain": layout.brain_reader(),
+        }
+        self.scopes: Mapping[ReachName, ToolScope] = scopes
+        self._runs: dict[ReachName, SessionRun] = {
+            reach: memory.run(f"{self.session}/{reach}", scope, mode=mode)
+            for reach, scope in scopes.items()
+        }
+        #: The model's own tools: the agent writer scope, every call recorded in
+        #: ``<session>/model`` (hand ``tools.toolset()`` to the model).
+        self.tools: SessionRun = memory.run(
+            f"{self.session}/model", layout.agent_writer(agent), mode=mode
+        )
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """The ids of the session's runs (export or replay each of them)."""
+        return (*(f"{self.session}/{reach}" for reach in self._runs), f"{self.session}/model")
+
+    @property
+    def readers(self) -> Mapping[str, Recorder]:
+        """The recorder of each reach, as :func:`holistic_recall` takes them."""
+        readers: dict[str, Recorder] = dict(self._runs.items())
+        return readers
+
+    async def close(self, *, check: bool = True) -> None:
+        """Close the session's runs (strict: fail if a recorded call was never replayed)."""
+        errors: list[BaseException] = []
+        for run in (*self._runs.values(), self.tools):
+            try:
+                await run.close(check=check)
+            except Exception as exc:  # every lease released first, then the first error
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    async def __aenter__(self) -> AgentMemory:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        await self.close(check=exc_type is None)
+
+    async def briefing(self, *, pack: ContextPack | None = None, budget_tokens: int = 2_000) -> str:
+        """The system prompt for the model's tools (see :func:`briefing`), with ``pack``
+        (the session-start brief, say) at its end; recorded as ``brief/holds``."""
+        return await briefing(
+            self.tools, self.layout.agent_writer(self.agent), pack=pack, budget_tokens=budget_tokens
+        )
+
+    # -- the four moments -----------------------------------------------------------------
+
+    async def start(self, *, budget_tokens: int | None = None) -> ContextPack:
+        """The session-start brief (a :data:`SESSION_START` pack, recorded as ``start``)."""
+        return await holistic_recall(
+            self.readers, self.start_preset, budget_tokens=budget_tokens, key="start"
+        )
+
+    async def pre_turn(
+        self,
+        message: str,
+        *,
+        turn: int,
+        at: datetime | None = None,
+        budget_tokens: int | None = None,
+    ) -> ContextPack:
+        """The context for ``message`` at ``turn`` (recorded as ``pre/<turn>``).
+
+        Days the message names ("yesterday", "on March 2") become its
+        ``refers_to``, read at ``at`` (the message's time; default now) in the
+        session's zone. Pass ``at`` for a session that may be resumed on
+        another day: "yesterday" read then is another day, and the resumed
+        call would diverge from the recorded one.
+        """
+        message = _text(message, "message")
+        turn = _turn(turn)
+        when = at if at is not None else datetime.now(UTC)
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise InvalidRequest("`at` must be an aware datetime")
+        return await holistic_recall(
+            self.readers,
+            self.turn_preset,
+            query=message[:2_000],
+            refers_to=refers_to_of(message, when, self.zone),
+            budget_tokens=budget_tokens,
+            key=f"pre/{turn}",
+        )
+
+    async def post_turn(
+        self,
+        *,
+        turn: int,
+        user: str | None = None,
+        assistant: str | None = None,
+        messages: object = None,
+    ) -> BuildRequest:
+        """Store the turn's messages as one conversation item under the thread
+        (recorded as ``post/<turn>``: logged once however often the loop re-runs).
+
+        Give ``user`` and/or ``assistant``, or ``messages`` (``{role, text}``).
+        """
+        turn = _turn(turn)
+        if messages is None:
+            said = [(r, t) for r, t in (("user", user), ("assistant", assistant)) if t is not None]
+        elif user is not None or assistant is not None:
+            raise InvalidRequest("give `messages`, or `user` and `assistant`: not both")
+        else:
+            if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+                raise InvalidRequest("`messages` must be a list of {role, text}")
+            said = []
+            for index, message in enumerate(messages):
+                if not isinstance(message, Mapping) or set(message) != {"role", "text"}:
+                    raise InvalidRequest(f"`messages[{index}]` must be {{role, text}}")
+                said.append((message["role"], message["text"]))
+        if not said:
+            raise InvalidRequest("a turn needs `user`, `assistant` or `messages`")
+        turns = [{"role": role, "text": _text(text, "text")} for role, text in said]
+        stored = await self._runs["thread"].call(
+            "memory_store",
+            {"conversation": {"turns": turns}, "tags": [f"turn:{turn}"]},
+            key=f"post/{turn}",
+        )
+        return BuildRequest(
+            kind="turn",
+            agent=self.agent,
+            thread=self.thread,
+            turn=turn,
+            source_ids=(stored["id"],),
+        )
+
+    async def compact(
+        self,
+        *,
+        turn: int,
+        keep: int = DEFAULT_KEEP,
+        budget_tokens: int = DEFAULT_COMPACT_BUDGET,
+    ) -> Compacted:
+        """Fold the thread's turns older than its ``keep`` newest (and not yet folded)
+        into a new summary of at most ``budget_tokens`` (recorded under ``compact/<turn>``).
+
+        The summary is a ``context_summary`` learning in the thread whose
+        evidence names the folded turns' ids and whose tag ``through:<seq>``
+        marks the newest one; the turns themselves stay, signed and readable.
+        """
+        turn = _turn(turn)
+        if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= 500:
+            raise InvalidRequest("`keep` must be a whole number from 0 to 500")
+        if isinstance(budget_tokens, bool) or not isinstance(budget_tokens, int):
+            raise InvalidRequest("`budget_tokens` must be a whole number from 1 to 4000")
+        if not 1 <= budget_tokens <= 4_000:
+            raise InvalidRequest("`budget_tokens` must be a whole number from 1 to 4000")
+        thread = self._runs["thread"]
+        base = f"compact/{turn}"
+        last = await thread.call(
+            "memory_list",
+            {"filter": {"kinds": ["context_summary"]}, "limit": 1},
+            key=f"{base}/summary",
+        )
+        previous = last["items"][0] if last["items"] else None
+        through = _through(previous)
+        entries: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for page in range(_TURN_PAGES):
+            args: dict[str, Any] = {"filter": {"kinds": ["conversation"]}, "limit": 50}
+            if cursor is not None:
+                args["cursor"] = cursor
+            listed = await thread.call("memory_list", args, key=f"{base}/turns/{page}")
+            entries.extend(listed["items"])
+            cursor = listed.get("next_cursor")
+            if cursor is None or any(e["ledger_ref"] <= through for e in listed["items"]):
+                break
+        fresh = sorted(
+            (e for e in entries if e["ledger_ref"] > through), key=lambda e: e["ledger_ref"]
+        )
+        folding = fresh[: max(len(fresh) - keep, 0)]
+        if not folding:
+            return Compacted(summary_id=None, folded=(), tokens=0, build=None)
+        turns = [
+            FoldedTurn(id=e["id"], ledger_ref=e["ledger_ref"], text=e["text"]) for e in folding
+        ]
+        text = await self.summariser.summarise(
+            None if previous is None else previous["text"], turns, budget_tokens
+        )
+        if not isinstance(text, str):
+            raise InvalidRequest("the summariser must return text")
+        tokens = count_tokens(text)
+        if tokens > budget_tokens:
+            raise InvalidRequest(
+                f"the summariser returned {tokens} tokens; the budget is {budget_tokens}"
+            )
+        folded = tuple(t.id for t in turns)
+        if not text.strip():
+            text = f"({len(folded)} turns folded; nothing stated)"
+        evidence = "folded turns: " + " ".join(folded)
+        if len(evidence) > 4_000:
+            evidence = (
+                f"folded {len(folded)} turns, seq {turns[0].ledger_ref} to {turns[-1].ledger_ref}"
+            )
+        stored = await thread.call(
+            "memory_store",
+            {
+                "learning": {
+                    "text": text,
+                    "learning_kind": "context_summary",
+                    "confidence": 1.0,
+                    "evidence": evidence,
+                },
+                "tags": [f"{THROUGH_TAG}{turns[-1].ledger_ref}", f"compaction:{turn}"],
+            },
+            key=f"{base}/store",
+        )
+        return Compacted(
+            summary_id=stored["id"],
+            folded=folded,
+            tokens=tokens,
+            build=BuildRequest(
+                kind="compaction",
+                agent=self.agent,
+                thread=self.thread,
+                turn=turn,
+                source_ids=(stored["id"], *folded),
+            ),
+        )
+
+
+def _through(summary: Mapping[str, Any] | None) -> int:
+    if summary is None:
+        return -1
+    for tag in (summary.get("meta") or {}).get("tags", ()):
+        if isinstance(tag, str) and tag.startswith(THROUGH_TAG):
+            try:
+                return int(tag[len(THROUGH_TAG) :])
+            except ValueError:
+                break
+    return -1

@@ -1,0 +1,579 @@
+"""Holistic recall: one budgeted read across a host-fixed set of reaches, as a ContextPack.
+
+A host reads memory for its model through several reaches at once: the
+agent's own learnings, the team's, the brain's documents and the current
+thread. :func:`holistic_recall` asks each reach of a :class:`PackPreset`
+through its own :class:`Recorder` (a run of the replay layer, one per reach
+and scope: the model never names a reach, the host hands them in), then
+
+1. merges the hits of every section and drops duplicates (the same id, or
+   the same text seen through two reaches: the first, best placed, wins);
+2. drops a statement superseded by a newer one about the same thing (the
+   user said "I live in Berlin", later "I moved to Lisbon": only Lisbon is
+   kept, and the older id is listed in :attr:`ContextPack.superseded`);
+3. ranks what is left (each section's weight over the hit's place in its
+   section), and
+4. fits it into ``budget_tokens``: items are taken best first while the
+   markdown rendering still fits, measured by :func:`count_tokens` (four
+   characters a token, as context.md counts), the counter
+   :attr:`ContextPack.tokens` states.
+
+The pack renders as markdown (:meth:`ContextPack.markdown`: a section per
+reach, each line citing its item's id and trust) and as JSON
+(:meth:`ContextPack.to_json`, the msgspec form). The budget bounds the
+markdown, which is what a model is given.
+
+"Supersede" here is a reading rule, not a write: nothing is forgotten. It
+reads first-person statements (``I live in``, ``I moved to``, ``I work
+at``, ``my name is``, ``my <thing> is``) and keeps the newest per subject;
+the signed belief builds of the background jobs do the lasting version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, Final, Literal, Protocol
+
+import msgspec
+
+from memseal.engine import ITEM_KINDS, LEARNING_KINDS, Trust
+from memseal.engine.trust import check_min_trust
+from memseal.ledger.errors import InvalidRequest
+
+from ..context import CHARS_PER_TOKEN
+
+__all__ = [
+    "LEARNINGS",
+    "PRESETS",
+    "PRE_TURN",
+    "REACHES",
+    "SESSION_START",
+    "THROUGH_TAG",
+    "ContextPack",
+    "PackItem",
+    "PackPreset",
+    "PackSection",
+    "ReachName",
+    "Recorder",
+    "SectionSpec",
+    "count_tokens",
+    "fit",
+    "holistic_recall",
+]
+
+ReachName = Literal["own", "team", "brain", "thread"]
+#: The reaches a pack may read, in the order sections are usually shown.
+REACHES: Final[tuple[ReachName, ...]] = ("thread", "own", "team", "brain")
+MAX_ITEM_CHARS: Final = 800
+#: The tag a compaction summary carries: the seq of the newest turn it folded.
+THROUGH_TAG: Final = "through:"
+_LIMIT_MAX: Final = 50
+
+
+def count_tokens(text: str) -> int:
+    """The tokens ``text`` counts for a budget: four characters a token, rounded up."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+class Recorder(Protocol):
+    """Where a read goes: a recorded run (``memory.run(...)``) bound to one scope.
+
+    ``key`` names the call within the run, so a resumed session gets the
+    recorded result of the same moment, and never a second live write.
+    """
+
+    def call(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, key: str | None = None
+    ) -> Awaitable[Any]:
+        """Call a memory tool in the run."""
+
+
+class SectionSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One section of a preset: which reach, how it is read, how much of it.
+
+    ``how`` is ``search`` (the pack's query, ranked) or ``recent`` (the
+    newest items, for a thread's last turns or the latest learnings).
+    """
+
+    reach: ReachName
+    title: str
+    how: Literal["search", "recent"] = "search"
+    limit: int = 5
+    kinds: tuple[str, ...] | None = None
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.reach not in REACHES:
+            raise InvalidRequest(f"`reach` {self.reach!r} is not one of {', '.join(REACHES)}")
+        if not isinstance(self.title, str) or not self.title.strip() or "\n" in self.title:
+            raise InvalidRequest("`title` must be one line of text")
+        if self.how not in ("search", "recent"):
+            raise InvalidRequest("`how` must be search or recent")
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int):
+            raise InvalidRequest(f"`limit` must be a whole number from 1 to {_LIMIT_MAX}")
+        if not 1 <= self.limit <= _LIMIT_MAX:
+            raise InvalidRequest(f"`limit` must be a whole number from 1 to {_LIMIT_MAX}")
+        if self.kinds is not None:
+            for kind in self.kinds:
+                if kind not in ITEM_KINDS:
+                    raise InvalidRequest(f"`kinds`: {kind!r} is not an item kind")
+        if not isinstance(self.weight, int | float) or not 0 < self.weight <= 100:
+            raise InvalidRequest("`weight` must be a number above 0, at most 100")
+
+
+class PackPreset(msgspec.Struct, frozen=True, kw_only=True):
+    """A named pack shape: its sections, budget, and the question used when none is given."""
+
+    name: str
+    title: str
+    sections: tuple[SectionSpec, ...]
+    budget_tokens: int = 1_500
+    question: str = "What should be remembered about the user, the work and its decisions?"
+    min_trust: Trust | None = None
+
+    def __post_init__(self) -> None:
+        _check_budget(self.budget_tokens)
+        if not self.sections:
+            raise InvalidRequest("`sections` must list at least one section")
+        if self.min_trust is not None:
+            check_min_trust(self.min_trust)
+
+    def with_budget(self, budget_tokens: int) -> PackPreset:
+        """This preset with another budget."""
+        return msgspec.structs.replace(self, budget_tokens=budget_tokens)
+
+
+def _check_budget(value: object, field: str = "budget_tokens") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        raise InvalidRequest(f"`{field}` must be a whole number from 0 to 1000000")
+    return value
+
+
+class PackItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory in a pack, with what a model needs to weigh it."""
+
+    id: str
+    kind: str
+    text: str
+    trust: str
+    observed_at: str
+    ledger_ref: int
+    confidence: float | None = None
+    score: float | None = None
+    #: The seq of the newest statement the item holds: its own entry's, or for a
+    #: compaction summary the newest turn it folded (what supersession compares).
+    as_of: int = 0
+
+
+class PackSection(msgspec.Struct, frozen=True, kw_only=True):
+    """A section: the reach it was read from, its title and the items kept."""
+
+    reach: ReachName
+    title: str
+    items: tuple[PackItem, ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The ids this section cites."""
+        return tuple(item.id for item in self.items)
+
+
+class ContextPack(msgspec.Struct, frozen=True, kw_only=True):
+    """What holistic recall hands a model: budgeted sections citing ids and trust.
+
+    ``tokens`` is :func:`count_tokens` of :meth:`markdown`, always at most
+    ``budget_tokens``; ``dropped`` counts the items left out for the
+    budget; ``superseded`` lists the ids dropped for a newer statement.
+    """
+
+    preset: str
+    title: str
+    query: str
+    budget_tokens: int
+    tokens: int
+    sections: tuple[PackSection, ...]
+    superseded: tuple[str, ...] = ()
+    dropped: int = 0
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Every id the pack cites, in the order it shows them."""
+        return tuple(i for section in self.sections for i in section.ids)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the pack holds nothing."""
+        return not self.sections
+
+    def markdown(self) -> str:
+        """The pack as markdown (what the budget bounds); empty when the pack is."""
+        return render_markdown(self.title, self.sections)
+
+    def to_json(self) -> bytes:
+        """The pack as JSON (its msgspec form)."""
+        return msgspec.json.encode(self)
+
+
+def _line(item: PackItem) -> str:
+    label = item.kind if item.confidence is None else f"{item.kind}, {item.confidence:g}"
+    return f"- ({label}; {item.trust}) {item.text} [{item.id}]"
+
+
+def render_markdown(title: str, sections: Sequence[PackSection]) -> str:
+    """The markdown of a pack's sections (empty when there are none)."""
+    shown = [s for s in sections if s.items]
+    if not shown:
+        return ""
+    parts = [f"# {title}"]
+    for section in shown:
+        parts.append(f"## {section.title}\n" + "\n".join(_line(i) for i in section.items))
+    return "\n\n".join(parts) + "\n"
+
+
+# -- supersession: the newest first-person statement about a subject wins ----------------
+
+_FRAMES: Final[tuple[tuple[str, re.Pattern[str], str], ...]] = (
+    (
+        "residence",
+        re.compile(
+            r"\bi(?: now|'ve| have| just)? (?:live|lived|moved|relocated|am based|'m based|"
+            r"am living|'m living|reside)\b|\bmy home is\b"
+        ),
+        "live living lived moved relocated based home city",
+    ),
+    (
+        "work",
+        re.compile(
+            r"\bi(?: now|'ve| have| just)? (?:work|started working|joined|am employed|'m employed"
+            r"|switched jobs)\b|\bmy (?:job|employer|company) (?:is|was)\b"
+        ),
+        "work works working joined job employer company",
+    ),
+    ("name", re.compile(r"\bmy name is\b|\bcall me\b"), "name called"),
+)
+_MY: Final = re.compile(r"\bmy ((?:favou?rite |preferred )?[a-z]+) (?:is|are)\b")
+_QUESTION_FRAMES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
+    (re.compile(r"\b(?:live|living|based|home|reside|moved|city|located)\b"), "residence"),
+    (re.compile(r"\b(?:work|working|job|employer|company|employed)\b"), "work"),
+    (re.compile(r"\b(?:name|called)\b"), "name"),
+)
+_EXPANSIONS: Final = {name: words for name, _, words in _FRAMES}
+_SPEAKER: Final = re.compile(r"^([a-z][a-z0-9_-]{0,31}): ", re.M)
+
+
+_SENTENCE: Final = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def _said(text: str) -> str:
+    """The statements of ``text``: its sentences, less the questions (asking "where do I
+    live?" states nothing about where one lives)."""
+    kept = [m.group(0) for m in _SENTENCE.finditer(text) if not m.group(0).endswith("?")]
+    return " ".join(kept).casefold().replace("\u2019", "'")
+
+
+def _statements(item: PackItem) -> str:
+    """The text a statement is read from: a conversation's user lines, a learning whole."""
+    if item.kind != "conversation":
+        return _said(item.text) if item.kind in LEARNING_KINDS else ""
+    lines = []
+    for line in item.text.split("\n"):
+        match = _SPEAKER.match(line)
+        if match is not None and match.group(1) == "user":
+            lines.append(line[match.end() :])
+    return _said("\n".join(lines))
+
+
+def text_subjects(statements: str) -> frozenset[str]:
+    """What ``statements`` (casefolded) say about the user: ``residence``, ``work``,
+    ``name``, ``my:<thing>``."""
+    found = {name for name, pattern, _ in _FRAMES if pattern.search(statements)}
+    found.update(f"my:{m.group(1)}" for m in _MY.finditer(statements))
+    return frozenset(found)
+
+
+def subjects(item: PackItem) -> frozenset[str]:
+    """What ``item`` states about the user (a compaction summary: nothing as a whole;
+    its lines are weighed one by one, see :func:`current_lines`)."""
+    if item.kind == "context_summary":
+        return frozenset()
+    return text_subjects(_statements(item))
+
+
+def expand(query: str) -> str:
+    """``query`` with the words that state the subjects it asks about (so "where do I
+    live?" also finds "I moved to Lisbon" in an exact search)."""
+    text = query.casefold()
+    extra = [_EXPANSIONS[name] for pattern, name in _QUESTION_FRAMES if pattern.search(text)]
+    return query if not extra else f"{query} {' '.join(extra)}"
+
+
+def _newest(items: Sequence[PackItem]) -> dict[str, int]:
+    newest: dict[str, int] = {}
+    for item in items:
+        for subject in subjects(item):
+            newest[subject] = max(newest.get(subject, -1), item.as_of)
+    return newest
+
+
+def superseded_ids(items: Sequence[PackItem]) -> set[str]:
+    """The ids each of whose subjects a newer item of ``items`` states again."""
+    newest = _newest(items)
+    out = set()
+    for item in items:
+        about = subjects(item)
+        if about and all(newest[s] > item.as_of for s in about):
+            out.add(item.id)
+    return out
+
+
+def current_lines(summary: str, as_of: int, newest: Mapping[str, int]) -> str:
+    """A summary's lines less those whose every subject a statement newer than the
+    summary's ``as_of`` states again."""
+    kept = []
+    for line in summary.split("\n"):
+        about = text_subjects(_said(line))
+        if about and all(newest.get(s, -1) > as_of for s in about):
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+# -- fitting ------------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
+    one_line = " / ".join(" ".join(part.split()) for part in text.splitlines() if part.strip())
+    if len(one_line) <= limit:
+        return one_line
+    cut = one_line[: limit - 1]
+    if " " in cut:
+        cut = cut[: cut.rfind(" ")]
+    return cut + "…"
+
+
+def fit(
+    title: str,
+    specs: Sequence[SectionSpec],
+    found: Sequence[Sequence[PackItem]],
+    budget_tokens: int,
+    *,
+    preset: str = "",
+    query: str = "",
+) -> ContextPack:
+    """Merge, dedupe, supersede, rank and fit ``found`` (each section's hits, best
+    first) into ``budget_tokens`` (see the module docstring)."""
+    _check_budget(budget_tokens)
+    if len(specs) != len(found):
+        raise InvalidRequest("`found` must hold one list of items per section")
+    everything = [item for items in found for item in items]
+    stale = superseded_ids(everything)
+    newest = _newest(everything)
+    seen_ids: set[str] = set()
+    seen_texts: set[str] = set()
+    ranked: list[tuple[float, int, int, PackItem]] = []
+    order = 0
+    for index, (spec, items) in enumerate(zip(specs, found, strict=True)):
+        for place, item in enumerate(items):
+            text = " ".join(item.text.split()).casefold()
+            if item.id in stale or item.id in seen_ids or text in seen_texts:
+                continue
+            seen_ids.add(item.id)
+            seen_texts.add(text)
+            shown = item.text
+            if item.kind == "context_summary":
+                shown = current_lines(shown, item.as_of, newest)
+            clipped = msgspec.structs.replace(item, text=_clip(shown))
+            ranked.append((-spec.weight / (1 + place), order, index, clipped))
+            order += 1
+    ranked.sort(key=lambda entry: (entry[0], entry[1]))
+    kept: list[list[PackItem]] = [[] for _ in specs]
+    positions: list[list[int]] = [[] for _ in specs]
+
+    def sections() -> tuple[PackSection, ...]:
+        return tuple(
+            PackSection(reach=spec.reach, title=spec.title, items=tuple(items))
+            for spec, items in zip(specs, kept, strict=True)
+            if items
+        )
+
+    dropped = 0
+    for _, position, index, item in ranked:
+        # Within a section, items keep the order their reach returned them in.
+        at = sum(1 for p in positions[index] if p < position)
+        kept[index].insert(at, item)
+        positions[index].insert(at, position)
+        if count_tokens(render_markdown(title, sections())) > budget_tokens:
+            del kept[index][at]
+            del positions[index][at]
+            dropped += 1
+    final = sections()
+    return ContextPack(
+        preset=preset,
+        title=title,
+        query=query,
+        budget_tokens=budget_tokens,
+        tokens=count_tokens(render_markdown(title, final)),
+        sections=final,
+        superseded=tuple(sorted(stale)),
+        dropped=dropped,
+    )
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def _item(entry: Mapping[str, Any]) -> PackItem:
+    meta = entry.get("meta") or {}
+    as_of = int(entry["ledger_ref"])
+    for tag in meta.get("tags", ()):
+        if isinstance(tag, str) and tag.startswith(THROUGH_TAG):
+            with contextlib.suppress(ValueError):
+                as_of = int(tag[len(THROUGH_TAG) :])
+    return PackItem(
+        as_of=as_of,
+        id=str(entry["id"]),
+        kind=str(entry["kind"]),
+        text=str(entry["text"]),
+        trust=str(entry["trust"]),
+        observed_at=str(meta.get("observed_at", "")),
+        ledger_ref=int(entry["ledger_ref"]),
+        confidence=entry.get("confidence"),
+        score=entry.get("score"),
+    )
+
+
+def _arguments(
+    spec: SectionSpec, query: str, refers_to: Mapping[str, str] | None, min_trust: str | None
+) -> tuple[str, dict[str, Any]]:
+    args: dict[str, Any] = {"limit": spec.limit}
+    if spec.kinds is not None:
+        args["filter"] = {"kinds": list(spec.kinds)}
+    if min_trust is not None:
+        args["min_trust"] = min_trust
+    if spec.how == "recent":
+        return "memory_list", args
+    args["query"] = expand(query)[:2_000]
+    if refers_to is not None:
+        args["refers_to"] = dict(refers_to)
+    return "memory_fetch", args
+
+
+async def holistic_recall(
+    readers: Mapping[str, Recorder],
+    preset: PackPreset,
+    *,
+    query: str | None = None,
+    refers_to: Mapping[str, str] | None = None,
+    budget_tokens: int | None = None,
+    key: str | None = None,
+) -> ContextPack:
+    """One budgeted read of ``preset``'s sections through the host's ``readers``.
+
+    ``readers`` maps each reach name to the recorder reading it (a run bound
+    to that reach's scope); a section whose reach is not given is an
+    :class:`InvalidRequest`, never skipped. ``query`` (default: the preset's
+    question) drives the search sections, ``refers_to`` (``{"from", "to"}``
+    local dates) ranks the days it names first. With ``key``, section ``i``
+    is called under the key ``{key}/{i}``, so a resumed run replays it.
+    """
+    if not isinstance(preset, PackPreset):
+        raise InvalidRequest("`preset` must be a PackPreset")
+    budget = _check_budget(preset.budget_tokens if budget_tokens is None else budget_tokens)
+    asked = preset.question if query is None else query
+    if not isinstance(asked, str) or not asked.strip():
+        raise InvalidRequest("`query` must be non-empty text")
+    for spec in preset.sections:
+        if spec.reach not in readers:
+            raise InvalidRequest(f"preset {preset.name!r} reads `{spec.reach}`, not given")
+    found: list[list[PackItem]] = []
+    for index, spec in enumerate(preset.sections):
+        name, args = _arguments(spec, asked, refers_to, preset.min_trust)
+        result = await readers[spec.reach].call(
+            name, args, key=None if key is None else f"{key}/{index}"
+        )
+        entries = result["hits"] if name == "memory_fetch" else result["items"]
+        found.append([_item(entry) for entry in entries])
+    return fit(preset.title, preset.sections, found, budget, preset=preset.name, query=asked)
+
+
+# -- presets ------------------------------------------------------------------------------
+
+_LEARNED: Final = tuple(k for k in LEARNING_KINDS if k not in ("context_summary", "scratch"))
+
+#: Session start: where the conversation stands, and the standing learnings.
+SESSION_START: Final = PackPreset(
+    name="session_start",
+    title="Memory at session start",
+    budget_tokens=1_500,
+    sections=(
+        SectionSpec(
+            reach="thread",
+            title="Conversation so far",
+            how="recent",
+            limit=1,
+            kinds=("context_summary",),
+            weight=4,
+        ),
+        SectionSpec(
+            reach="thread", title="Recent turns", how="recent", limit=6, kinds=("conversation",)
+        ),
+        SectionSpec(
+            reach="own", title="Your learnings", how="recent", limit=10, kinds=_LEARNED, weight=2
+        ),
+        SectionSpec(
+            reach="team", title="Team learnings", how="recent", limit=10, kinds=_LEARNED, weight=1.5
+        ),
+        SectionSpec(reach="brain", title="From the brain", limit=5, weight=0.8),
+    ),
+)
+
+#: Pre-turn: what bears on the incoming message, from every reach.
+PRE_TURN: Final = PackPreset(
+    name="pre_turn",
+    title="Memory for this message",
+    budget_tokens=1_000,
+    sections=(
+        SectionSpec(
+            reach="thread",
+            title="Conversation summary",
+            how="recent",
+            limit=1,
+            kinds=("context_summary",),
+            weight=4,
+        ),
+        SectionSpec(
+            reach="thread",
+            title="Earlier in this conversation",
+            limit=6,
+            kinds=("conversation",),
+            weight=3,
+        ),
+        SectionSpec(
+            reach="thread",
+            title="Recent turns",
+            how="recent",
+            limit=4,
+            kinds=("conversation",),
+            weight=2,
+        ),
+        SectionSpec(reach="own", title="Your learnings", limit=5, kinds=_LEARNED, weight=2),
+        SectionSpec(reach="team", title="Team learnings", limit=5, kinds=_LEARNED, weight=1.5),
+        SectionSpec(reach="brain", title="From the brain", limit=5, weight=1),
+    ),
+)
+
+#: The context.md shape over the learnings reaches: what the agent and its team learned.
+LEARNINGS: Final = PackPreset(
+    name="learnings",
+    title="Memory context",
+    budget_tokens=1_500,
+    sections=(
+        SectionSpec(reach="own", title="Your learnings", how="recent", limit=20, kinds=_LEARNED),
+        SectionSpec(reach="team", title="Team learnings", how="recent", limit=20, kinds=_LEARNED),
+    ),
+)
+
+PRESETS: Final = {p.name: p for p in (SESSION_START, PRE_TURN, LEARNINGS)}

@@ -57,7 +57,7 @@ def test_each_role_gets_its_scope() -> None:
         (lambda: MemoryLayout(tenant="acme").agent(""), "agent"),
         (lambda: MemoryLayout(tenant="acme").thread("a", "x y"), "thread"),
         (lambda: MemoryLayout(tenant="acme").brain_source("-x"), "source"),
-        (lambda: MemoryLayout(tenant="acme", default_trust="high"), "default_trust"),
+        (lambda: MemoryLayout(tenant="acme", default_trust="high"), "default_trust"),  # type: ignore[arg-type]
         (lambda: MemoryLayout(tenant="acme", floor="verified"), "default_trust"),
     ],
 )

@@ -46,9 +46,7 @@ SPECS = (
     SectionSpec(reach="own", title="Own"),
     SectionSpec(reach="brain", title="Brain", weight=0.5),
 )
-texts = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=300
-)
+texts = st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=300)
 
 
 @given(

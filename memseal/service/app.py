@@ -32,7 +32,7 @@ from memseal.memory import open as open_memory
 from .errors import ApiError, error_body, from_memseal
 from .guard import MAX_BODY_BYTES, MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES, Guard
 from .models import ERRORS
-from .routes import ROUTERS
+from .routes import ROUTERS, lifecycle
 from .state import Service
 from .tokens import TokenStore
 
@@ -107,6 +107,7 @@ def create_app(
     _handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(lifecycle.router)
     _doc_pages(app)
     if mcp:
         from .mcp import mcp_route

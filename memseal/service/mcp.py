@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import mcp.types as types
+from mcp import MCPError
 from mcp.server import Server
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -182,13 +183,99 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
             content=[types.TextContent(type="text", text=to_text(result))], is_error=False
         )
 
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        who(ctx)
+        return types.ListResourcesResult(resources=[_CONTEXT_RESOURCE])
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        service, principal, _ = who(ctx)
+        if str(params.uri) != CONTEXT_URI:
+            raise MCPError(code=-32002, message=f"no resource {str(params.uri)[:80]!r}")
+        try:
+            text = await _brief(service, principal)
+        except MemsealError as exc:
+            raise MCPError(code=-32603, message=f"{CONTEXT_URI}: {exc}") from exc
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(uri=CONTEXT_URI, mime_type="text/markdown", text=text)
+            ]
+        )
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        who(ctx)
+        return types.ListPromptsResult(prompts=[_START_PROMPT])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        service, principal, _ = who(ctx)
+        if params.name != START_PROMPT:
+            raise MCPError(code=-32602, message=f"no prompt {params.name[:80]!r}")
+        thread = (params.arguments or {}).get("thread")
+        if not isinstance(thread, str) or not thread:
+            raise MCPError(code=-32602, message="session_start: `thread` is required")
+        try:
+            text = await _session_start(service, principal, thread)
+        except MemsealError as exc:
+            raise MCPError(code=-32602, message=f"session_start: {exc}") from exc
+        except ApiError as exc:
+            raise MCPError(code=-32602, message=f"session_start: {exc.message}") from exc
+        return types.GetPromptResult(
+            description="The session-start brief of the thread",
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
+        )
+
     return Server(
         "memseal",
         version="0.1.0",
         instructions="Memory tools; every call is a signed ledger entry.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
+
+
+#: The brief of the token's own scope, as an MCP resource.
+CONTEXT_URI = "memory://context"
+#: The session-start brief of a thread (the lifecycle's start moment), as an MCP prompt.
+START_PROMPT = "session_start"
+_CONTEXT_RESOURCE = types.Resource(
+    name="context",
+    uri=CONTEXT_URI,
+    description="What your memory holds, the tools offered and the trust floor",
+    mime_type="text/markdown",
+)
+_START_PROMPT = types.Prompt(
+    name=START_PROMPT,
+    description="The session-start brief of a thread: its summary, recent turns, learnings",
+    arguments=[types.PromptArgument(name="thread", description="the thread", required=True)],
+)
+
+
+async def _brief(service: Any, principal: Any) -> str:
+    """The briefing of the token's scope; its one read recorded in a fresh run."""
+    from memseal.tools.lifecycle import briefing
+
+    tools = service.memory.tools(principal.scope)
+    return await briefing(tools, principal.scope, key=None)
+
+
+async def _session_start(service: Any, principal: Any, thread: str) -> str:
+    """The start moment of ``thread`` (as ``POST /v1/sessions/{thread}/start``): the
+    briefing with the session-start pack at its end."""
+    from .routes.lifecycle import session_for
+
+    session = session_for(principal, service.memory, thread, writes=False)
+    try:
+        pack = await session.start()
+        return await session.briefing(pack=pack)
+    finally:
+        await session.close(check=False)
 
 
 def stdio_server_for(run: Any) -> Server[Any]:

@@ -277,3 +277,89 @@ async def _count(data: Path) -> tuple[list[Any], int]:
         )
         await memory.verify(memory.trust_root)
     return list(rows), len(turns.items)
+
+
+# -- served: HTTP routes and MCP ----------------------------------------------------------
+
+
+def test_the_four_moments_over_http(tmp_path: Path) -> None:
+    from test_service_support import ServerThread, assert_error
+
+    with ServerThread(tmp_path / "data") as server:
+        token = server.token("agent", "team:acme/agent:helper", reach="subtree:team:acme")
+        narrow = server.token("agent", "team:acme/agent:other")
+        reader = server.token(
+            "agent", "team:acme/agent:ro", reach="subtree:team:acme", read_only=True
+        )
+        with server.client(token) as c:
+            r = c.post("/v1/sessions/t1/start", json={})
+            assert r.status_code == 200, r.text
+            assert r.json()["markdown"] == "" and "# Your memory" in r.json()["brief"]
+            for turn, message in enumerate(["I live in Berlin.", "I moved to Lisbon."]):
+                r = c.post(
+                    "/v1/sessions/t1/pre-turn",
+                    json={"message": message, "turn": turn, "at": "2026-12-01T09:00:00Z"},
+                )
+                assert r.status_code == 200, r.text
+                r = c.post(
+                    "/v1/sessions/t1/post-turn",
+                    json={"turn": turn, "user": message, "assistant": "Okay."},
+                )
+                assert r.status_code == 200, r.text
+                assert len(r.json()["build"]["source_ids"]) == 1
+            asked = {"message": "Where do I live?", "turn": 2, "at": "2026-12-01T09:00:00Z"}
+            r = c.post("/v1/sessions/t1/pre-turn", json=asked)
+            shown = r.json()["markdown"]
+            assert "Lisbon" in shown and "Berlin" not in shown
+            assert r.json()["pack"]["tokens"] <= r.json()["pack"]["budget_tokens"]
+            # The same moment again: the recorded answer, not a new read.
+            assert c.post("/v1/sessions/t1/pre-turn", json=asked).json() == r.json()
+            again = c.post(
+                "/v1/sessions/t1/post-turn",
+                json={"turn": 1, "user": "I moved to Lisbon.", "assistant": "Okay."},
+            )
+            assert again.status_code == 200
+            r = c.post("/v1/sessions/t1/compact", json={"turn": 2, "keep": 1})
+            assert r.status_code == 200 and len(r.json()["folded"]) == 1
+            assert_error(c.post("/v1/sessions/t1/pre-turn", json={"turn": 3}), 400)
+            assert_error(
+                c.post(
+                    "/v1/sessions/t1/pre-turn", json={"message": "x", "turn": 3, "reach": "all"}
+                ),
+                400,
+            )
+            assert_error(c.post("/v1/sessions/bad%20name/start", json={}), 400)
+        with server.client(narrow) as c:
+            r = assert_error(c.post("/v1/sessions/t1/start", json={}), 403)
+            assert "`thread` reach" in r["error"]["message"]
+        with server.client(reader) as c:
+            assert c.post("/v1/sessions/t9/start", json={}).status_code == 200
+            assert_error(c.post("/v1/sessions/t9/post-turn", json={"turn": 0, "user": "x"}), 403)
+        with server.client(server.admin) as c:
+            assert c.post("/v1/sessions/t1/start", json={}).status_code == 403
+
+
+async def test_the_brief_is_an_mcp_resource_and_session_start_a_prompt(tmp_path: Path) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from test_service_support import ServerThread
+
+    with ServerThread(tmp_path / "data") as server:
+        token = server.token("agent", "team:acme/agent:helper", reach="subtree:team:acme")
+        with server.client(token) as c:
+            c.post("/v1/sessions/t1/post-turn", json={"turn": 0, "user": "My name is Ana."})
+        headers = {"Authorization": f"Bearer {token}"}
+        async with create_mcp_http_client(headers=headers) as http:
+            transport = streamable_http_client(f"{server.url}/mcp", http_client=http)
+            async with Client(transport, mode="legacy") as client:
+                listed = await client.list_resources()
+                assert [str(r.uri) for r in listed.resources] == ["memory://context"]
+                read = await client.read_resource("memory://context")
+                text = read.contents[0].text  # type: ignore[union-attr]
+                assert "# Your memory" in text and "`memory_store`" in text
+                prompts = await client.list_prompts()
+                assert [p.name for p in prompts.prompts] == ["session_start"]
+                got = await client.get_prompt("session_start", {"thread": "t1"})
+                shown = got.messages[0].content.text  # type: ignore[union-attr]
+                assert "My name is Ana." in shown and "# Memory at session start" in shown

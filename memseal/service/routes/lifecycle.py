@@ -1,0 +1,226 @@
+"""The agent memory lifecycle over HTTP: session start, pre-turn, post-turn, compaction.
+
+An agent token placed at an agent node (``team:acme/agent:helper``) serves
+that agent's sessions, one per thread named in the path. The layout is the
+token's: its tenant is the node above the agent, its trust floor and
+default the token's. A session reads its thread, the agent's and the
+team's learnings and the brain, so the token's reach must cover every one
+of them (``subtree:team:acme`` does; ``Reach.of`` the agent does not reach
+the brain or the threads below it): a token that does not is refused,
+naming the reach, never served a narrower session in silence. Post-turn
+and compaction write, so they need a token with writes.
+
+Each request opens the session's runs, makes its recorded calls (keyed by
+moment and turn, as :class:`~memseal.tools.lifecycle.AgentMemory` keys
+them) and releases them: a request repeated after a lost answer gets the
+recorded answer. Two requests of one session at the same moment: the
+second is a 409 (the runs are leased by one caller at a time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Annotated, Any, Final, TypeVar
+
+import msgspec
+from fastapi import APIRouter, Request
+from fastapi import Path as PathParam
+from fastapi.responses import Response
+
+from memseal.engine import Namespace, Reach
+from memseal.ledger.errors import InvalidRequest
+from memseal.tools.lifecycle import AgentMemory, ContextPack, MemoryLayout
+
+from ..deps import Agent, MemoryDep, arguments
+from ..errors import ApiError
+from ..models import json_response
+from ..tokens import Principal
+
+__all__ = ["router", "session_for"]
+
+router = APIRouter(tags=["lifecycle"])
+_T = TypeVar("_T")
+
+Thread = Annotated[str, PathParam(min_length=1, max_length=128)]
+_BODY: Final[dict[str, Any]] = {
+    "requestBody": {
+        "required": False,
+        "description": "the moment's fields as a JSON object (see docs/lifecycle.md)",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
+}
+
+
+class _Struct(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class StartIn(_Struct):
+    budget_tokens: int | None = None
+    brief: bool = True
+
+
+class PreTurnIn(_Struct):
+    message: str
+    turn: int
+    at: datetime | None = None
+    budget_tokens: int | None = None
+
+
+class Message(_Struct):
+    role: str
+    text: str
+
+
+class PostTurnIn(_Struct):
+    turn: int
+    user: str | None = None
+    assistant: str | None = None
+    messages: list[Message] | None = None
+
+
+class CompactIn(_Struct):
+    turn: int
+    keep: int = 6
+    budget_tokens: int = 300
+
+
+async def _body(request: Request, kind: type[_T]) -> _T:
+    raw = await arguments(request, "fields")
+    try:
+        return msgspec.convert(raw, kind)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"the body: {exc}") from exc
+
+
+def _covers(outer: Reach | None, inner: Reach) -> bool:
+    if outer is None:
+        return True
+    if inner.mode == "exact":
+        return outer.admits(inner.node)
+    return outer.mode == "subtree" and Namespace(outer.node).contains(Namespace(inner.node))
+
+
+def session_for(who: Principal, memory: Any, thread: str, *, writes: bool) -> AgentMemory:
+    """The session of ``who``'s agent on ``thread``, or a refusal naming what is missing."""
+    scope = who.scope
+    place = Namespace(scope.place)
+    if len(place.segments) < 2 or place.segments[-1][0] != "agent":
+        raise ApiError(
+            403,
+            "forbidden",
+            "the lifecycle routes need a token placed at an agent node (`team:x/agent:name`)",
+        )
+    tenant = "/".join(f"{k}:{n}" for k, n in place.segments[:-1])
+    agent = place.segments[-1][1]
+    layout = MemoryLayout(tenant=tenant, floor=scope.floor, default_trust=scope.default_trust)
+    session = f"life.{hashlib.blake2s(scope.place.encode(), digest_size=6).hexdigest()}.{thread}"
+    needed = {
+        "thread": Reach.exact(layout.thread(agent, thread)),
+        "own": Reach.exact(layout.agent(agent)),
+        "team": Reach.exact(layout.team),
+        "brain": Reach.subtree(layout.brain_root),
+    }
+    for name, reach in needed.items():
+        if not _covers(scope.reach, reach):
+            raise ApiError(
+                403,
+                "forbidden",
+                f"the token's reach does not cover the session's `{name}` reach "
+                f"({reach.mode}:{reach.node}); give it `subtree:{tenant}`",
+            )
+    if writes and (not scope.writes or scope.frozen):
+        raise ApiError(403, "forbidden", "this moment writes: the token is read-only or frozen")
+    return AgentMemory(memory, layout, agent=agent, thread=thread, session=session)
+
+
+@asynccontextmanager
+async def _session(
+    who: Principal, memory: Any, thread: str, *, writes: bool = False
+) -> AsyncIterator[AgentMemory]:
+    opened = session_for(who, memory, thread, writes=writes)
+    try:
+        yield opened
+    finally:
+        await opened.close(check=False)
+
+
+def _pack(pack: ContextPack) -> dict[str, Any]:
+    return {"pack": msgspec.to_builtins(pack), "markdown": pack.markdown()}
+
+
+@router.post(
+    "/v1/sessions/{thread}/start",
+    summary="Session start: the brief (a ContextPack) and the system-prompt briefing",
+    openapi_extra=_BODY,
+)
+async def start(request: Request, who: Agent, thread: Thread, memory: MemoryDep) -> Response:
+    """
+    \f
+    The session-start pack of ``thread``, and the briefing unless ``brief`` is false.
+    """
+    body = await _body(request, StartIn)
+    async with _session(who, memory, thread) as session:
+        pack = await session.start(budget_tokens=body.budget_tokens)
+        out = _pack(pack)
+        if body.brief:
+            out["brief"] = await session.briefing(pack=pack)
+    return json_response(out)
+
+
+@router.post(
+    "/v1/sessions/{thread}/pre-turn",
+    summary="Pre-turn: the context for an incoming message, within a budget",
+    openapi_extra=_BODY,
+)
+async def pre_turn(request: Request, who: Agent, thread: Thread, memory: MemoryDep) -> Response:
+    """
+    \f
+    The context of ``message`` at ``turn``.
+    """
+    body = await _body(request, PreTurnIn)
+    async with _session(who, memory, thread) as session:
+        pack = await session.pre_turn(
+            body.message, turn=body.turn, at=body.at, budget_tokens=body.budget_tokens
+        )
+    return json_response(_pack(pack))
+
+
+@router.post(
+    "/v1/sessions/{thread}/post-turn",
+    summary="Post-turn: store the turn's messages under the thread (once per turn)",
+    openapi_extra=_BODY,
+)
+async def post_turn(request: Request, who: Agent, thread: Thread, memory: MemoryDep) -> Response:
+    """
+    \f
+    The turn logged, and the build request it hands back.
+    """
+    body = await _body(request, PostTurnIn)
+    messages = None if body.messages is None else [msgspec.to_builtins(m) for m in body.messages]
+    async with _session(who, memory, thread, writes=True) as session:
+        built = await session.post_turn(
+            turn=body.turn, user=body.user, assistant=body.assistant, messages=messages
+        )
+    return json_response({"build": msgspec.to_builtins(built)})
+
+
+@router.post(
+    "/v1/sessions/{thread}/compact",
+    summary="Compaction: fold the older turns of the thread into a summary",
+    openapi_extra=_BODY,
+)
+async def compact(request: Request, who: Agent, thread: Thread, memory: MemoryDep) -> Response:
+    """
+    \f
+    The summary stored and the turns it folded.
+    """
+    body = await _body(request, CompactIn)
+    async with _session(who, memory, thread, writes=True) as session:
+        done = await session.compact(
+            turn=body.turn, keep=body.keep, budget_tokens=body.budget_tokens
+        )
+    return json_response(msgspec.to_builtins(done))

@@ -128,7 +128,7 @@ async def test_pre_turn_reads_the_days_a_message_names(memory: memseal.Memory) -
         pack = await session.pre_turn("What happened yesterday?", turn=1, at=AT)
         assert "billing fix" in pack.markdown()
     rows = await memory.ledger.store.rows(
-        "SELECT seq FROM memos WHERE run_id = ? ORDER BY step", ("t4/thread",)
+        "SELECT seq FROM memos WHERE run_id = ? ORDER BY step", ("helper.t4/thread",)
     )
     bodies = [
         json.loads(bytes((await memory.ledger.read(int(r[0]))).payload or b"{}")) for r in rows

@@ -208,7 +208,7 @@ class AgentMemory:
 
     ``memory`` opens the runs (``memseal.open(...)``); ``layout`` names the
     tenant's tree; ``agent`` and ``thread`` are names checked by the
-    layout; ``session`` names the runs (default: the thread), and ``mode``
+    layout; ``session`` names the runs (default: ``<agent>.<thread>``), and ``mode``
     is the runs' (``resume`` by default; ``strict`` replays a recorded
     session in CI). ``zone`` reads the days a message names.
     """
@@ -237,7 +237,8 @@ class AgentMemory:
         self.layout = layout
         self.agent = check_name(agent, "agent")
         self.thread = check_name(thread, "thread")
-        self.session = check_name(thread if session is None else session, "session")
+        # The agent in the default name: two agents' threads of one name are two sessions.
+        self.session = check_name(f"{agent}.{thread}" if session is None else session, "session")
         self.summariser: Summariser = summariser or ExtractiveSummariser()
         self.zone = zone
         self.start_preset = start_preset

@@ -59,11 +59,15 @@ class _Struct(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class StartIn(_Struct):
+    """The start moment's fields: the pack's budget, and whether to brief."""
+
     budget_tokens: int | None = None
     brief: bool = True
 
 
 class PreTurnIn(_Struct):
+    """The pre-turn moment's fields: the message, its turn and time, the budget."""
+
     message: str
     turn: int
     at: datetime | None = None
@@ -71,11 +75,15 @@ class PreTurnIn(_Struct):
 
 
 class Message(_Struct):
+    """One message of a turn: who spoke and what was said."""
+
     role: str
     text: str
 
 
 class PostTurnIn(_Struct):
+    """The post-turn moment's fields: the turn and its messages."""
+
     turn: int
     user: str | None = None
     assistant: str | None = None
@@ -83,6 +91,8 @@ class PostTurnIn(_Struct):
 
 
 class CompactIn(_Struct):
+    """The compaction's fields: the turn, the turns kept, the summary's budget."""
+
     turn: int
     keep: int = 6
     budget_tokens: int = 300

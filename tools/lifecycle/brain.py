@@ -226,6 +226,20 @@ class Brain:
         doc = _doc_id(source_id)
         return await self._run([_Plan(doc=doc, chunks=())], (), run_id, removing=True)
 
+    async def remove_all(self, *, run_id: str | None = None) -> IngestReport:
+        """Forget every chunk of every document of this brain node (signed forget entries)."""
+        tools = self._tools(run_id)
+        try:
+            result = await tools.call(
+                "memory_forget", {"filter": {"tags_any": [BRAIN_TAG]}}, key="forget:all"
+            )
+        finally:
+            await tools.close()
+        return IngestReport(
+            run_id=str(getattr(tools, "run_id", None) or run_id or ""),
+            forgotten=len(result.get("forgotten", ())),
+        )
+
     async def chunks_of(self, source_id: str, *, run_id: str | None = None) -> list[str]:
         """The chunk ids document ``source_id`` holds in memory now (a recorded read)."""
         tools = self._tools(run_id)

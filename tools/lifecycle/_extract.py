@@ -88,7 +88,7 @@ def parse_turns(item: str, text: str) -> list[SourceTurn]:
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _HEDGE = re.compile(r"\b(i think|i guess|maybe|probably|perhaps|might|not sure)\b", re.I)
 _VALUE = r"(?P<v>[^,;:()]{1,120}?)"
-_END = r"\s*(?:now|these days|nowadays)?\s*[.!]*$"
+_END = r"\s*(?:now|these days|nowadays|any ?more)?\s*[.!]*$"
 
 _Rule = tuple[re.Pattern[str], BeliefKind, str, str | None, float, bool]
 

@@ -275,9 +275,18 @@ class JobQueue:
         one whose turns are gone or whose extractor fails comes back ``failed`` and
         stays pending.
         """
+        return await self._run_job(job, "resume")
+
+    async def replay_job(self, job: JobInfo) -> JobOutcome:
+        """Replay a job's recorded run strictly (every call from its memo, nothing live,
+        every recorded step consumed): what CI checks. Writes nothing; a divergence or
+        a missing step comes back ``failed`` naming it."""
+        return await self._run_job(job, "strict")
+
+    async def _run_job(self, job: JobInfo, mode: str) -> JobOutcome:
         run_id = f"job-{job.id}"
         try:
-            tools = self._memory.tools(self._scope, run_id=run_id, mode="resume")
+            tools = self._memory.tools(self._scope, run_id=run_id, mode=mode)
         except Conflict as exc:
             return JobOutcome(id=job.id, run_id=run_id, state="busy", error=str(exc))
         try:
@@ -288,8 +297,20 @@ class JobQueue:
             return JobOutcome(id=job.id, run_id=run_id, state="failed", error=str(exc))
         finally:
             # The lease lapses by itself; the outcome already says what happened.
-            with contextlib.suppress(MemsealError):
+            if mode == "strict":
+                # The strict check (every recorded step replayed) is the replay's verdict.
                 await tools.close()
+            else:
+                with contextlib.suppress(MemsealError):
+                    await tools.close()
+        if mode == "strict":
+            return JobOutcome(
+                id=job.id,
+                run_id=run_id,
+                state="done",
+                learned=tuple(learned),
+                superseded=tuple(superseded),
+            )
         marker = self._memory.tools(self._queue)
         await marker.call(
             "memory_store",

@@ -34,6 +34,7 @@ import asyncio
 import os
 import re
 import secrets
+import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -139,6 +140,24 @@ def doc_tag(doc: str) -> str:
 
 def _digest(values: Sequence[str]) -> str:
     return blake3.blake3(msgspec.json.encode(sorted(values))).hexdigest(length=12)
+
+
+class _Held(msgspec.Struct, frozen=True, kw_only=True):
+    """An item a document holds in memory, with the chunk id its tag claims."""
+
+    item: str
+    chunk: str | None
+    text: str | None  # None: forgotten since (a replayed listing shows a marker)
+    truncated: bool
+
+    def says(self, chunk_text: str) -> bool:
+        """Whether the item's text is this chunk's text as a store keeps it."""
+        if self.text is None:
+            return False
+        stored = unicodedata.normalize("NFC", chunk_text).strip()
+        if self.truncated:
+            return stored.startswith(self.text[:-1])
+        return self.text == stored
 
 
 class _Plan(msgspec.Struct, frozen=True, kw_only=True):
@@ -247,7 +266,7 @@ class Brain:
             held = await self._held(tools, _doc_id(source_id))
         finally:
             await tools.close()
-        return sorted(held)
+        return sorted(found.chunk for found in held if found.chunk is not None)
 
     # -- the work -----------------------------------------------------------------------
 
@@ -294,9 +313,9 @@ class Brain:
         chosen = run_id if run_id is not None else f"brain-{secrets.token_hex(8)}"
         return self._memory.tools(self._scope, run_id=chosen, mode="resume")
 
-    async def _held(self, tools: RecordedCalls, doc: str) -> dict[str, str]:
-        """The chunks document ``doc`` holds now: chunk id -> item id."""
-        held: dict[str, str] = {}
+    async def _held(self, tools: RecordedCalls, doc: str) -> list[_Held]:
+        """The items document ``doc`` holds now, each with the chunk id its tag claims."""
+        held: list[_Held] = []
         tag = doc_tag(doc)
         cursor: str | None = None
         while True:
@@ -305,14 +324,24 @@ class Brain:
                 arguments["cursor"] = cursor
             page = await tools.call("memory_list", arguments)
             for item in page.get("items", ()):
-                tags = item.get("meta", {}).get("tags", ())
                 # A digest collision of two document ids would mix their chunks: the title
                 # (the document's id) settles it.
                 if item.get("title") not in (None, doc[:MAX_TITLE_CHARS]):
                     continue
-                for found in tags:
-                    if isinstance(found, str) and found.startswith("chunk:"):
-                        held.setdefault(found[len("chunk:") :], item["id"])
+                claimed = [
+                    found[len("chunk:") :]
+                    for found in item.get("meta", {}).get("tags", ())
+                    if isinstance(found, str) and found.startswith("chunk:")
+                ]
+                text = item.get("text")
+                held.append(
+                    _Held(
+                        item=item["id"],
+                        chunk=claimed[0] if len(claimed) == 1 else None,
+                        text=text if isinstance(text, str) else None,
+                        truncated=bool(item.get("truncated")),
+                    )
+                )
             cursor = page.get("next_cursor")
             if not isinstance(cursor, str):
                 return held
@@ -337,10 +366,20 @@ class Brain:
             if self._progress is not None:
                 self._progress(0, total)
             for plan in plans:
-                held = await self._held(tools, plan.doc)
                 wanted = {chunk.id: chunk for chunk in plan.chunks}
-                new = [chunk for cid, chunk in wanted.items() if cid not in held]
-                gone = sorted(item for cid, item in held.items() if cid not in wanted)
+                kept: set[str] = set()
+                gone: list[str] = []
+                for found in await self._held(tools, plan.doc):
+                    # A chunk is held only when its item says what the chunk says: an item
+                    # in the node with a tag copied onto other text (or two tags, or none)
+                    # is not the chunk, and goes; the chunk is stored.
+                    chunk = None if found.chunk is None else wanted.get(found.chunk)
+                    if chunk is not None and chunk.id not in kept and found.says(chunk.text):
+                        kept.add(chunk.id)
+                    else:
+                        gone.append(found.item)
+                new = [chunk for cid, chunk in wanted.items() if cid not in kept]
+                gone = sorted(set(gone))
                 if not new and not gone and not removing:
                     unchanged += 1
                 stored += await self._store(tools, plan.doc, new)

@@ -16,8 +16,10 @@ document holds in memory (read by their ``doc:`` tag):
 * :meth:`Brain.remove` forgets every chunk of a document.
 
 Every read and write goes through the recorded tools (``memory.tools(scope,
-run_id=...)``), one run per ingest. The writes are keyed by what they do
-(``store:<chunk id>``, ``forget:<digest of the ids>``), so a host that
+run_id=...)``), one run per ingest, eight documents at a time. Every call is
+keyed by what it does (``list:<doc tag>:<page>``, ``store:<chunk id>``,
+``forget:<digest of the ids>``), so the order concurrent documents interleave
+in never matters, and a host that
 resumes an ingest under its run id after a crash gets the memo of every write
 already made and never writes one twice; an ingest under a fresh run id reads
 the document's chunks again and writes only what is still missing, so a
@@ -63,6 +65,7 @@ BRAIN_TAG: Final = "brain"
 _LIST_LIMIT: Final = 50
 # Writes in flight at once: the store's writer group-commits them.
 _BATCH: Final = 64
+_DOCS_AT_ONCE: Final = 8
 _MAX_FILE_BYTES: Final = 4 * MAX_DOCUMENT_CHARS
 # What the engine refuses in stored text (C0 controls but tab, newline, return; DEL).
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -318,11 +321,13 @@ class Brain:
         held: list[_Held] = []
         tag = doc_tag(doc)
         cursor: str | None = None
+        pages = 0
         while True:
             arguments: dict[str, Any] = {"filter": {"tags_any": [tag]}, "limit": _LIST_LIMIT}
             if cursor is not None:
                 arguments["cursor"] = cursor
-            page = await tools.call("memory_list", arguments)
+            page = await tools.call("memory_list", arguments, key=f"list:{tag}:{pages}")
+            pages += 1
             for item in page.get("items", ()):
                 # A digest collision of two document ids would mix their chunks: the title
                 # (the document's id) settles it.
@@ -365,26 +370,19 @@ class Brain:
         try:
             if self._progress is not None:
                 self._progress(0, total)
-            for plan in plans:
-                wanted = {chunk.id: chunk for chunk in plan.chunks}
-                kept: set[str] = set()
-                gone: list[str] = []
-                for found in await self._held(tools, plan.doc):
-                    # A chunk is held only when its item says what the chunk says: an item
-                    # in the node with a tag copied onto other text (or two tags, or none)
-                    # is not the chunk, and goes; the chunk is stored.
-                    chunk = None if found.chunk is None else wanted.get(found.chunk)
-                    if chunk is not None and chunk.id not in kept and found.says(chunk.text):
-                        kept.add(chunk.id)
-                    else:
-                        gone.append(found.item)
-                new = [chunk for cid, chunk in wanted.items() if cid not in kept]
-                gone = sorted(set(gone))
-                if not new and not gone and not removing:
-                    unchanged += 1
-                stored += await self._store(tools, plan.doc, new)
-                forgotten += await self._forget(tools, gone)
-                done += len(plan.chunks)
+            # A few documents at once: their writes share the writer's group commits. Every
+            # call is keyed, so the order they interleave in never matters to a replay.
+            for start in range(0, len(plans), _DOCS_AT_ONCE):
+                window = plans[start : start + _DOCS_AT_ONCE]
+                for wrote, dropped, same, size in await asyncio.gather(
+                    *(self._one(tools, plan, removing) for plan in window)
+                ):
+                    stored, forgotten, unchanged = (
+                        stored + wrote,
+                        forgotten + dropped,
+                        unchanged + same,
+                    )
+                    done += size
                 if self._progress is not None:
                     self._progress(done, total)
         finally:
@@ -398,6 +396,29 @@ class Brain:
             unchanged=unchanged,
             skipped=tuple(skipped),
         )
+
+    async def _one(
+        self, tools: RecordedCalls, plan: _Plan, removing: bool
+    ) -> tuple[int, int, int, int]:
+        """One document: (chunks stored, forgotten, 1 if unchanged, its chunk count)."""
+        wanted = {chunk.id: chunk for chunk in plan.chunks}
+        kept: set[str] = set()
+        gone: list[str] = []
+        for found in await self._held(tools, plan.doc):
+            # A chunk is held only when its item says what the chunk says: an item in the
+            # node with a tag copied onto other text (or two tags, or none) is not the
+            # chunk, and goes; the chunk is stored.
+            chunk = None if found.chunk is None else wanted.get(found.chunk)
+            if chunk is not None and chunk.id not in kept and found.says(chunk.text):
+                kept.add(chunk.id)
+            else:
+                gone.append(found.item)
+        new = [chunk for cid, chunk in wanted.items() if cid not in kept]
+        gone = sorted(set(gone))
+        same = int(not new and not gone and not removing)
+        stored = await self._store(tools, plan.doc, new)
+        forgotten = await self._forget(tools, gone)
+        return stored, forgotten, same, len(plan.chunks)
 
     async def _store(self, tools: RecordedCalls, doc: str, chunks: Sequence[Chunk]) -> int:
         title = doc[:MAX_TITLE_CHARS]

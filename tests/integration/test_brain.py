@@ -210,3 +210,86 @@ def test_the_brain_example_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "re-ingest after the edit: 1 stored, 1 forgotten" in done.stdout
     assert "verified" in done.stdout
+
+
+_CRASHING_INGEST = """
+import asyncio, os, signal, sys
+from pathlib import Path
+import memseal
+from memseal.tools.lifecycle import Brain
+
+KILL_AFTER = int(sys.argv[3])
+
+class Killing:
+    # SIGKILLs this process once the n-th chunk store has committed.
+    def __init__(self, memory):
+        self.memory, self.stores = memory, 0
+    def tools(self, scope=None, **options):
+        return KillingTools(self, self.memory.tools(scope, **options))
+
+class KillingTools:
+    def __init__(self, owner, inner):
+        self.owner, self.inner = owner, inner
+    def call(self, name, arguments=None, **options):
+        async def go():
+            result = await self.inner.call(name, arguments, **options)
+            if name == "memory_store":
+                self.owner.stores += 1
+                if self.owner.stores == KILL_AFTER:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            return result
+        return go()
+    async def close(self, *, check=True):
+        await self.inner.close(check=check)
+
+async def main():
+    async with memseal.open(sys.argv[1], embedder=None, checkpoint_interval=None) as memory:
+        scope = memseal.ToolScope.placed_at("team:acme/brain:handbook")
+        brain = Brain(Killing(memory) if KILL_AFTER else memory, scope, budget=80)
+        report = await brain.ingest(Path(sys.argv[2]), run_id=sys.argv[4])
+        print(report.stored, report.chunks)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("run_id", ["ingest-1", "fresh"])
+def test_an_ingest_sigkilled_midway_resumes_without_writing_twice(
+    tmp_path: Path, run_id: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(10):
+        (docs / f"doc{n}.md").write_text(DOC.replace("Acme", f"Acme {n}"))
+    script = tmp_path / "ingest.py"
+    script.write_text(_CRASHING_INGEST)
+    data = str(tmp_path / "d")
+
+    def run(kill_after: int, run: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script), data, str(docs), str(kill_after), run],
+            capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ),
+        )  # fmt: skip
+
+    killed = run(15, run_id)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    # The same run resumed (its memos), or a fresh run (it reads what is there).
+    resumed = run(0, run_id if run_id != "fresh" else "fresh-2")
+    assert resumed.returncode == 0, resumed.stderr
+    chunks = int(resumed.stdout.split()[1])
+
+    async def check() -> None:
+        async with _open(Path(data)) as memory:
+            size = await memory.ledger.size()
+            stored = [
+                (await memory.ledger.read(seq)).entry().kind == "memory_stored"
+                for seq in range(size)
+            ]
+            assert sum(stored) == chunks  # every chunk written once, across the crash
+            again = await Brain(memory, SCOPE, budget=80).ingest(docs)
+            assert (again.stored, again.forgotten, again.unchanged) == (0, 0, 10)
+            await memory.verify(deep=True)
+
+    import asyncio
+
+    asyncio.run(check())

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from memseal.cli.brain import add_verbs as add_brain_verbs
 from memseal.cli.bundle import add_verbs as add_bundle_verbs
 from memseal.cli.bundle import verify_bundle_file
 from memseal.cli.engine import add_engine_verbs, deep_check
@@ -32,6 +33,7 @@ from memseal.cli.options import (
 from memseal.cli.progress import ProgressLine
 from memseal.cli.service import add_verbs as add_service_verbs
 from memseal.cli.trust import trust_text
+from memseal.cli.worker import add_verbs as add_worker_verbs
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
@@ -224,6 +226,8 @@ def _parser() -> argparse.ArgumentParser:
     add_bundle_verbs(verbs)
     add_service_verbs(verbs)
     add_migrate_verbs(verbs)
+    add_brain_verbs(verbs)
+    add_worker_verbs(verbs)
     return parser
 
 

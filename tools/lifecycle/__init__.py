@@ -6,14 +6,22 @@
   read across a host-fixed set of reaches, with presets;
 * :func:`briefing` (``briefing``): the system-prompt text for a scope;
 * :class:`AgentMemory` (``agent_memory``): session start, pre-turn context,
-  post-turn logging and compaction, each a recorded call.
+  post-turn logging and compaction, each a recorded call;
+* :class:`Brain` (``brain``, ``_chunking``): documents ingested into a brain
+  node: structure-aware chunks, ids from source and content, re-ingest that
+  writes exactly what changed, removal;
+* :class:`JobQueue` (``jobs``, ``_extract``): the background belief builds:
+  jobs queued as signed entries, each run as its own recorded run, idempotent
+  across crashes, beliefs citing their source turns.
 
-It composes tools and recall and reaches runs through small protocols
-(:class:`Recorder`, :class:`RunOpener`) that the replay layer's ``Run`` and
-``memseal.open``'s memory satisfy, so imports still go one way. See
-docs/lifecycle.md.
+It composes tools and recall and reaches runs and memories through small
+protocols (:class:`Recorder`, :class:`RunOpener`, :class:`RecordingMemory`)
+that the replay layer's ``Run`` and ``memseal.open``'s memory satisfy, so
+imports still go one way. See docs/lifecycle.md.
 """
 
+from ._chunking import DEFAULT_BUDGET, Chunk, chunk_id, chunk_text, kind_of
+from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
 from .agent_memory import (
     AgentMemory,
     BuildRequest,
@@ -25,7 +33,9 @@ from .agent_memory import (
     Summariser,
     refers_to_of,
 )
+from .brain import BRAIN_TAG, Brain, IngestReport, RecordedCalls, RecordingMemory, doc_tag
 from .briefing import BriefingSource, briefing
+from .jobs import JOB_KINDS, JobInfo, JobOutcome, JobQueue, QueueStatus, Retraction
 from .layout import MemoryLayout
 from .pack import (
     LEARNINGS,
@@ -44,29 +54,51 @@ from .pack import (
 )
 
 __all__ = [
+    "BRAIN_TAG",
+    "DEFAULT_BUDGET",
+    "JOB_KINDS",
     "LEARNINGS",
     "PRESETS",
     "PRE_TURN",
     "SESSION_START",
     "AgentMemory",
+    "Belief",
+    "Brain",
     "BriefingSource",
     "BuildRequest",
+    "Chunk",
     "Compacted",
     "ContextPack",
     "ExtractiveSummariser",
+    "Extractor",
     "FoldedTurn",
+    "IngestReport",
+    "JobInfo",
+    "JobOutcome",
+    "JobQueue",
     "MemoryLayout",
     "PackItem",
     "PackPreset",
     "PackSection",
+    "QueueStatus",
+    "RecordedCalls",
     "Recorder",
+    "RecordingMemory",
+    "Retraction",
+    "RuleExtractor",
     "RunOpener",
     "SectionSpec",
     "SessionRun",
+    "SourceTurn",
     "Summariser",
     "briefing",
+    "chunk_id",
+    "chunk_text",
     "count_tokens",
+    "doc_tag",
     "fit",
     "holistic_recall",
+    "kind_of",
+    "parse_turns",
     "refers_to_of",
 ]

@@ -1,0 +1,75 @@
+"""``memseal worker``: run the background jobs queued for one agent.
+
+``memseal worker --place team:acme/agent:writer`` runs the pending belief
+builds of that agent's queue (``<place>/queue:jobs``), each in its own
+recorded run, then waits ``--interval`` seconds and looks again, until
+interrupted; ``--once`` runs what is pending and exits. A job's reads cover
+the agent's subtree (its threads). One plain line a job; errors one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from memseal.cli.options import OK, USAGE, store_options, store_url
+from memseal.engine import Namespace, Reach
+from memseal.ledger.errors import InvalidRequest
+from memseal.memory import open
+from memseal.tools import ToolScope
+from memseal.tools.lifecycle import JobOutcome, JobQueue
+
+__all__ = ["add_verbs", "outcome_line"]
+
+
+def outcome_line(outcome: JobOutcome) -> str:
+    """One job's outcome as a plain line."""
+    if outcome.state == "done":
+        return (
+            f"job {outcome.id}: done, {len(outcome.learned)} learned, "
+            f"{len(outcome.superseded)} superseded (run {outcome.run_id})"
+        )
+    return f"job {outcome.id}: {outcome.state}: {outcome.error}"
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        print("memseal worker: --interval must be more than 0 seconds", file=sys.stderr)
+        return USAGE
+    place = Namespace(args.place, field="--place").text
+    if not place:
+        raise InvalidRequest("`--place` must name the agent's node, like team:acme/agent:writer")
+    scope = ToolScope.placed_at(place, reach=Reach.subtree(place))
+    async with open(
+        Path(args.data),
+        store=store_url(args),
+        create=False,
+        checkpoint_interval=None,
+        embedder=None,
+    ) as memory:
+        queue = JobQueue(memory, scope)
+        while True:
+            outcomes = await queue.run_pending()
+            for outcome in outcomes:
+                print(outcome_line(outcome), flush=True)
+            if args.once:
+                failed = [o for o in outcomes if o.state == "failed"]
+                if not outcomes:
+                    print("no pending jobs")
+                return USAGE if failed else OK
+            await asyncio.sleep(args.interval)
+
+
+def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``worker`` to the ``memseal`` parser."""
+    worker = verbs.add_parser(
+        "worker", parents=[store_options()], help="run the background jobs queued for an agent"
+    )
+    worker.add_argument("--place", required=True, help="the agent's node (team:acme/agent:w)")
+    worker.add_argument("--once", action="store_true", help="run what is pending, then exit")
+    worker.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between looks (default 2)"
+    )
+    worker.set_defaults(run=_worker)

@@ -133,43 +133,57 @@ class Witness:
         except InvalidRequest as exc:
             raise WitnessRefusal(400, f"not a signed checkpoint: {exc}") from None
         with self.store.transaction() as db:
-            known = self.store.read(db, checkpoint.origin)
-            # 2. Only logs this witness follows.
-            if known is None:
-                raise WitnessRefusal(404, f"unknown log origin {checkpoint.origin!r}")
-            # 3. Signed by one of the log's keys (a bad signature by one of them: refused).
+            # A refusal still commits: the evidence it kept must outlive it.
             try:
-                opened = open_note(request.note, known.keys)
-            except VerificationError as exc:
-                raise WitnessRefusal(403, f"checkpoint signature: {exc}") from None
-            now = int(self._clock())
-            # 4. The request's own sizes must make sense.
-            if request.old_size > checkpoint.size:
-                self._rollback_evidence(db, known, checkpoint, request, now)
-                raise WitnessRefusal(
-                    400, f"old size {request.old_size} is above checkpoint size {checkpoint.size}"
+                known = self.store.read(db, checkpoint.origin)
+                # 2. Only logs this witness follows.
+                if known is None:
+                    raise WitnessRefusal(404, f"unknown log origin {checkpoint.origin!r}")
+                # 3. Signed by one of the log's keys (a bad signature by one of them: refused).
+                try:
+                    opened = open_note(request.note, known.keys)
+                except VerificationError as exc:
+                    raise WitnessRefusal(403, f"checkpoint signature: {exc}") from None
+                now = int(self._clock())
+                # 4. The request's own sizes must make sense.
+                if request.old_size > checkpoint.size:
+                    self._rollback_evidence(db, known, checkpoint, request, now)
+                    raise WitnessRefusal(
+                        400,
+                        f"old size {request.old_size} is above checkpoint size {checkpoint.size}",
+                    )
+                if checkpoint.size == 0 and checkpoint.root != EMPTY_ROOT:
+                    raise WitnessRefusal(
+                        422, "a checkpoint of size 0 must have the empty tree's root"
+                    )
+                # 5. The client must start from what this witness cosigned last.
+                if request.old_size != known.size:
+                    self._rollback_evidence(db, known, checkpoint, request, now)
+                    raise WitnessRefusal(
+                        409,
+                        f"old size {request.old_size} is not the size {known.size} last cosigned",
+                        known_size=known.size,
+                    )
+                # 6. The new tree must extend the known one.
+                self._check_extends(db, known, checkpoint, request, now)
+                # 7. Cosign, and keep the note (log signatures verified, ours added) as the state.
+                line = self.cosigner.cosign(text, now)
+                log_lines = "".join(
+                    f"{s}\n"
+                    for s in request.note[len(text) + 1 :].splitlines()
+                    if any(s.startswith(f"\u2014 {k.name} ") for k in opened.verified)
                 )
-            if checkpoint.size == 0 and checkpoint.root != EMPTY_ROOT:
-                raise WitnessRefusal(422, "a checkpoint of size 0 must have the empty tree's root")
-            # 5. The client must start from what this witness cosigned last.
-            if request.old_size != known.size:
-                self._rollback_evidence(db, known, checkpoint, request, now)
-                raise WitnessRefusal(
-                    409,
-                    f"old size {request.old_size} is not the size {known.size} last cosigned",
-                    known_size=known.size,
+                served = f"{text}\n{log_lines}{line}"
+                self.store.advance(
+                    db, checkpoint.origin, checkpoint.size, checkpoint.root, served, now
                 )
-            # 6. The new tree must extend the known one.
-            self._check_extends(db, known, checkpoint, request, now)
-            # 7. Cosign, and keep the note (log signatures verified, ours added) as the state.
-            line = self.cosigner.cosign(text, now)
-            log_lines = "".join(
-                f"{s}\n"
-                for s in request.note[len(text) + 1 :].splitlines()
-                if any(s.startswith(f"\u2014 {k.name} ") for k in opened.verified)
-            )
-            served = f"{text}\n{log_lines}{line}"
-            self.store.advance(db, checkpoint.origin, checkpoint.size, checkpoint.root, served, now)
+
+            except WitnessRefusal as exc:
+                refusal = exc
+            else:
+                refusal = None
+        if refusal is not None:
+            raise refusal
         return line
 
     def _check_extends(

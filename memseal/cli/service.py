@@ -68,6 +68,17 @@ def _byte_count(text: str) -> int:
     return size
 
 
+def _witness_option(text: str) -> str:
+    """``--witness URL,VKEY``, checked before anything starts (the app parses it again)."""
+    from memseal.witness.client import parse_witness_option
+
+    try:
+        parse_witness_option(text)
+    except MemsealError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _embedder(name: str) -> Embedder | Literal["default"] | None:
     if name == "none":
         return None
@@ -381,6 +392,7 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--witness",
         action="append",
         default=[],
+        type=_witness_option,
         metavar="URL,VKEY",
         help="a tlog-witness to send each new checkpoint to (repeatable); the checkpoint "
         "route serves its cosignatures",

@@ -132,6 +132,8 @@ class Witness:
             checkpoint = parse_checkpoint(text)
         except InvalidRequest as exc:
             raise WitnessRefusal(400, f"not a signed checkpoint: {exc}") from None
+        refusal: WitnessRefusal | None = None
+        line = ""
         with self.store.transaction() as db:
             # A refusal still commits: the evidence it kept must outlive it.
             try:
@@ -180,8 +182,6 @@ class Witness:
 
             except WitnessRefusal as exc:
                 refusal = exc
-            else:
-                refusal = None
         if refusal is not None:
             raise refusal
         return line

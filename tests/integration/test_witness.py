@@ -74,7 +74,8 @@ def test_serve_witnesses_each_checkpoint_and_verify_counts_the_cosignatures(
     witness_vkey = _ok(
         memseal_cli("witness", "init", "--data", str(wdir), "--name", "witness.test/w1")
     ).strip()
-    assert "following" in _ok(memseal_cli("witness", "follow", "--data", str(wdir), "--vkey", log_vkey))
+    followed = memseal_cli("witness", "follow", "--data", str(wdir), "--vkey", log_vkey)
+    assert "following" in _ok(followed)
 
     wport, sport = free_port(), free_port()
     witness = _witness_process(wdir, wport, tmp_path / "witness.log", started)

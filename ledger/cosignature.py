@@ -179,6 +179,7 @@ class Cosigner:
 
     @property
     def name(self) -> str:
+        """The witness's key name, the first word of its lines."""
         return self.key.name
 
     @property

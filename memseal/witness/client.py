@@ -151,6 +151,7 @@ class WitnessRelay:
         self._task = asyncio.get_running_loop().create_task(self._watch(interval))
 
     async def close(self) -> None:
+        """Stop watching and close the HTTP connections."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -164,6 +164,7 @@ class WitnessStore:
         self._lock = threading.Lock()
 
     def close(self) -> None:
+        """Close the database."""
         with self._lock:
             self._db.close()
 
@@ -216,6 +217,7 @@ class WitnessStore:
         return _followed(row)
 
     def logs(self) -> list[FollowedLog]:
+        """Every followed log, by origin."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT origin, vkeys, size, root, note, cosigned_at FROM logs ORDER BY origin"
@@ -223,6 +225,7 @@ class WitnessStore:
         return [_followed(r) for r in rows]
 
     def log(self, origin: str) -> FollowedLog | None:
+        """The followed log of ``origin``, or None."""
         with self._lock:
             row = self._db.execute(
                 "SELECT origin, vkeys, size, root, note, cosigned_at FROM logs WHERE origin = ?",
@@ -241,6 +244,7 @@ class WitnessStore:
 
     @staticmethod
     def read(db: sqlite3.Connection, origin: str) -> FollowedLog | None:
+        """Within a transaction: the followed log of ``origin``, or None."""
         row = db.execute(
             "SELECT origin, vkeys, size, root, note, cosigned_at FROM logs WHERE origin = ?",
             (origin,),
@@ -251,6 +255,7 @@ class WitnessStore:
     def advance(
         db: sqlite3.Connection, origin: str, size: int, root: bytes, note: str, at: int
     ) -> None:
+        """Within a transaction: the newest cosigned checkpoint of ``origin``."""
         db.execute(
             "UPDATE logs SET size = ?, root = ?, note = ?, cosigned_at = ? WHERE origin = ?",
             (size, root, note, at, origin),
@@ -260,6 +265,8 @@ class WitnessStore:
     def keep_evidence(
         db: sqlite3.Connection, known: FollowedLog, reason: str, request: str, at: int
     ) -> None:
+        """Within a transaction: keep a conflicting request beside the known checkpoint
+        (once per distinct request, at most :data:`MAX_EVIDENCE` per log)."""
         (count,) = db.execute(
             "SELECT count(*) FROM evidence WHERE origin = ?", (known.origin,)
         ).fetchone()
@@ -274,6 +281,7 @@ class WitnessStore:
         )
 
     def evidence(self) -> list[Evidence]:
+        """Every evidence row, oldest first."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, origin, at, reason, known_size, known_note, request "

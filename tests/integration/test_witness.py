@@ -12,7 +12,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from witness_support import BIN, free_port, memseal_cli
+from witness_support import (
+    BIN,
+    WitnessThread,
+    follow,
+    free_port,
+    grow,
+    memseal_cli,
+    new_witness,
+    vkey_of,
+)
+
+import memseal
+from memseal.ledger.cosignature import parse_cosigner_vkey, require_cosignatures
+from memseal.witness.client import WITNESSED_FILE, WitnessRelay, WitnessTarget
 
 
 def _wait(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -170,3 +183,41 @@ def test_witness_cli_errors_are_one_line(tmp_path: Path) -> None:
         "serve", "--data", str(tmp_path / "d3"), "--witness", f"http://127.0.0.1:1,{logkey}"
     )
     assert wrong_type.returncode == 2 and "not cosignature/v1" in wrong_type.stderr
+
+
+async def test_relay_restart_learns_the_witness_size_and_sends_the_proof_from_it(
+    tmp_path: Path,
+) -> None:
+
+    log = tmp_path / "log"
+    first, _ = await grow(log, 2, "before")
+    new_witness(tmp_path / "w")
+    follow(tmp_path / "w", await vkey_of(log))
+    with WitnessThread(tmp_path / "w") as witness:
+        target = WitnessTarget(url=witness.url, key=parse_cosigner_vkey(witness.vkey))
+        async with memseal.open(log, embedder=None, checkpoint_interval=None) as memory:
+            relay = WitnessRelay(memory.ledger, [target], folder=log)
+            try:
+                cosigned = await relay.witnessed(first)
+            finally:
+                await relay.close()
+            await memory.ledger.append("note", {"after": "restart"})
+            second = await memory.ledger.checkpoint()
+            # A new relay (serve restarted) knows nothing: it sends old 0, gets 409 with
+            # the witness's size, and sends the proof from there.
+            relay = WitnessRelay(memory.ledger, [target], folder=log)
+            try:
+                again = await relay.witnessed(second)
+            finally:
+                await relay.close()
+        down = WitnessTarget(url="http://127.0.0.1:1", key=target.key)
+        async with memseal.open(log, embedder=None, checkpoint_interval=None) as memory:
+            relay = WitnessRelay(memory.ledger, [down], timeout=2)
+            try:
+                unwitnessed = await relay.witnessed(second)
+                assert unwitnessed == second and "unreachable" in relay.errors[down.url]
+            finally:
+                await relay.close()
+    assert len(require_cosignatures(cosigned, [target.key], 1)) == 1
+    assert len(require_cosignatures(again, [target.key], 1)) == 1
+    assert (log / WITNESSED_FILE).read_text(encoding="utf-8") == again

@@ -38,7 +38,6 @@ from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
 from memseal.memory import DATABASE, STORE_ENV, open, open_audit
 from memseal.replay.provenance import verify_derived
-from memseal.witness.client import WITNESSED_FILE
 
 __all__ = ["main"]
 
@@ -66,12 +65,14 @@ async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
     memo table against the signed calls and, with ``--deep``, the projections."""
     trust = trust_text(args.trust)
     kept = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
-    witnessed = None if isinstance(where, str) else Path(where) / WITNESSED_FILE
     if args.witnesses is not None and not args.witness:
         print("memseal verify: --witnesses K needs --witness VKEY", file=sys.stderr)
         return USAGE
     if args.witness and not kept:
+        from memseal.witness.client import WITNESSED_FILE  # not at import: it loads httpx
+
         # serve --witness keeps the newest cosigned checkpoint in the data folder.
+        witnessed = None if isinstance(where, str) else Path(where) / WITNESSED_FILE
         if witnessed is None or not witnessed.is_file():
             print(
                 "FAILED: witness: no cosigned checkpoint to check (give --checkpoint FILE, "

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from .checkpoint import parse_checkpoint
+from .cosignature import parse_cosigner_vkey, require_cosignatures
 from .entry import check_mention, make_draft
 from .errors import InvalidRequest, NotFound, VerificationError
 from .merkle import consistency_proof, inclusion_proof, stored_hash_count, tree_hash
@@ -309,6 +310,8 @@ class Ledger:
         trust: TrustArg = None,
         *,
         checkpoints: Sequence[str] = (),
+        witnesses: Sequence[str] = (),
+        quorum: int | None = None,
         progress: Progress | None = None,
         workers: int | None = None,
     ) -> VerifySummary:
@@ -318,8 +321,14 @@ class Ledger:
         instance's own key, which proves integrity, not identity. Stored
         checkpoints are checked, and so are ``checkpoints`` an auditor kept
         (signed note texts): a log shorter than any of them was truncated.
+        With ``witnesses`` (cosignature/v1 vkeys), each kept checkpoint must
+        also carry at least ``quorum`` (default 1) valid witness cosignatures,
+        and at least one must be given: a checkpoint the witnesses saw is what
+        rules out a log shown differently to others.
         """
         keys = trusted_keys(trust, self._trust_root)
+        if witnesses or quorum is not None:
+            _check_witnessed(checkpoints, witnesses, quorum)
         count = workers if workers is not None else min(2, os.cpu_count() or 1)
         total = (await self.store.head()).size
         notes = [(c.size, c.note) for c in await self.store.checkpoints()]
@@ -377,6 +386,21 @@ class Ledger:
 def _leaf_index(seq: int) -> int:
     # The leaf hash of record seq is the first stored hash it wrote.
     return stored_hash_count(seq)
+
+
+def _check_witnessed(
+    checkpoints: Sequence[str], witnesses: Sequence[str], quorum: int | None
+) -> None:
+    if not witnesses:
+        raise InvalidRequest("`quorum` needs `witnesses`: the witness vkeys you trust")
+    if not checkpoints:
+        raise InvalidRequest(
+            "`witnesses` needs `checkpoints`: the cosigned checkpoints to hold the log to"
+        )
+    keys = [parse_cosigner_vkey(w) if isinstance(w, str) else w for w in witnesses]
+    for note in checkpoints:
+        _note_size(note)
+        require_cosignatures(note, keys, 1 if quorum is None else quorum)
 
 
 def _note_size(note: object) -> int:

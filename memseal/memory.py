@@ -257,13 +257,22 @@ class Memory:
             await run.close()
 
     async def verify(
-        self, trust: str | None = None, *, checkpoints: Sequence[str] = (), deep: bool = False
+        self,
+        trust: str | None = None,
+        *,
+        checkpoints: Sequence[str] = (),
+        witnesses: Sequence[str] = (),
+        quorum: int | None = None,
+        deep: bool = False,
     ) -> None:
         """What ``memseal verify`` checks: the ledger (against ``trust``, default the
         first key), the memo table against the signed calls and, with ``deep``, the
-        projections against a rebuild from the log. Returns None or raises
-        :class:`VerificationError`."""
-        summary = await self.ledger.verify(trust, checkpoints=checkpoints)
+        projections against a rebuild from the log. With ``witnesses`` (witness vkeys),
+        every one of ``checkpoints`` must carry ``quorum`` (default 1) valid witness
+        cosignatures. Returns None or raises :class:`VerificationError`."""
+        summary = await self.ledger.verify(
+            trust, checkpoints=checkpoints, witnesses=witnesses, quorum=quorum
+        )
         await verify_derived(self.ledger.store, summary.size)
         if deep:
             check = await self.engine.check_projections()

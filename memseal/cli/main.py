@@ -33,6 +33,7 @@ from memseal.cli.options import (
 from memseal.cli.progress import ProgressLine
 from memseal.cli.service import add_verbs as add_service_verbs
 from memseal.cli.trust import trust_text
+from memseal.cli.witness import add_verbs as add_witness_verbs
 from memseal.cli.worker import add_verbs as add_worker_verbs
 from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
@@ -48,6 +49,12 @@ async def _verify(args: argparse.Namespace) -> int:
         return await _verify_ledger(args, args.path)
     target = Path(args.path)
     if target.is_file():  # a session bundle
+        if args.witness or args.witnesses is not None:
+            print(
+                "memseal verify: --witness checks a ledger's kept checkpoints, not a bundle",
+                file=sys.stderr,
+            )
+            return USAGE
         return verify_bundle_file(target, args.trust)
     if not target.is_dir():
         print(f"memseal verify: {target} is not a memseal data folder", file=sys.stderr)
@@ -60,6 +67,22 @@ async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
     memo table against the signed calls and, with ``--deep``, the projections."""
     trust = trust_text(args.trust)
     kept = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
+    if args.witnesses is not None and not args.witness:
+        print("memseal verify: --witnesses K needs --witness VKEY", file=sys.stderr)
+        return USAGE
+    if args.witness and not kept:
+        from memseal.witness.client import WITNESSED_FILE  # not at import: it loads httpx
+
+        # serve --witness keeps the newest cosigned checkpoint in the data folder.
+        witnessed = None if isinstance(where, str) else Path(where) / WITNESSED_FILE
+        if witnessed is None or not witnessed.is_file():
+            print(
+                "FAILED: witness: no cosigned checkpoint to check (give --checkpoint FILE, "
+                "a checkpoint fetched from the service's checkpoint route)",
+                file=sys.stderr,
+            )
+            return FAILED
+        kept = [witnessed.read_text(encoding="utf-8")]
     if args.deep and isinstance(where, str):
         print(
             "memseal verify --deep: give the data folder (its secret keys the projections), "
@@ -72,7 +95,13 @@ async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
     progress = ProgressLine("verifying")
     async with open_audit(where, store=store) as ledger:
         try:
-            summary = await ledger.verify(trust, checkpoints=kept, progress=progress)
+            summary = await ledger.verify(
+                trust,
+                checkpoints=kept,
+                witnesses=[trust_text(w) for w in args.witness],
+                quorum=args.witnesses,
+                progress=progress,
+            )
             await verify_derived(ledger.store, summary.size)
             deep = await deep_check(ledger.store, Path(where)) if args.deep else None
         except VerificationError as exc:
@@ -193,6 +222,20 @@ def _parser() -> argparse.ArgumentParser:
         help="a signed checkpoint you kept; the log must still contain it (repeatable)",
     )
     verify.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a trusted witness's vkey (repeatable): the checkpoints must carry its "
+        "cosignature (default checkpoint: the one serve --witness kept in the folder)",
+    )
+    verify.add_argument(
+        "--witnesses",
+        type=int,
+        metavar="K",
+        help="how many of the --witness keys must have cosigned each checkpoint (default 1)",
+    )
+    verify.add_argument(
         "--deep",
         action="store_true",
         help="also rebuild the projections from the log into a scratch store and compare",
@@ -228,6 +271,7 @@ def _parser() -> argparse.ArgumentParser:
     add_migrate_verbs(verbs)
     add_brain_verbs(verbs)
     add_worker_verbs(verbs)
+    add_witness_verbs(verbs)
     return parser
 
 

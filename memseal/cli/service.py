@@ -68,6 +68,17 @@ def _byte_count(text: str) -> int:
     return size
 
 
+def _witness_option(text: str) -> str:
+    """``--witness URL,VKEY``, checked before anything starts (the app parses it again)."""
+    from memseal.witness.client import parse_witness_option
+
+    try:
+        parse_witness_option(text)
+    except MemsealError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _embedder(name: str) -> Embedder | Literal["default"] | None:
     if name == "none":
         return None
@@ -174,8 +185,16 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
         print(f"  OpenAPI: {url}/docs", flush=True)
         limits = {} if args.max_body is None else {"max_body": args.max_body}
+        for witness in args.witness:
+            print(f"  witness: {witness.partition(',')[0]}", flush=True)
         app = _Startup(
-            create_app(folder, store=store, embedder=_embedder(args.embedder), **limits),
+            create_app(
+                folder,
+                store=store,
+                embedder=_embedder(args.embedder),
+                witnesses=args.witness,
+                **limits,
+            ),
             lock,
         )
         config = uvicorn.Config(
@@ -368,6 +387,15 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="BYTES",
         help="the largest body a tool call takes, e.g. 1048576, 512K or 2M (default 1M); "
         "a longer one gets 413 before it is read whole. Other routes take 16K",
+    )
+    serve.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        type=_witness_option,
+        metavar="URL,VKEY",
+        help="a tlog-witness to send each new checkpoint to (repeatable); the checkpoint "
+        "route serves its cosignatures",
     )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(run=_serve)

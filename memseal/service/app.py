@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute, Match
 from memseal.engine import Embedder
 from memseal.ledger.errors import InvalidRequest, MemsealError
 from memseal.memory import open as open_memory
+from memseal.witness.client import WitnessRelay, parse_witness_option
 
 from .errors import ApiError, error_body, from_memseal
 from .guard import MAX_BODY_BYTES, MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES, Guard
@@ -50,6 +51,7 @@ def create_app(
     mcp: bool = True,
     checkpoint_interval: float | None = 60.0,
     max_body: int = MAX_BODY_BYTES,
+    witnesses: Sequence[str] = (),
 ) -> FastAPI:
     """The service over the data folder ``folder`` (opened at start-up, drained at shutdown).
 
@@ -58,7 +60,8 @@ def create_app(
     the folder keeps the keys and the tokens either way. ``max_body`` is the largest body
     a tool call takes, in bytes (default :data:`MAX_BODY_BYTES`; whatever the body, the
     tools refuse arguments over 1 MiB of compact JSON); every other route takes at most
-    :data:`SMALL_BODY_BYTES`.
+    :data:`SMALL_BODY_BYTES`. ``witnesses`` are ``URL,VKEY`` texts: each new checkpoint
+    goes to those witnesses, and the checkpoint route serves it with their cosignatures.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int):
         raise InvalidRequest("`max_body` must be a number of bytes")
@@ -69,6 +72,7 @@ def create_app(
         )
     data = Path(folder)
     mcp_manager: Any = None
+    targets = [parse_witness_option(w) for w in witnesses]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -77,6 +81,10 @@ def create_app(
             data, store=store, embedder=embedder, checkpoint_interval=checkpoint_interval
         )
         service = Service(memory, token_store)
+        relay = WitnessRelay(memory.ledger, targets, folder=data) if targets else None
+        app.state.witnesses = relay
+        if relay is not None:
+            relay.start()
         app.state.service = service
         try:
             if mcp_manager is not None:
@@ -88,6 +96,8 @@ def create_app(
             # Uvicorn lets in-flight requests finish before this runs; then the held runs
             # release their leases and the writer queue drains before the store closes.
             app.state.service = None
+            if relay is not None:
+                await relay.close()
             try:
                 await service.runs.close()
             finally:

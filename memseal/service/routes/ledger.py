@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import PlainTextResponse, Response
 
@@ -102,17 +102,22 @@ async def entry(
 
 @router.get(
     "/v1/ledger/checkpoint",
-    summary="The latest signed checkpoint (C2SP signed note; one is cut if none exists)",
+    summary="The latest signed checkpoint (C2SP signed note; one is cut if none exists), "
+    "with its witnesses' cosignatures",
     response_class=Response,
     responses=TEXT_OK,
 )
-async def checkpoint(who: Auditor, memory: MemoryDep) -> Response:
+async def checkpoint(who: Auditor, memory: MemoryDep, request: Request) -> Response:
     """
     \f
-    The latest checkpoint's signed note (cutting the first one).
+    The latest checkpoint's signed note (cutting the first one), with the
+    cosignatures of the witnesses ``serve --witness`` names.
     """
     latest = await memory.ledger.latest_checkpoint()
     note = latest.note if latest is not None else await memory.ledger.checkpoint()
+    relay = getattr(request.app.state, "witnesses", None)
+    if relay is not None:
+        note = await relay.witnessed(note)
     return PlainTextResponse(note)
 
 

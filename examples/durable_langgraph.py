@@ -172,8 +172,11 @@ async def main(args: argparse.Namespace) -> int:
         elif state.interrupts:
             print(f"thread {args.thread!r}: approving {len(state.interrupts)} pending call(s)")
             given = Command(resume={i.id: "yes" for i in state.interrupts})
-        else:
+        elif state.next:
             print(f"thread {args.thread!r}: resuming from its last checkpoint")
+            given = None
+        else:
+            print(f"thread {args.thread!r}: finished already; nothing runs")
             given = None
         before = await memory.ledger.size()
         final = await graph.ainvoke(given, config, durability=args.durability)

@@ -432,3 +432,41 @@ def test_a_sync_graph_on_the_sync_facade_resumes_from_memos(tmp_path: Path) -> N
         again = _results(graph_on(memory, saver).invoke({"messages": [ask]}, config))
         assert again == first and memory.ledger.size() == size
         memory.ledger.verify(memory.trust_root)
+
+
+@pytest.mark.usefixtures("_store")
+async def test_toolnodes_own_arguments_pass_through(tmp_path: Path) -> None:
+    from langchain_core.tools import tool
+
+    @tool
+    def weather(city: str) -> str:
+        """The host's own tool, served beside the memory tools (not recorded)."""
+        return f"sunny in {city}"
+
+    async with _open(tmp_path / "data") as memory:
+        node = tool_node(memory, SCOPE, name="memory", tools=[weather], handle_tool_errors=True)
+        assert node.name == "memory"
+        assert set(node.tools_by_name) == {
+            *(s.name for s in memory.tools(SCOPE).specs()),
+            "weather",
+        }
+        builder = StateGraph(MessagesState)
+        builder.add_node("memory", node)
+        builder.add_edge(START, "memory")
+        builder.add_edge("memory", END)
+        graph = builder.compile()
+        ask = AIMessage(
+            content="",
+            tool_calls=[
+                _call("weather", {"city": "Oslo"}, "w1"),
+                _call("memory_list", {}, "m1"),
+                _call("memory_list", {}, "k" * 201),
+            ],
+        )
+        state = await graph.ainvoke({"messages": [ask]}, {"configurable": {"thread_id": "t"}})
+        got = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+        assert got["w1"].content == "sunny in Oslo"
+        assert got["m1"].status == "success"
+        # handle_tool_errors=True is ToolNode's: the refused key comes back as an error message.
+        assert got["k" * 201].status == "error" and "`key`" in str(got["k" * 201].content)
+        assert await _per_key(memory, "t") == {"m1": 1}

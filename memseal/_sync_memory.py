@@ -59,6 +59,17 @@ class SyncMemory:
         self._bound: list[RecordedTools] = []
 
     @property
+    def memory(self) -> Memory:
+        """The :class:`Memory` this facade drives; use it only on :attr:`loop` (an adapter
+        running its own calls there, as ``memseal.integrations.langgraph`` does)."""
+        return self._memory
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The facade's private event loop, running in a thread of its own."""
+        return self._loop
+
+    @property
     def vkey(self) -> str:
         """The current signing key's public half (see :attr:`Memory.vkey`)."""
         return self._memory.vkey

@@ -265,7 +265,7 @@ def test_a_sync_graph_uses_the_store_on_the_sync_facade(tmp_path: Path) -> None:
 async def test_a_put_crashed_between_store_and_forget_reads_the_newer_and_heals(
     tmp_path: Path,
 ) -> None:
-    from memseal.integrations.langgraph import STORE_TAG, _envelope, _key_tag
+    from memseal.integrations._langgraph_store import STORE_TAG, _envelope, _key_tag
 
     async with _open(tmp_path) as memory:
         store = MemsealStore(memory, SCOPE)

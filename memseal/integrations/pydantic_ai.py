@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -51,7 +52,9 @@ _ANY_ARGUMENTS: Final = SchemaValidator(core_schema.no_info_plain_validator_func
 
 def _arguments(keywords: dict[str, Any]) -> Any:
     if keywords.keys() == {_NOT_AN_OBJECT} and not isinstance(keywords[_NOT_AN_OBJECT], dict):
-        return keywords[_NOT_AN_OBJECT]
+        # Back to the JSON text the model sent: a None handed to the tools would read as
+        # arguments left out, and a model's explicit null must be refused.
+        return json.dumps(keywords[_NOT_AN_OBJECT])
     return keywords
 
 

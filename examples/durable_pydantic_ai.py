@@ -152,7 +152,6 @@ async def via_dbos(memory: memseal.Memory, data: Path, first: bool) -> list[Mode
         config={
             "name": "memseal-pydantic-ai",
             "system_database_url": f"sqlite:///{data / 'dbos.sqlite'}",
-            "run_admin_server": False,
             "log_level": "WARNING",
         }
     )
@@ -171,7 +170,7 @@ async def via_dbos(memory: memseal.Memory, data: Path, first: bool) -> list[Mode
         with SetWorkflowID(RUN_ID):
             await nightly(PROMPT)
     else:
-        handle = await DBOS.retrieve_workflow_async(RUN_ID)
+        handle: Any = await DBOS.retrieve_workflow_async(RUN_ID)
         await handle.get_result()
     return ModelMessagesTypeAdapter.validate_json((data / HISTORY).read_bytes())
 

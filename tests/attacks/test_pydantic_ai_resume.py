@@ -150,7 +150,7 @@ async def test_parallel_calls_left_waiting_in_a_saved_history_each_answer_from_t
     before, after = returns(first), returns(resumed)
     assert {k: after[k].content for k in before} == {k: before[k].content for k in before}
     assert await memory.ledger.size() == size
-    assert sorted(await keys(memory)) == ["p0", "p1", "p2", "p3"]
+    assert sorted(map(str, await keys(memory))) == ["p0", "p1", "p2", "p3"]
 
 
 async def test_a_tool_call_id_reused_with_other_arguments_is_a_divergence_naming_the_key(

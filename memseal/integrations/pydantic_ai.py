@@ -4,10 +4,12 @@
 ``pydantic_ai.Tool`` per memseal tool. Each is built with ``Tool.from_schema``, so
 the model reads memseal's own JSON Schema, unchanged, and memseal is the one
 validator of the arguments: a refusal is worded by memseal and, in a run, recorded
-as memseal records every refused call. The id Pydantic AI gives the call
-(``RunContext.tool_call_id``) is the call's key in the run, so a run resumed from
-the start, from a saved ``message_history`` or by DBOS recovery gets each logical
-call exactly once: a recorded id returns its verified memo, a new id runs live.
+as memseal records every refused call. Only the argument validator is swapped (see
+:class:`_Arguments`): anything that is not a JSON object reaches memseal as text.
+The id Pydantic AI gives the call (``RunContext.tool_call_id``) is the call's key in
+the run, so a run resumed from the start, from a saved ``message_history`` or by
+DBOS recovery gets each logical call exactly once: a recorded id returns its
+verified memo, a new id runs live.
 
 What the model can act on (an invalid call, something not found, a tool this agent
 does not have, a bad tool-call id) is raised as ``pydantic_ai.ToolFailed`` with
@@ -25,36 +27,58 @@ import copy
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pydantic_ai import RunContext, Tool, ToolFailed
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import SchemaValidator
 
 if TYPE_CHECKING:
     from memseal.tools.toolset import AsyncTool, AsyncToolset
 
 __all__ = ["tools"]
 
-# Arguments that are not a JSON object (null, a list, a number) ride under this key,
-# which no memseal schema has, so memseal refuses them in its own words. Pydantic AI
-# calls a tool with the arguments' keys as keywords and fails on anything else.
+# Arguments that are not a JSON object (null, a list, text that is not JSON) ride under
+# this key, which no memseal schema has, as the text the model sent, so memseal refuses
+# them in its own words. Pydantic AI calls a tool with the arguments' keys as keywords and
+# fails on anything else; its own JSON parser refuses what memseal would name (a lone
+# surrogate), as a retry whose budget a second one exhausts.
 _NOT_AN_OBJECT: Final = ""
 
 
-def _as_keywords(value: Any) -> dict[str, Any]:
-    # Idempotent (a dict is kept as it is), as a validator must be: a durable runtime
-    # validates arguments again after they crossed a step boundary as JSON.
-    return value if isinstance(value, dict) else {_NOT_AN_OBJECT: value}
+class _Text(str):
+    """Argument text as the model sent it: a model's own JSON never decodes to this type."""
+
+    __slots__ = ()
 
 
-_ANY_ARGUMENTS: Final = SchemaValidator(core_schema.no_info_plain_validator_function(_as_keywords))
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")  # NaN, Infinity: memseal's decoder names them
+
+
+class _Arguments:
+    """Stands in for ``from_schema``'s validator (which accepts anything), never refusing.
+
+    A dict is kept as it is (so validating again, as a durable runtime does after a step
+    boundary, changes nothing); anything else is carried to memseal as :class:`_Text`.
+    """
+
+    def validate_json(self, data: str | bytes | bytearray, **_: Any) -> dict[str, Any]:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8", "surrogateescape")
+        try:
+            value = json.loads(text, parse_constant=_not_json)
+        except ValueError:
+            return {_NOT_AN_OBJECT: _Text(text)}
+        return value if isinstance(value, dict) else {_NOT_AN_OBJECT: _Text(text)}
+
+    def validate_python(self, value: Any, **_: Any) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        return {_NOT_AN_OBJECT: _Text(json.dumps(value))}
 
 
 def _arguments(keywords: dict[str, Any]) -> Any:
-    if keywords.keys() == {_NOT_AN_OBJECT} and not isinstance(keywords[_NOT_AN_OBJECT], dict):
-        # Back to the JSON text the model sent: a None handed to the tools would read as
-        # arguments left out, and a model's explicit null must be refused.
-        return json.dumps(keywords[_NOT_AN_OBJECT])
+    if keywords.keys() == {_NOT_AN_OBJECT} and isinstance(keywords[_NOT_AN_OBJECT], _Text):
+        return str(keywords[_NOT_AN_OBJECT])
     return keywords
 
 
@@ -79,7 +103,8 @@ def _tool(toolset: AsyncToolset, spec: AsyncTool) -> Tool[Any]:
     )
     # from_schema validates nothing but hands the validated value on as keywords, so a
     # null or a list from the model would crash the run: they reach memseal instead.
-    tool.function_schema = dataclasses.replace(tool.function_schema, validator=_ANY_ARGUMENTS)
+    validator = cast(SchemaValidator, _Arguments())
+    tool.function_schema = dataclasses.replace(tool.function_schema, validator=validator)
     return tool
 
 

@@ -158,18 +158,29 @@ async def test_a_models_mistakes_come_back_as_failed_returns_never_a_crash(memor
             ToolCallPart("memory_fetch", "[1, 2]", tool_call_id="list_args"),
             ToolCallPart("memory_get", {"ids": ["0" * 32]}, tool_call_id="missing"),
             ToolCallPart("memory_store", {"namespace": "x"}, tool_call_id="smuggled"),
+            # Text Pydantic AI's own parser refuses (a retry of its budget): memseal's now.
+            ToolCallPart("memory_fetch", '{"query": "\\ud800"}', tool_call_id="surrogate"),
+            ToolCallPart("memory_fetch", "{not json", tool_call_id="not_json"),
+            ToolCallPart("memory_fetch", '{"query": NaN}', tool_call_id="nan"),
+            # The key non-object arguments ride under, sent by the model: refused, not unwrapped.
+            ToolCallPart("memory_fetch", {"": '{"query": "a"}'}, tool_call_id="wrapper"),
             ToolCallPart(
                 "memory_store", {"learning": {"text": "fixed"}}, tool_call_id="good_store"
             ),
         )
-        # Four failures, past the one retry Pydantic AI allows a tool by default.
+        # Eight failures, past the one retry Pydantic AI allows a tool by default.
         result = await Agent(model).run("go", toolsets=[tools])
     assert result.output == "done"
     parts = returned(result.all_messages())
-    for key in ("bad_store", "null_args", "list_args", "smuggled"):
+    refused = ("bad_store", "null_args", "list_args", "smuggled", "surrogate", "not_json", "nan")
+    for key in (*refused, "wrapper"):
         assert parts[key].outcome == "failed", key
-        assert str(parts[key].content).startswith("error: memory_"), parts[key]
+        assert re.match(r"error: `?memory_", str(parts[key].content)), parts[key]
     assert "must be a JSON object" in str(parts["null_args"].content)
+    assert "surrogates not allowed" in str(parts["surrogate"].content)
+    assert "not valid JSON" in str(parts["not_json"].content)
+    assert "not valid JSON" in str(parts["nan"].content)
+    assert '`""` is not an argument' in str(parts["wrapper"].content)
     assert parts["missing"].outcome != "failed"  # an unknown id is an answer, not a mistake
     assert parts["good_store"].outcome != "failed"
     assert json.loads(str(parts["good_store"].content))["replayed"] is False
@@ -181,9 +192,13 @@ async def test_a_models_mistakes_come_back_as_failed_returns_never_a_crash(memor
         "list_args",
         "missing",
         "smuggled",
+        "surrogate",
+        "not_json",
+        "nan",
+        "wrapper",
         "good_store",
     ]
-    assert [error for _, _, error in calls] == [True, True, True, False, True, False]
+    assert [error for _, _, error in calls] == [*[True] * 3, False, *[True] * 5, False]
     await memory.ledger.verify(trust=memory.vkey)
 
 

@@ -74,6 +74,12 @@ _LANGCHAIN_CALL_ID: Final[contextvars.ContextVar[object]] = contextvars.ContextV
 )
 
 
+#: Adapters whose body lives above this layer, in memseal.integrations: runtime name ->
+#: the function building that runtime's tools from an AsyncToolset. memseal.integrations
+#: fills it when memseal is imported, so the tools never import upward.
+RUNTIME_ADAPTERS: Final[dict[str, Callable[[AsyncToolset], list[Any]]]] = {}
+
+
 # The default of `call`: a tool call object alone, or a name whose arguments were left out.
 _OMITTED: Any = object()
 
@@ -344,6 +350,15 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         or the source has no policy).
         """
         return _refusal(self._source, name, arguments)
+
+    def to_pydantic_ai(self) -> list[Any]:
+        """One ``pydantic_ai.Tool`` per tool, keyed by the ``RunContext``'s ``tool_call_id``.
+
+        The model reads the same JSON Schema; what it can act on is a ``ToolFailed``
+        with the ``error:`` text (memseal.integrations.pydantic_ai). Raises ImportError
+        when pydantic-ai-slim is not installed.
+        """
+        return RUNTIME_ADAPTERS["pydantic_ai"](self)
 
     def to_langchain(self) -> list[Any]:
         """One ``langchain_core.tools.StructuredTool`` per tool, bound as a coroutine.

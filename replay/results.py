@@ -34,9 +34,9 @@ __all__ = [
     "STRUCTURAL_KEYS",
     "TEXT_REF",
     "Split",
+    "payload_salt",
     "restore",
     "result_hash",
-    "payload_salt",
     "split",
     "text_salts",
 ]

@@ -6,7 +6,6 @@ import os
 from typing import Any
 
 import blake3
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st

@@ -34,8 +34,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest
 
+# One table of issue 17's rows, each beside its floor and the peer (docs/performance.md).
 bench: $(STAMP)
-	$(BIN)/python benchmarks/ledger_append.py
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

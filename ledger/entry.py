@@ -199,23 +199,29 @@ def make_draft(
     mentions: Sequence[str] = (),
     redacts: Sequence[int] = (),
     checked: bool = False,
+    salt: bytes | None = None,
 ) -> Draft:
     """Validate and encode one entry's content; raise :class:`InvalidRequest` on bad input.
 
     ``checked=True``: ``body`` and ``payload`` are plain JSON by construction
-    (decoded by msgspec), so only their size is checked.
+    (decoded by msgspec), so only their size is checked. ``salt`` is the payload's
+    16-byte salt when the caller drew it (unpredictable, never reused); default a fresh one.
     """
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         raise InvalidRequest(f"`kind` {kind!r} must be lowercase snake_case, at most 64 characters")
     if type(body) is not dict and not isinstance(body, Mapping):
         raise InvalidRequest(f"`body` must be a JSON object, not {type(body).__name__}")
     body_bytes = canonical_json(body, field="body", limit=MAX_BODY_BYTES, checked=checked)
-    salt: bytes | None = None
+    if salt is not None and (type(salt) is not bytes or len(salt) != SALT_SIZE):
+        raise InvalidRequest(f"`salt` must be {SALT_SIZE} bytes")
     data: bytes | None = None
     digest: str | None = None
-    if payload is not None:
+    if payload is None:
+        salt = None
+    else:
         data = canonical_json(payload, field="payload", limit=MAX_PAYLOAD_BYTES, checked=checked)
-        salt = secrets.token_bytes(SALT_SIZE)
+        if salt is None:
+            salt = secrets.token_bytes(SALT_SIZE)
         digest = payload_hash(salt, data)
     if type(mentions) not in (tuple, list) and (
         isinstance(mentions, str | bytes) or not isinstance(mentions, Sequence)

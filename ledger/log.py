@@ -348,13 +348,28 @@ class Ledger:
                 if progress is not None:
                     progress(verifier.size, total)
 
-            async for record in self.store.scan(0, total):
-                chunk.append(record)
-                if len(chunk) >= _CHUNK:
+            # One chunk is checked (on the executor, its signatures on the pool) while the
+            # next is read: reading no longer waits for checking, nor checking for reading.
+            # Chunks are still fed one at a time, in order.
+            checking: asyncio.Task[None] | None = None
+            try:
+                async for record in self.store.scan(0, total):
+                    chunk.append(record)
+                    if len(chunk) >= _CHUNK:
+                        if checking is not None:
+                            await checking
+                        checking = asyncio.ensure_future(feed(chunk))
+                        chunk = []
+                if checking is not None:
+                    await checking
+                    checking = None
+                if chunk:
                     await feed(chunk)
-                    chunk = []
-            if chunk:
-                await feed(chunk)
+            finally:
+                if checking is not None and not checking.done():
+                    checking.cancel()
+                    with contextlib.suppress(BaseException):
+                        await checking
             if verifier.size != total:
                 raise VerificationError(
                     f"the log has {total} entries but only {verifier.size} could be read",

@@ -8,6 +8,7 @@ failed call is recorded without its arguments (see :mod:`memseal.replay.calls`).
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from .calls import (
 from .identity import input_hash, memo_key
 from .memo import MemoRow, acquire, check_holder, put_memo, release
 from .provenance import Verified
-from .results import result_hash, split
+from .results import payload_salt, result_hash, split
 
 __all__ = ["CallDraft", "LiveCalls", "Prepared", "Preparer", "Taken"]
 
@@ -109,7 +110,10 @@ class CallDraft:
         mentions = (
             () if failed or prepared is None else tuple(dict.fromkeys(prepared.mentions(recorded)))
         )
-        parts = split(recorded)
+        # One random draw a call: its texts' salts and its payload's derive from it
+        # (results.py), not one getrandom a text (slow on a loaded host: issue 17).
+        seed = os.urandom(32)
+        parts = split(recorded, seed)
         body = ToolCall(
             run_id=self.run_id,
             step=self.step,
@@ -146,6 +150,7 @@ class CallDraft:
             msgspec.to_builtins(payload),
             mentions=mentions,
             checked=True,
+            salt=payload_salt(seed),
         )
 
 

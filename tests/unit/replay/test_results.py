@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import blake3
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from memseal.replay.identity import ScopeIdentity, fingerprint, input_hash, memo_key
-from memseal.replay.results import TEXT_REF, restore, result_hash, split
+from memseal.replay.results import TEXT_REF, restore, result_hash, split, text_salts
 
 RESULT = {
     "hits": [
@@ -50,6 +52,31 @@ def test_equal_texts_get_different_salted_references() -> None:
     one, two = split({"text": "same"}), split({"text": "same"})
     assert one.skeleton != two.skeleton
     assert result_hash(one.skeleton) != result_hash(two.skeleton)
+
+
+def test_equal_texts_of_one_call_get_distinct_salts_and_references() -> None:
+    parts = split({"hits": [{"text": "same"}, {"text": "same"}, {"title": "same"}]})
+    salts = [salt for salt, _ in parts.texts.values()]
+    assert len(parts.texts) == 3 and len(set(salts)) == 3
+    assert all(len(bytes.fromhex(salt)) == 16 for salt in salts)
+
+
+def test_text_salts_are_cut_from_one_keyed_stream_of_the_call_seed() -> None:
+    seed = os.urandom(32)
+    salts = text_salts(seed, 5)
+    assert len(set(salts)) == 5 and all(len(s) == 16 for s in salts)
+    # Deterministic in the seed (nothing else): a fresh seed gives other salts.
+    assert text_salts(seed, 5) == salts and text_salts(seed, 2) == salts[:2]
+    assert not set(text_salts(os.urandom(32), 5)) & set(salts)
+
+
+def test_a_result_salted_one_urandom_a_text_still_restores() -> None:
+    # Results recorded before the per-call seed: each salt stored beside its text, so a
+    # replay or a verify never re-derives one.
+    salt = os.urandom(16)
+    ref = blake3.blake3(salt + b"prefers dark mode").hexdigest()
+    texts = {ref: [salt.hex(), "prefers dark mode"]}
+    assert restore({"text": {TEXT_REF: ref}}, texts, None) == {"text": "prefers dark mode"}
 
 
 @pytest.mark.parametrize("attack", ["swap text", "drop text", "bad salt"])

@@ -1,0 +1,448 @@
+"""memseal at the floor: one table of recorded calls beside their floors and a peer, one run.
+
+Run: ``make bench`` (installs the ``bench`` extra), or
+``.venv/bin/python benchmarks/bench.py [--quick] [--rounds R] [--calls N] [--json FILE]``.
+
+Everything runs in this one process on real files in one temporary folder, SQLite
+with memseal's durability (WAL, ``synchronous=FULL``), embedder none, and the
+contestants of each row run interleaved: every round runs each of them once, in
+turn, and the table shows the median of the rounds. So a neighbour's load moves
+all of a row's figures together and the ratio stays meaningful.
+
+Rows (issue 17):
+
+* **bare floor**: per call, canonical-encode the arguments and the result, blake3
+  them, build, hash (SHA-256 leaf) and Ed25519-sign an entry, insert the entry, its
+  payload, a memo row and one FTS5 row; the calls in flight (``--width``, 32) share
+  one transaction, as memseal's group commit lets them;
+* **memseal recorded memory_store**: ``run.call("memory_store", ...)`` in mode
+  ``record``, ``--width`` calls in flight in one run (the memory's signed entry, the
+  call's signed entry, the projection rows, the FTS row and the memo, committed
+  before each answer);
+* **eventsourcing on SQLite**: the ``eventsourcing`` library, one aggregate created
+  and saved per call (one event, one transaction), its SQLite defaults; skipped,
+  saying so, when the library is missing (``pip install -e '.[bench]'``);
+* **memory_fetch** unrecorded (``MemoryTools.call``) and recorded (``run.call``),
+  ``--width`` in flight, exact search over a seeded store;
+* **sequential recorded call** p50 against the unrecorded call's p50 plus one
+  durable commit of one row (its fsync) measured on its own;
+* **replay hit** p50 (a resumed run, every step a checked memo) against the live
+  recorded call it replaces;
+* **full verify** (``Memory.verify``: every entry, signature, tree hash, checkpoint,
+  then the memo, runs and redactions tables) entries/s against bare pynacl
+  verify/s times the cores.
+
+``--quick`` is a smoke mode (tiny counts, one round: figures mean nothing); CI runs it
+only to see that it works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import secrets
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import blake3
+import msgspec
+from nacl.signing import SigningKey
+
+import memseal
+from memseal.engine import Learning, NewItem
+from memseal.tools import MemoryTools, ToolScope
+
+PLACE = "team:bench/agent:writer"
+SCOPE = ToolScope.placed_at(PLACE)
+_enc = msgspec.json.Encoder(order="deterministic")
+_SYLLABLES = ["ka", "lo", "mi", "ru", "ten", "sa", "vo", "ne", "pi", "dra", "ul", "shi", "bo"]
+
+
+# -- material -------------------------------------------------------------------------------
+
+
+def vocabulary(rng: random.Random, size: int = 5_000) -> list[str]:
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+_VOCAB = vocabulary(random.Random(7))
+_WEIGHTS = [1 / (rank + 1) for rank in range(len(_VOCAB))]  # Zipf: a few very common words
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choices(_VOCAB, _WEIGHTS, k=rng.randint(8, 24)))
+
+
+def store_arguments(n: int, seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [{"learning": {"text": f"{sentence(rng)} ({seed}-{i})"}} for i in range(n)]
+
+
+def fetch_arguments(n: int) -> list[dict[str, Any]]:
+    rng = random.Random(11)
+    middle = _VOCAB[50:2_000]  # mid-frequency words: real searches
+    return [
+        {"query": " ".join(rng.sample(middle, rng.randint(1, 3))), "mode": "exact"}
+        for _ in range(n)
+    ]
+
+
+def corpus(n: int) -> list[NewItem]:
+    rng = random.Random(5)
+    return [NewItem(content=Learning(text=sentence(rng)), namespace=PLACE) for _ in range(n)]
+
+
+Call = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+async def in_flight(call: Call, asked: list[dict[str, Any]], width: int) -> float:
+    """Calls per second with ``width`` calls in flight."""
+    pending = iter(asked)
+
+    async def worker() -> None:
+        for arguments in pending:
+            await call(arguments)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(width)))
+    return len(asked) / (time.perf_counter() - start)
+
+
+async def one_by_one(call: Call, asked: list[dict[str, Any]]) -> list[float]:
+    """Each call's latency in milliseconds, one call at a time."""
+    samples = []
+    for arguments in asked:
+        began = time.perf_counter()
+        await call(arguments)
+        samples.append((time.perf_counter() - began) * 1000)
+    return samples
+
+
+def p50(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+# -- the floor ------------------------------------------------------------------------------
+
+
+_FLOOR_SCHEMA = """
+CREATE TABLE entries (seq INTEGER PRIMARY KEY, leaf BLOB, hash BLOB, sig BLOB);
+CREATE TABLE payloads (seq INTEGER PRIMARY KEY, salt BLOB, data BLOB);
+CREATE TABLE memos (run_id TEXT, step INTEGER, memo_key TEXT, seq INTEGER,
+                    PRIMARY KEY (run_id, step)) WITHOUT ROWID;
+CREATE VIRTUAL TABLE fts USING fts5(text, tokenize='porter unicode61 remove_diacritics 2');
+"""
+
+
+class Floor:
+    """The bare signed-append loop of issue 17, on its own SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.executescript(_FLOOR_SCHEMA)
+        self.key = SigningKey.generate()
+        self.prev = b"\x00" * 32
+        self.seq = 0
+
+    def run(self, asked: list[dict[str, Any]], width: int) -> float:
+        conn, key = self.conn, self.key
+        start = time.perf_counter()
+        for base in range(0, len(asked), width):
+            conn.execute("BEGIN IMMEDIATE")
+            for arguments in asked[base : base + width]:
+                seq = self.seq
+                text = arguments["learning"]["text"]
+                result = {"id": secrets.token_hex(16), "stored": True, "text": text}
+                payload = _enc.encode({"arguments": arguments, "result": result})
+                salt = secrets.token_bytes(16)
+                body = {
+                    "input_hash": blake3.blake3(_enc.encode(arguments)).hexdigest(),
+                    "result_hash": blake3.blake3(_enc.encode(result)).hexdigest(),
+                    "step": seq,
+                }
+                leaf = _enc.encode(
+                    {
+                        "v": 1,
+                        "seq": seq,
+                        "prev": self.prev.hex(),
+                        "body": body,
+                        "payload_hash": blake3.blake3(salt + payload).hexdigest(),
+                    }
+                )
+                digest = hashlib.sha256(b"\x00" + leaf).digest()
+                sig = key.sign(b"memseal/entry/v1\x00" + digest).signature
+                conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?)", (seq, leaf, digest, sig))
+                conn.execute("INSERT INTO payloads VALUES (?, ?, ?)", (seq, salt, payload))
+                memo = blake3.blake3(_enc.encode(["memseal/memo/v1", "floor", seq])).hexdigest()
+                conn.execute("INSERT INTO memos VALUES (?, ?, ?, ?)", ("floor", seq, memo, seq))
+                conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (seq, text))
+                self.prev, self.seq = digest, seq + 1
+            conn.execute("COMMIT")
+        return len(asked) / (time.perf_counter() - start)
+
+    def commit_p50(self, n: int) -> float:
+        """One durable commit of one small row, p50 in ms: the fsync a recorded call adds."""
+        self.conn.execute("CREATE TABLE IF NOT EXISTS probe (n INTEGER)")
+        samples = []
+        for i in range(n):
+            began = time.perf_counter()
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("INSERT INTO probe VALUES (?)", (i,))
+            self.conn.execute("COMMIT")
+            samples.append((time.perf_counter() - began) * 1000)
+        return p50(samples)
+
+
+def bare_verify_rate(n: int) -> float:
+    """Bare pynacl verify/s on one core."""
+    key = SigningKey.generate()
+    verify = key.verify_key
+    signed = [key.sign(secrets.token_bytes(49)) for _ in range(n)]
+    start = time.perf_counter()
+    for s in signed:
+        verify.verify(s.message, s.signature)
+    return n / (time.perf_counter() - start)
+
+
+# -- the peer -------------------------------------------------------------------------------
+
+
+def make_peer(path: Path) -> Callable[[list[dict[str, Any]]], float] | None:
+    """The eventsourcing library on SQLite (its defaults), or None when it is not installed."""
+    try:
+        from eventsourcing.application import Application
+        from eventsourcing.domain import Aggregate, event
+    except ImportError:
+        return None
+
+    class Note(Aggregate):  # type: ignore[misc]
+        @event("Stored")  # type: ignore[misc]
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+    class Notes(Application):  # type: ignore[misc]
+        def store(self, text: str) -> Any:
+            note = Note(text)
+            self.save(note)
+            return note.id
+
+    app = Notes(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)})
+
+    def run(asked: list[dict[str, Any]]) -> float:
+        start = time.perf_counter()
+        for arguments in asked:
+            app.store(arguments["learning"]["text"])
+        return len(asked) / (time.perf_counter() - start)
+
+    return run
+
+
+# -- memseal --------------------------------------------------------------------------------
+
+
+class Ours:
+    """memseal's contestants, on one data folder kept open across the rounds."""
+
+    def __init__(self, memory: memseal.Memory, width: int) -> None:
+        self.memory = memory
+        self.width = width
+        self.tools = MemoryTools(memory.engine, SCOPE)
+        self.runs = 0
+
+    def _name(self, what: str) -> str:
+        self.runs += 1
+        return f"bench-{what}-{self.runs}"
+
+    async def store(self, asked: list[dict[str, Any]]) -> float:
+        async with self.memory.run(self._name("store"), SCOPE, mode="record") as run:
+            return await in_flight(lambda a: run.call("memory_store", a), asked, self.width)
+
+    async def fetch_unrecorded(self, asked: list[dict[str, Any]]) -> float:
+        return await in_flight(lambda a: self.tools.call("memory_fetch", a), asked, self.width)
+
+    async def fetch_recorded(self, asked: list[dict[str, Any]]) -> float:
+        async with self.memory.run(self._name("fetch"), SCOPE, mode="record") as run:
+            return await in_flight(lambda a: run.call("memory_fetch", a), asked, self.width)
+
+    async def sequential(self, asked: list[dict[str, Any]]) -> tuple[float, float, float]:
+        """p50 ms of: the unrecorded call, the recorded (live) call, its replay hit."""
+        direct = p50(await one_by_one(lambda a: self.tools.call("memory_fetch", a), asked))
+        name = self._name("seq")
+        async with self.memory.run(name, SCOPE, mode="record") as run:
+            live = p50(await one_by_one(lambda a: run.call("memory_fetch", a), asked))
+        async with self.memory.run(name, SCOPE, mode="resume") as run:
+            hit = p50(await one_by_one(lambda a: run.call("memory_fetch", a), asked))
+        return direct, live, hit
+
+    async def verify(self) -> float:
+        size = (await self.memory.ledger.head()).size
+        start = time.perf_counter()
+        await self.memory.verify()
+        return size / (time.perf_counter() - start)
+
+
+# -- the table ------------------------------------------------------------------------------
+
+
+class Table:
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, str]] = []
+
+    def add(self, contestant: str, figure: str, ratio: str = "", target: str = "") -> None:
+        self.rows.append((contestant, figure, ratio, target))
+
+    def print(self) -> None:
+        heads = ("contestant", "figure", "ratio", "target")
+        widths = [max(len(r[i]) for r in [heads, *self.rows]) for i in range(4)]
+        print("| " + " | ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)) + " |")
+        print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        for row in self.rows:
+            print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+
+
+def meets(ok: bool) -> str:
+    return "" if ok else " (below)"
+
+
+async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
+    n, width, rounds = args.calls, args.width, args.rounds
+    floor = Floor(where / "floor.db")
+    peer = make_peer(where / "peer.db")
+    figures: dict[str, list[float]] = {}
+
+    def keep(name: str, value: float) -> None:
+        figures.setdefault(name, []).append(value)
+
+    async with memseal.open(where / "data", embedder=None, checkpoint_interval=None) as memory:
+        ours = Ours(memory, width)
+        seeded = corpus(args.memories)
+        for base in range(0, len(seeded), 1_000):
+            await memory.engine.store_many(seeded[base : base + 1_000])
+        fetches = fetch_arguments(n)
+        await ours.fetch_unrecorded(fetches)  # warm the page cache and the query path
+        for r in range(rounds):
+            stores = store_arguments(n, seed=r)
+            # Interleaved: each contestant once per round, in turn.
+            keep("floor", floor.run(stores, width))
+            keep("store", await ours.store(stores))
+            if peer is not None:
+                keep("peer", peer(store_arguments(n, seed=1_000 + r)))
+            keep("fetch_unrecorded", await ours.fetch_unrecorded(fetches))
+            keep("fetch_recorded", await ours.fetch_recorded(fetches))
+            direct, live, hit = await ours.sequential(fetches[: args.sequential])
+            keep("seq_direct", direct)
+            keep("seq_live", live)
+            keep("seq_hit", hit)
+            keep("fsync", floor.commit_p50(args.sequential))
+            keep("verify", await ours.verify())
+            keep("bare_verify", bare_verify_rate(args.verify_sigs))
+        entries = (await memory.ledger.head()).size
+    m = {name: statistics.median(values) for name, values in figures.items()}
+    cores = os.cpu_count() or 1
+
+    t = Table()
+    t.add(f"bare floor ({width} in flight, one txn)", f"{m['floor']:,.0f} calls/s", "1.00")
+    store_floor = m["store"] / m["floor"]
+    t.add(
+        f"memseal recorded memory_store ({width} in flight)",
+        f"{m['store']:,.0f} calls/s",
+        f"{store_floor:.2f} of floor{meets(store_floor >= 0.6)}",
+        ">= 0.6 of floor",
+    )
+    if "peer" in m:
+        t.add("eventsourcing on SQLite (one event a call)", f"{m['peer']:,.0f} calls/s")
+        vs_peer = m["store"] / m["peer"]
+        t.add(
+            "memseal recorded memory_store vs eventsourcing",
+            "",
+            f"{vs_peer:.2f}x{meets(vs_peer >= 3)}",
+            ">= 3x",
+        )
+    else:
+        t.add("eventsourcing on SQLite", "skipped: not installed (the bench extra)")
+    t.add(f"memseal unrecorded memory_fetch ({width} in flight)", f"{m['fetch_unrecorded']:,.0f}/s")
+    fetch_ratio = m["fetch_recorded"] / m["fetch_unrecorded"]
+    t.add(
+        f"memseal recorded memory_fetch ({width} in flight)",
+        f"{m['fetch_recorded']:,.0f} calls/s",
+        f"{fetch_ratio:.2f} of unrecorded{meets(fetch_ratio >= 0.7)}",
+        ">= 0.7 of unrecorded",
+    )
+    bound = m["seq_direct"] + m["fsync"]
+    t.add(
+        "sequential recorded memory_fetch, p50",
+        f"{m['seq_live']:.3f} ms",
+        f"{m['seq_live'] / bound:.2f} of bound{meets(m['seq_live'] <= bound)}",
+        "<= unrecorded + one fsync",
+    )
+    t.add(
+        "  bound: unrecorded p50 + one commit's fsync p50",
+        f"{m['seq_direct']:.3f} + {m['fsync']:.3f} ms",
+    )
+    hit_ratio = m["seq_hit"] / m["seq_live"]
+    t.add(
+        "replay hit, p50",
+        f"{m['seq_hit']:.3f} ms",
+        f"{hit_ratio:.2f} of live{meets(hit_ratio <= 0.5)}",
+        "<= 0.5 of live",
+    )
+    ceiling = m["bare_verify"] * cores
+    verify_ratio = m["verify"] / ceiling
+    t.add(
+        f"full verify ({entries:,} entries)",
+        f"{m['verify']:,.0f} entries/s",
+        f"{verify_ratio:.2f} of bare x {cores}{meets(verify_ratio >= 0.8)}",
+        ">= 0.8 of bare x cores",
+    )
+    t.add(f"  bare pynacl verify x {cores} cores", f"{ceiling:,.0f} /s")
+    load = os.getloadavg()[0]
+    print(
+        f"memseal bench ({'quick' if args.quick else 'full'}): {cores} CPU(s), load "
+        f"{load:.1f}; SQLite {sqlite3.sqlite_version}, WAL, synchronous=FULL, embedder none; "
+        f"{n} calls a cell, {args.memories:,} memories seeded, median of {rounds} "
+        f"interleaved round(s)"
+    )
+    if peer is None:
+        print("eventsourcing is not installed: its row is skipped (pip install -e '.[bench]')")
+    t.print()
+    return {"medians": m, "rounds": figures, "cores": cores, "entries": entries}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke mode: tiny counts, 1 round")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (3)")
+    parser.add_argument("--calls", type=int, default=None, help="calls a cell (2000)")
+    parser.add_argument("--width", type=int, default=32, help="calls in flight (32)")
+    parser.add_argument("--memories", type=int, default=None, help="memories seeded (2000)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.calls = args.calls or (64 if args.quick else 2_000)
+    args.memories = args.memories or (100 if args.quick else 2_000)
+    args.sequential = min(args.calls, 300)
+    args.verify_sigs = 500 if args.quick else 20_000
+    with tempfile.TemporaryDirectory() as tmp:
+        out = asyncio.run(bench(Path(tmp), args))
+    if args.json is not None:
+        args.json.write_text(json.dumps(out, indent=1))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

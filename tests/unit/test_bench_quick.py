@@ -1,0 +1,37 @@
+"""`make bench` in its smoke mode: the table prints, every row of it; no timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench.py"
+
+
+def test_bench_quick_prints_one_table_of_every_row(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    table = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    assert table[0].split("|")[1].strip() == "contestant"
+    for row in (
+        "bare floor",
+        "memseal recorded memory_store",
+        "eventsourcing",
+        "memseal unrecorded memory_fetch",
+        "memseal recorded memory_fetch",
+        "sequential recorded memory_fetch",
+        "replay hit",
+        "full verify",
+    ):
+        assert any(row in line for line in table), row
+    medians = json.loads(out.read_text())["medians"]
+    assert medians["store"] > 0 and medians["verify"] > 0

@@ -72,9 +72,7 @@ async def _fill_and_ask(
         engine = memory.engine
         await _ask(engine, asked[:1])  # built early: later stores and forgets are caught up
         for i, (place, text, trust, fate) in enumerate(drawn):
-            stored = await engine.store(
-                Learning(text=f"{text} {i}"), namespace=place, trust=trust
-            )
+            stored = await engine.store(Learning(text=f"{text} {i}"), namespace=place, trust=trust)
             if fate == "reject":
                 await engine.reject(stored.id, actor="test", reason="drawn")
             elif fate == "forget":

@@ -8,6 +8,8 @@ its answers with the exact scan.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +118,20 @@ async def test_a_bad_ann_option_is_refused_before_anything_is_made(
     with pytest.raises(InvalidRequest, match="`ann`"):
         await memseal.open(tmp_path / "d", embedder=None, ann=bad)  # type: ignore[arg-type]
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(
+    "first, then", [("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")]
+)
+def test_the_index_library_and_the_embedder_runtime_load_in_either_order(
+    first: str, then: str
+) -> None:
+    # Some usearch releases segfault when loaded before onnxruntime; a bump of the pin
+    # that brings one back fails here rather than in a host's process.
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {first}, {then}; print('ok')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-500:]

@@ -34,6 +34,7 @@ recorded read (``memseal replay --against``) opens its engine with
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -62,7 +63,7 @@ try:
     # onnxruntime (the default embedder's runtime) loaded first: usearch 2.26.2 and later
     # crash the process when imported before it (the dependency pin keeps below those).
     with contextlib.suppress(ImportError):
-        import onnxruntime  # noqa: F401
+        importlib.import_module("onnxruntime")
     from usearch.index import Index as _UsearchIndex
 
     _usearch, _np = _UsearchIndex, numpy

@@ -374,7 +374,16 @@ class VectorCache:
         """
         target = await self.query_vector(query)
         if self.pg is not None:
-            return await self._rank_in_database(self.pg, where, params, target, cap)
+            pg = self.pg
+            if await pg.ensure_hnsw():
+                text = vector_text(unpack(target))
+                wanted = want or cap
+                near = await self._reader.run(
+                    lambda execute: pg.propose_rank(execute, where, params, text, cap, wanted)
+                )
+                if near is not None:
+                    return near
+            return await self._rank_in_database(pg, where, params, target, cap)
         if self.ann is not None:
             approx = await self._rank_approx(self.ann, where, params, target, cap, want or cap)
             if approx is not None:

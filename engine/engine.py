@@ -115,9 +115,10 @@ class Engine:
         self._sql = for_dialect(store.dialect)
         self._reader = store.snapshots()
         self._vectors = None if embedder is None else VectorCache(store, self._reader, embedder)
+        self._ann = ann
         if self._vectors is not None and ann is not None and store.dialect == "sqlite":
-            # PostgreSQL ranks in the database (pgvector) or by the scan; see _ann for why
-            # an index here only proposes and never decides.
+            # PostgreSQL ranks in the database (pgvector's HNSW) or by the scan; see _ann for
+            # why an index here only proposes and never decides.
             self._vectors.use_ann(ann)
         self._answerer: Answerer = answerer if answerer is not None else ExtractiveAnswerer()
         self._scrubber = Scrubber(store, self._reader)
@@ -174,7 +175,7 @@ class Engine:
         if self._vectors is not None:
             await self._vectors.adopt()
             if self._store.dialect == "postgresql":
-                await use_pgvector(self._store, self._reader, self._vectors)
+                await use_pgvector(self._store, self._reader, self._vectors, self._ann)
             await self._vectors.fill()
             await self._vectors.build_ann(progress)
 

@@ -19,8 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stores import ADAPTERS, drop_schemas, fresh_url
 
 import memseal
 from memseal.engine import Engine, HashingEmbedder, Learning, NewItem, Reach, Trust
@@ -65,10 +67,10 @@ def _reach(raw: tuple[str, str]) -> Reach:
 
 
 async def _fill_and_ask(
-    folder: Path, drawn: list[tuple[str, str, Trust, str]], asked: list[Any]
+    folder: Path, store: str | None, drawn: list[tuple[str, str, Trust, str]], asked: list[Any]
 ) -> list[list[Any]]:
     """Store ``drawn`` (the index catching up as it goes) and answer through the index."""
-    async with memseal.open(folder, embedder=HashingEmbedder(dim=32), ann=0) as memory:
+    async with memseal.open(folder, store=store, embedder=HashingEmbedder(dim=32), ann=0) as memory:
         engine = memory.engine
         await _ask(engine, asked[:1])  # built early: later stores and forgets are caught up
         for i, (place, text, trust, fate) in enumerate(drawn):
@@ -90,20 +92,29 @@ async def _ask(engine: Engine, asked: list[Any]) -> list[list[Any]]:
     return out
 
 
-async def _by_scan(folder: Path, asked: list[Any]) -> list[list[Any]]:
-    async with memseal.open(folder, embedder=HashingEmbedder(dim=32), ann=None) as memory:
+async def _by_scan(folder: Path, store: str | None, asked: list[Any]) -> list[list[Any]]:
+    async with memseal.open(
+        folder, store=store, embedder=HashingEmbedder(dim=32), ann=None
+    ) as memory:
         return await _ask(memory.engine, asked)
 
 
+# SQLite's index (usearch) and pgvector's HNSW; PostgreSQL without pgvector has no index.
+@pytest.mark.parametrize("adapter", [a for a in ADAPTERS if a != "postgresql"])
 @settings(max_examples=15, deadline=None)
 @given(drawn=memories, asked=queries)
 def test_the_index_answers_as_the_exact_scan_under_random_scopes_and_floors(
-    drawn: list[tuple[str, str, Trust, str]], asked: list[Any]
+    adapter: str, drawn: list[tuple[str, str, Trust, str]], asked: list[Any]
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "data"
-        through_index = asyncio.run(_fill_and_ask(folder, drawn, asked))
-        by_scan = asyncio.run(_by_scan(folder, asked))
+    store, schema = fresh_url(adapter=adapter) if adapter != "sqlite" else (None, None)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "data"
+            through_index = asyncio.run(_fill_and_ask(folder, store, drawn, asked))
+            by_scan = asyncio.run(_by_scan(folder, store, asked))
+    finally:
+        if schema is not None:
+            asyncio.run(drop_schemas([schema], adapter))
     assert through_index == by_scan
 
 

@@ -101,6 +101,12 @@ class AnnIndex:
         return len(self._live)
 
     @property
+    def memory(self) -> int:
+        """Bytes the graph and its vectors take in memory (the index is never on disk)."""
+        with self._lock:
+            return int(self._index.memory_usage)
+
+    @property
     def active(self) -> bool:
         """Whether searches go through the graph (enough vectors to be worth it)."""
         return len(self._live) >= self.minimum

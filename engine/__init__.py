@@ -6,6 +6,7 @@ docs/engine.md. The public names are re-exported here; modules whose names
 start with ``_`` are internal.
 """
 
+from ._ann import ANN_MIN
 from ._projection import state_hash
 from ._rebuild import check_projections
 from .embedders import Embedder, HashingEmbedder, default_embedder
@@ -53,6 +54,7 @@ from .results import (
 from .trust import TRUST_LEVELS, Trust
 
 __all__ = [
+    "ANN_MIN",
     "ENGINE_KINDS",
     "FACETS",
     "ITEM_KINDS",

@@ -8,10 +8,17 @@ the wire. The extension is used when an administrator has installed it in
 the database (memseal never creates extensions); which schema holds it is
 looked up, since the ledger's schema is the only one on the search path.
 
-The ranking is the same exact scan as in memory, not an approximate index:
-the inner product of unit vectors (cosine), rounded to four places, ties
-to the newer item, so both paths return the same order (the shared
-ranking tests run on both). ``vec`` (little-endian float32 bytes) stays the
+The exact ranking is the same scan as in memory: the inner product of unit
+vectors (cosine), rounded to four places, ties to the newer item, so both
+paths return the same order (the shared ranking tests run on both). Past
+:data:`._ann.ANN_MIN` vectors an HNSW index (pgvector's ``hnsw``, an
+expression index on ``emb`` cast to the embedder's dimension, partial on
+the embedder) proposes candidates, with the same contract as on SQLite
+(``_ann``): each proposal is checked against the query's own condition and
+scored exactly, the search widens while too few survive, and the scan
+answers when it would have to widen past ``hnsw.ef_search``'s ceiling. The
+index is made by the first ranking that finds enough vectors; a database
+whose pgvector predates HNSW (0.5.0) keeps the scan. ``vec`` (little-endian float32 bytes) stays the
 record; ``emb`` is filled from it: at write time by this process, and at
 open, or just before a ranking, for rows written by a process that did
 not know of the extension (or copied in by ``memseal migrate``).
@@ -20,6 +27,7 @@ not know of the extension (or copied in by ``memseal migrate``).
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -30,6 +38,17 @@ from ._vectors import VectorCache, unpack, vector_text
 __all__ = ["PgVector", "find_pgvector", "use_pgvector"]
 
 _CHUNK: Final = 256
+#: pgvector's largest ``hnsw.ef_search``: past it the scan answers.
+_EF_CEILING: Final = 1_000
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+def _literal(text: str) -> str:
+    """``text`` as an SQL string literal (an embedder id: ours, but quoted all the same)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 async def find_pgvector(reader: Snapshots) -> str | None:
@@ -44,12 +63,28 @@ async def find_pgvector(reader: Snapshots) -> str | None:
 class PgVector:
     """The ``emb`` column of one embedder's rows, and ranking by it."""
 
-    def __init__(self, schema: str, store: SqlStore, reader: Snapshots, embedder_id: str) -> None:
+    def __init__(
+        self,
+        schema: str,
+        store: SqlStore,
+        reader: Snapshots,
+        embedder_id: str,
+        dim: int = 0,
+        minimum: int | None = None,
+    ) -> None:
         self.type = f"{schema}.vector"
+        self._schema = schema
         self._op = f"OPERATOR({schema}.<#>)"  # negative inner product
         self._store = store
         self._reader = reader
         self._embedder = embedder_id
+        self._dim = dim
+        #: Vectors past which an HNSW index proposes candidates (None: always the scan).
+        self.minimum = minimum
+        #: Whether the HNSW index exists (made by :meth:`ensure_hnsw`).
+        self.hnsw = False
+        #: Every item up to this seq has its ``emb`` (so the HNSW index holds it).
+        self.high = -1
 
     async def attach(self) -> None:
         """Add the column if missing, then fill it for every row that lacks it."""
@@ -117,6 +152,91 @@ class PgVector:
         found = self._scan(execute, where, params, target, cap)
         return [(int(seq), float(score)) for seq, score, _ in found if score is not None]
 
+    async def ensure_hnsw(self) -> bool:
+        """Make the HNSW index once enough vectors are filled; whether it is there."""
+        if self.hnsw or self.minimum is None or not self._dim:
+            return self.hnsw
+        rows = await self._reader.rows(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        )
+        if not rows or _version(str(rows[0][0])) < (0, 5, 0):
+            self.minimum = None  # no HNSW in this pgvector: the scan, for good
+            return False
+        filled = await self._reader.rows(
+            "SELECT count(*) FROM engine_vectors WHERE embedder = ? AND emb IS NOT NULL",
+            (self._embedder,),
+        )
+        if int(filled[0][0]) < self.minimum:
+            return False
+        statement = (
+            f"CREATE INDEX IF NOT EXISTS {self._index_name()} ON engine_vectors USING hnsw "
+            f"(({self._cast('emb')}) {self._schema}.vector_ip_ops) "
+            f"WHERE embedder = {_literal(self._embedder)}"
+        )
+        await self._store.run(lambda txn: txn.execute(statement))
+        self.hnsw = True
+        return True
+
+    def _index_name(self) -> str:
+        # One index per embedder (a new embedder's vectors replace the old ones').
+        return (
+            "engine_vectors_hnsw_"
+            + hashlib.blake2b(self._embedder.encode(), digest_size=6).hexdigest()
+        )
+
+    def _cast(self, column: str) -> str:
+        return f"{column}::{self.type}({self._dim})"
+
+    def propose_rank(
+        self,
+        execute: Execute,
+        where: str,
+        params: Sequence[Any],
+        target: str,
+        cap: int,
+        want: int,
+    ) -> list[tuple[int, float]] | None:
+        """The ranking through the HNSW index, or None for the scan (see the module doc)."""
+        # An item whose ``emb`` is unfilled is not in the index: only the scan (which fills
+        # it) would see it. Items are checked once, by seq, as they come.
+        since = execute(
+            "SELECT max(i.seq), count(*) FILTER (WHERE v.emb IS NULL) FROM engine_items i "
+            "LEFT JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "
+            "WHERE i.seq > ?",
+            [self._embedder, self.high],
+        )
+        if since and since[0][1]:
+            return None
+        if since and since[0][0] is not None:
+            self.high = max(self.high, int(since[0][0]))
+        count = max(want * 4, 100)
+        while count <= _EF_CEILING:
+            # ef_search bounds what one index scan can return: at least the count asked.
+            execute(f"SET LOCAL hnsw.ef_search = {int(count)}", ())
+            found = execute(
+                "WITH near AS (SELECT content FROM engine_vectors "
+                f"WHERE embedder = {_literal(self._embedder)} "
+                f"ORDER BY {self._cast('emb')} {self._op} ?::{self.type}({self._dim}) LIMIT ?) "
+                f"SELECT i.seq, round((-(v.emb {self._op} ?::{self.type}))::numeric, 4) AS s, "
+                "(SELECT count(*) FROM near) FROM near "
+                "JOIN engine_items i ON i.content = near.content "
+                "JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "
+                f"WHERE {where} ORDER BY s DESC, i.seq DESC LIMIT ?",
+                [target, count, target, self._embedder, *params, cap],
+            )
+            near = int(found[0][2]) if found else 0
+            if len(found) >= min(want, cap) or (found and near < count):
+                return [(int(seq), float(score)) for seq, score, _ in found]
+            if not found:
+                total = execute(
+                    "SELECT count(*) < ? FROM engine_vectors WHERE embedder = ?",
+                    [count, self._embedder],
+                )
+                if total[0][0]:
+                    return []  # every vector was proposed and none is in scope
+            count *= 4
+        return None
+
     def _scan(
         self, execute: Execute, where: str, params: Sequence[Any], target: str, cap: int
     ) -> list[tuple[Any, ...]]:
@@ -131,10 +251,13 @@ class PgVector:
         )
 
 
-async def use_pgvector(store: SqlStore, reader: Snapshots, vectors: VectorCache) -> None:
-    """Attach the pgvector index to ``vectors`` when the database has the extension."""
+async def use_pgvector(
+    store: SqlStore, reader: Snapshots, vectors: VectorCache, minimum: int | None = None
+) -> None:
+    """Attach the pgvector index to ``vectors`` when the database has the extension;
+    past ``minimum`` vectors an HNSW index proposes candidates (None: the scan)."""
     schema = await find_pgvector(reader)
     if schema is not None:
-        pg = PgVector(schema, store, reader, vectors.id)
+        pg = PgVector(schema, store, reader, vectors.id, vectors.dim, minimum)
         await pg.attach()
         vectors.pg = pg

@@ -26,19 +26,24 @@ import asyncio
 import functools
 import sys
 import threading
+import time
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from memseal.ledger.errors import StorageError
 from memseal.ledger.store import Execute, Snapshots, SqlStore, WriteTxn
 
+from ._ann import AnnIndex, ann_available, in_scope
 from ._projection import embed_text
 from .embedders import Embedder
 
 if TYPE_CHECKING:  # the pgvector path imports this module; Engine attaches it
     from ._pgvector import PgVector
+
+#: Called as the HNSW index is built with (items in it, items in all).
+Progress = Callable[[int, int], None]
 
 _np: Any
 try:  # numpy is optional: the default embedder brings it, the hashing one does not
@@ -53,6 +58,10 @@ __all__ = ["Resident", "VectorCache", "insert_vectors", "pack", "unpack"]
 _BATCH: Final = 64
 _QUERY_CACHE: Final = 256
 _CHUNK: Final = 500
+#: Seconds between two counts of the items while the HNSW index is not built.
+_RECOUNT: Final = 30.0
+#: Items added to the HNSW index per read (a build shows progress between them).
+_BUILD_CHUNK: Final = 20_000
 
 
 def pack(vector: Sequence[float]) -> bytes:
@@ -116,6 +125,8 @@ class Resident:
         self._rows: list[array[float]] = []
         self._matrix: Any = None if _np is None else _np.zeros((64, dim), dtype="<f4")
         self._used = 0
+        #: The HNSW index over these vectors, once the engine made one (see ``_ann``).
+        self.ann: AnnIndex | None = None
 
     def unknown(self, seqs: Iterable[int]) -> list[int]:
         """The seqs this copy has no vector for."""
@@ -154,8 +165,16 @@ class Resident:
             self._matrix[row] = _np.frombuffer(blob, dtype="<f4")
         return row
 
+    def matrix(self, seqs: Sequence[int]) -> Any:
+        """A copy of the vectors of items ``seqs`` (all resident), one row each (numpy)."""
+        with self._lock:
+            return self._matrix[[self._by_seq[seq] for seq in seqs]].copy()
+
     def drop(self, seqs: Iterable[int], contents: Iterable[str]) -> None:
         """Forget items ``seqs`` and the vectors of ``contents`` (no live item holds them)."""
+        seqs = list(seqs)
+        if self.ann is not None:
+            self.ann.remove(seqs)
         with self._lock:
             for seq in seqs:
                 self._by_seq.pop(seq, None)
@@ -218,6 +237,44 @@ class VectorCache:
         self._queries: OrderedDict[str, bytes] = OrderedDict()
         #: Ranking in the database (PostgreSQL with pgvector), set by the engine at start.
         self.pg: PgVector | None = None
+        #: The HNSW index (SQLite), set by :meth:`use_ann` when the engine asks for one.
+        self.ann: AnnIndex | None = None
+        self._counted = -_RECOUNT
+
+    def use_ann(self, minimum: int) -> None:
+        """Rank through an HNSW index once ``minimum`` vectors are live (see ``_ann``)."""
+        if ann_available() and _np is not None:
+            self.ann = self.resident.ann = AnnIndex(self.dim, minimum=minimum)
+
+    async def build_ann(self, progress: Progress | None = None) -> int:
+        """Bring the HNSW index up to every live item; returns how many it holds."""
+        if self.ann is None:
+            return 0
+        total = (await self._reader.rows("SELECT count(*) FROM engine_items"))[0][0]
+        if int(total) < self.ann.minimum:
+            return 0  # built when a ranking first finds enough items
+        while (await self._catch_up(_BUILD_CHUNK))[0]:
+            if progress is not None:
+                progress(len(self.ann), int(total))
+        if progress is not None:
+            progress(len(self.ann), int(total))
+        return len(self.ann)
+
+    async def _catch_up(self, limit: int | None = None) -> tuple[bool, bool]:
+        """Add a batch of new items to the index, embedding any without a vector:
+        (whether any were added, whether an item still has no vector)."""
+        ann = self.ann
+        assert ann is not None
+        found, absent = await self._reader.run(lambda ex: ann.catch_up(ex, self.id, limit))
+        if absent:
+            texts = await self._reader.run(functools.partial(_texts, contents=sorted(set(absent))))
+            await self.embed_and_store(list(texts.items()))
+            found, absent = await self._reader.run(lambda ex: ann.catch_up(ex, self.id, limit))
+        if found:
+            self.resident.put(found)
+            seqs = [seq for seq, _, _ in found]
+            await asyncio.to_thread(ann.add, seqs, self.resident.matrix(seqs), seqs[-1])
+        return bool(found), bool(absent)
 
     async def embed(self, texts: Sequence[str]) -> list[bytes]:
         """Packed vectors for ``texts``, computed in a worker thread."""
@@ -303,9 +360,12 @@ class VectorCache:
         await self._store.run(lambda txn: insert_vectors(txn, embedder_id, pairs, pg))
 
     async def rank(
-        self, where: str, params: Sequence[Any], query: str, cap: int
+        self, where: str, params: Sequence[Any], query: str, cap: int, want: int | None = None
     ) -> list[tuple[int, float]]:
         """(seq, cosine) for every item under ``where``, best first, at most ``cap``.
+
+        ``want`` is how many the caller will read (a page's end): through the HNSW
+        index, at least that many are found (or all there are), not always ``cap``.
 
         Candidates and any vectors not yet in memory are read in one read
         transaction and scored on the reader thread. Items written by a
@@ -314,7 +374,20 @@ class VectorCache:
         """
         target = await self.query_vector(query)
         if self.pg is not None:
-            return await self._rank_in_database(self.pg, where, params, target, cap)
+            pg = self.pg
+            if await pg.ensure_hnsw():
+                text = vector_text(unpack(target))
+                wanted = want or cap
+                near = await self._reader.run(
+                    lambda execute: pg.propose_rank(execute, where, params, text, cap, wanted)
+                )
+                if near is not None:
+                    return near
+            return await self._rank_in_database(pg, where, params, target, cap)
+        if self.ann is not None:
+            approx = await self._rank_approx(self.ann, where, params, target, cap, want or cap)
+            if approx is not None:
+                return approx
         embedder_id, resident, width = self.id, self.resident, self.dim * 4
 
         def work(
@@ -349,6 +422,48 @@ class VectorCache:
             # embedder) is left out of this one ranking rather than embedded in a loop.
             ranked, _ = await self._reader.run(lambda execute: work(execute, False))
         return ranked
+
+    async def _rank_approx(
+        self,
+        ann: AnnIndex,
+        where: str,
+        params: Sequence[Any],
+        target: bytes,
+        cap: int,
+        want: int,
+    ) -> list[tuple[int, float]] | None:
+        """The ranking through the HNSW index, or None for the exact scan (see ``_ann``)."""
+        if ann.high < 0:
+            # Not built: only worth it past the minimum, and counting costs, so look again
+            # at most once every ``_RECOUNT`` seconds.
+            if time.monotonic() < self._counted + _RECOUNT:
+                return None
+            self._counted = time.monotonic()
+            count = (await self._reader.rows("SELECT count(*) FROM engine_items"))[0][0]
+            if int(count) < ann.minimum:
+                return None
+        while True:
+            added, blocked = await self._catch_up(_BUILD_CHUNK)
+            if blocked:  # an item this index cannot hold yet: only the scan sees everything
+                return None
+            if not added:
+                break
+        if not ann.active:
+            return None
+        query = _np.frombuffer(target, dtype="<f4")
+        resident, wanted = self.resident, min(want, cap)
+
+        def work(execute: Execute) -> list[tuple[int, float]] | None:
+            if execute("SELECT 1 FROM engine_items WHERE seq > ? LIMIT 1", (ann.high,)):
+                return None  # stored since the catch-up: the index does not hold it yet
+            for count in ann.proposals(wanted):
+                proposed = ann.propose(query, count)
+                passed = in_scope(execute, proposed, where, params)
+                if len(passed) >= wanted or len(proposed) >= len(ann):
+                    return resident.rank(sorted(passed), target, cap)
+            return None
+
+        return await self._reader.run(work)
 
     async def _rank_in_database(
         self, pg: PgVector, where: str, params: Sequence[Any], target: bytes, cap: int

@@ -28,6 +28,7 @@ from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
 from memseal.ledger.log import Ledger
 from memseal.ledger.store import Execute, SqlStore, WriteTxn
 
+from ._ann import ANN_MIN
 from ._dates import check_zone
 from ._dialect import for_dialect
 from ._forget import forget_command
@@ -71,6 +72,8 @@ Progress = Callable[[int, int], None]
 
 #: Hits a ranking keeps (pages of fetch reach this deep).
 RANK_CAP: Final = 1_000
+#: How deep a hybrid ranking's semantic list goes at least, through the HNSW index.
+HYBRID_DEPTH: Final = 100
 MAX_QUERY_CHARS: Final = 2_000
 MAX_ACTOR_CHARS: Final = 200
 MAX_REASON_CHARS: Final = 2_000
@@ -102,6 +105,7 @@ class Engine:
         embedder: Embedder | None = None,
         zone: tzinfo = UTC,
         answerer: Answerer | None = None,
+        ann: int | None = ANN_MIN,
     ) -> None:
         self.ledger = ledger
         self._store = store
@@ -111,6 +115,11 @@ class Engine:
         self._sql = for_dialect(store.dialect)
         self._reader = store.snapshots()
         self._vectors = None if embedder is None else VectorCache(store, self._reader, embedder)
+        self._ann = ann
+        if self._vectors is not None and ann is not None and store.dialect == "sqlite":
+            # PostgreSQL ranks in the database (pgvector's HNSW) or by the scan; see _ann for
+            # why an index here only proposes and never decides.
+            self._vectors.use_ann(ann)
         self._answerer: Answerer = answerer if answerer is not None else ExtractiveAnswerer()
         self._scrubber = Scrubber(store, self._reader)
 
@@ -133,14 +142,24 @@ class Engine:
         zone: tzinfo = UTC,
         answerer: Answerer | None = None,
         progress: Progress | None = None,
+        ann: int | None = ANN_MIN,
     ) -> Engine:
         """An engine over an open store: projections built if new, scrubs and vectors caught up.
 
         ``progress`` is called as a rebuild goes, when the open needs one (a new
-        store, a migrated log, an older projection layout).
+        store, a migrated log, an older projection layout), and as the HNSW index is
+        built. ``ann`` is the count of live vectors past which semantic ranking on
+        SQLite goes through that index (None: always the exact scan; see ``_ann``).
         """
         engine = cls(
-            ledger, store, secret, clock=clock, embedder=embedder, zone=zone, answerer=answerer
+            ledger,
+            store,
+            secret,
+            clock=clock,
+            embedder=embedder,
+            zone=zone,
+            answerer=answerer,
+            ann=ann,
         )
         await engine.start(progress)
         return engine
@@ -156,8 +175,9 @@ class Engine:
         if self._vectors is not None:
             await self._vectors.adopt()
             if self._store.dialect == "postgresql":
-                await use_pgvector(self._store, self._reader, self._vectors)
+                await use_pgvector(self._store, self._reader, self._vectors, self._ann)
             await self._vectors.fill()
+            await self._vectors.build_ann(progress)
 
     async def close(self) -> None:
         """Stop background work (a pending scrub retry). The store stays open: it is the host's."""
@@ -170,6 +190,13 @@ class Engine:
         if self._vectors is None:
             return ("exact",)
         return ("exact", "semantic", "hybrid")
+
+    @property
+    def ann_size(self) -> int | None:
+        """How many items the HNSW index holds (0 until built); None: no index here."""
+        if self._vectors is None or self._vectors.ann is None:
+            return None
+        return len(self._vectors.ann)
 
     @property
     def embedder_id(self) -> str | None:
@@ -455,7 +482,11 @@ class Engine:
         semantic: builtins.list[tuple[int, float]] = []
         if chosen != "exact":
             assert self._vectors is not None  # _mode refused semantic modes without one
-            semantic = await self._vectors.rank(where, params, text, RANK_CAP)
+            # Through the HNSW index a ranking finds at least the page's end (and one more,
+            # for the cursor); hybrid fuses a deeper list, as RRF weighs every rank.
+            end = offset + count + 1
+            want = end if chosen == "semantic" else max(end, HYBRID_DEPTH)
+            semantic = await self._vectors.rank(where, params, text, RANK_CAP, want=want)
 
         sql = self._sql
         keyring = self._keyring

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
-from memseal.engine import Answerer, Embedder, Engine, default_embedder
+from memseal.engine import ANN_MIN, Answerer, Embedder, Engine, default_embedder
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.folder import DATABASE, LOCATION
 from memseal.ledger.keys import (
@@ -365,6 +365,7 @@ async def _open(
     zone: tzinfo = UTC,
     answerer: Answerer | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ann: int | None = ANN_MIN,
 ) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
@@ -379,6 +380,8 @@ async def _open(
         raise InvalidRequest("`clock` must be a callable returning an aware datetime")
     if progress is not None and not callable(progress):
         raise InvalidRequest("`progress` must be a callable taking (done, total) or None")
+    if ann is not None and (isinstance(ann, bool) or not isinstance(ann, int) or ann < 0):
+        raise InvalidRequest("`ann` must be a count of memories (0 or more) or None")
     if key_name is not None and not isinstance(key_name, str):
         raise InvalidRequest("`key_name` must be text")
     if not isinstance(zone, tzinfo):
@@ -409,6 +412,7 @@ async def _open(
             zone=zone,
             answerer=answerer,
             progress=progress,
+            ann=ann,
         )
     except BaseException:
         await ledger.close()
@@ -461,6 +465,7 @@ def open(
     zone: tzinfo = UTC,
     answerer: Answerer | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ann: int | None = ANN_MIN,
 ) -> _Opening:
     """Open (creating on first use) the data folder at ``path``.
 
@@ -477,7 +482,10 @@ def open(
     serves exact search only); ``zone`` is the host's time zone, in which
     dates in memories and ``refers_to`` are read. ``progress(done, total)`` is
     called as the projections are rebuilt, when the open has to (a new or
-    migrated log, an older layout).
+    migrated log, an older layout), and as the HNSW index is built. Past ``ann``
+    live memories (default 20,000), semantic search on the SQLite store goes
+    through an HNSW index that proposes candidates, each then checked against the
+    call's scope and scored exactly (None: always the exact scan).
     """
     return _Opening(
         lambda: _open(
@@ -493,6 +501,7 @@ def open(
             zone=zone,
             answerer=answerer,
             progress=progress,
+            ann=ann,
         )
     )
 

@@ -109,8 +109,10 @@ class TempLog:
         await store.open()
         self.store = store
         self.ledger = Ledger(store, signer.verifier, None)
+        # ann=None: a re-derived read ranks by the exact scan, never by an HNSW graph
+        # whose shape depends on the order vectors were added (engine/_ann.py).
         self.engine = await Engine.open(
-            self.ledger, store, self.secret, clock=self.clock, embedder=self.embedder
+            self.ledger, store, self.secret, clock=self.clock, embedder=self.embedder, ann=None
         )
 
     async def close(self) -> None:

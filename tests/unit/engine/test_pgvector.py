@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from stores import PGVECTOR, drop_schemas, fresh_url
 
+import memseal
 from memseal.cli.engine import open_engine
-from memseal.engine import Engine, HashingEmbedder, Learning
+from memseal.engine import Engine, HashingEmbedder, Learning, Reach
 
 pytestmark = pytest.mark.skipif(
     PGVECTOR is None, reason="no pgvector server (MEMSEAL_TEST_PGVECTOR; .ci/pgvector.sh)"
@@ -75,3 +76,34 @@ async def test_rows_without_the_column_are_filled_before_ranking(engine: Engine)
     assert await _rankings(engine) == expected
     unfilled = await engine._store.rows("SELECT count(*) FROM engine_vectors WHERE emb IS NULL")
     assert unfilled == [(0,)]
+
+
+async def test_past_its_minimum_an_hnsw_index_proposes_and_the_answers_stay_exact(
+    tmp_path: Path,
+) -> None:
+    url, schema = fresh_url(adapter="pgvector")
+    try:
+        async with memseal.open(
+            tmp_path / "d", store=url, embedder=HashingEmbedder(), ann=0
+        ) as memory:
+            engine = memory.engine
+            for text in TEXTS:
+                await engine.store(Learning(text=text), namespace=PLACE)
+            await engine.store(Learning(text="pipeline elsewhere"), namespace="team:other")
+            through_index = await _rankings(engine)
+            pg = engine._vectors.pg if engine._vectors is not None else None
+            assert pg is not None and pg.hnsw
+            made = await engine._store.rows(
+                "SELECT count(*) FROM pg_indexes WHERE tablename = 'engine_vectors' "
+                "AND indexname LIKE 'engine_vectors_hnsw_%'"
+            )
+            assert made == [(1,)]
+            reach = Reach.subtree(PLACE)
+            scoped = await engine.fetch("pipeline", mode="semantic", reach=reach, limit=8)
+            assert all(h.item.namespace == PLACE for h in scoped.hits)
+        async with memseal.open(
+            tmp_path / "d", store=url, embedder=HashingEmbedder(), ann=None
+        ) as memory:
+            assert await _rankings(memory.engine) == through_index
+    finally:
+        await drop_schemas([schema], "pgvector")

@@ -122,6 +122,7 @@ PINNED: dict[str, list[str]] = {
         "write_location",
     ],
     "memseal.engine": [
+        "ANN_MIN",
         "ENGINE_KINDS",
         "FACETS",
         "ITEM_KINDS",

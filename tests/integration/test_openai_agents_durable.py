@@ -219,7 +219,11 @@ async def test_an_error_the_model_can_act_on_comes_back_as_the_tools_text(
         assert (run.step_of("c_bad"), run.step_of("c_good")) == (0, 1)
 
 
-def test_the_sync_toolset_runs_under_the_sdks_own_loop(tmp_path: Path, store: None) -> None:
+def test_the_sync_toolset_runs_under_the_sdks_own_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite only: the store fixture's PostgreSQL schema is made on the test's event loop.
+    monkeypatch.delenv(STORE_ENV, raising=False)
     script = [
         [function_call("memory_store", {"learning": {"text": STORED[0]}}, call_id="c0")],
         [function_call("memory_fetch", {"query": "report", "mode": "exact"}, call_id="c1")],

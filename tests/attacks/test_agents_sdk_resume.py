@@ -77,6 +77,7 @@ async def test_a_new_call_id_with_step_0s_arguments_after_a_session_resume_is_ne
     hits = json.loads(_outputs(after)["c2"])["hits"]
     assert [hit["text"] for hit in hits] == [STORE["learning"]["text"]]  # live, not c0's memo
     assert await _keys(memory, "t1") == Counter({"c0": 1, "c1": 1, "c2": 1})
+    session.close()
 
 
 async def test_a_recorded_call_id_reused_for_another_call_ends_the_run_naming_the_key(
@@ -128,7 +129,7 @@ async def test_an_approval_resumed_from_saved_state_in_a_new_run_runs_its_call_o
     async with memory.run("t1", SCOPE) as run:
         agent = _agent(run, script, needs_approval=True)
         paused = await Runner.run(agent, "store it", run_config=CONFIG)
-        assert [item.raw_item.call_id for item in paused.interruptions] == ["s0"]
+        assert [getattr(item.raw_item, "call_id", None) for item in paused.interruptions] == ["s0"]
         saved = paused.to_state().to_json()
     assert await _keys(memory, "t1") == Counter()  # nothing ran before the approval
     # A new process: the state from its file, approved, resumed; then resumed once more.

@@ -78,6 +78,11 @@ async def _keys_in(memory: Memory, run_id: str) -> list[str | None]:
     return found
 
 
+def _items(result: Any) -> list[Any]:
+    """``result.to_input_list()`` as plain items (its TypedDict union says little here)."""
+    return list(result.to_input_list())
+
+
 def _hits(text: str) -> list[str]:
     return sorted(hit["text"] for hit in json.loads(text)["hits"])
 
@@ -184,7 +189,7 @@ async def test_the_sdk_call_id_is_the_key_and_a_session_resume_answers_from_memo
             assert result.final_output == "done"
         assert await _keys_in(memory, "thread-1") == ["c_store", "c_fetch"]
         size = await memory.ledger.size()
-        saved = result.to_input_list()
+        saved = _items(result)
         outputs = [i["output"] for i in saved if i.get("type") == "function_call_output"]
         # A second process re-issues the same calls (the model's ids), in another order.
         async with memory.run("thread-1", SCOPE) as run:
@@ -198,6 +203,7 @@ async def test_the_sdk_call_id_is_the_key_and_a_session_resume_answers_from_memo
             assert [again["c_store"], again["c_fetch"]] == outputs
         assert await memory.ledger.size() == size  # nothing written twice
         await memory.ledger.verify(trust=memory.trust_root)
+    session.close()
 
 
 async def test_an_error_the_model_can_act_on_comes_back_as_the_tools_text(
@@ -212,7 +218,7 @@ async def test_an_error_the_model_can_act_on_comes_back_as_the_tools_text(
         agent = Agent(name="w", model=ScriptedModel(script), tools=run.toolset().to_openai_agents())
         result = await Runner.run(agent, "list", run_config=CONFIG)
         assert result.final_output == "listed"
-        outputs = [i["output"] for i in result.to_input_list() if "output" in i]
+        outputs = [i["output"] for i in _items(result) if "output" in i]
         assert outputs[0].startswith("error: ") and "limit" in outputs[0]
         assert json.loads(outputs[1])["items"] == []
         # The refusal is recorded too, at its own step, under its key.
@@ -232,17 +238,20 @@ def test_the_sync_toolset_runs_under_the_sdks_own_loop(
     with memseal.open_sync(tmp_path / "d", embedder=None, checkpoint_interval=None) as memory:
         toolset = memory.toolset(SCOPE, run_id="sync-1")
         agent = Agent(name="w", model=ScriptedModel(script), tools=toolset.to_openai_agents())
-        result = Runner.run_sync(agent, "remember it", run_config=CONFIG)
+        # asyncio.run, not Runner.run_sync, which leaves its event loop open for reuse.
+        result = asyncio.run(Runner.run(agent, "remember it", run_config=CONFIG))
         assert result.final_output == "done"
-        fetched = [i["output"] for i in result.to_input_list() if "output" in i][-1]
+        fetched = [i["output"] for i in _items(result) if "output" in i][-1]
         assert _hits(fetched) == [STORED[0]]
         assert toolset.last_call is not None and toolset.last_call.step == 1
         size = memory.ledger.size()
         # The same ids again (a re-run from the start): memos, nothing written.
-        again = Runner.run_sync(
-            Agent(name="w", model=ScriptedModel(script), tools=toolset.to_openai_agents()),
-            "remember it",
-            run_config=CONFIG,
+        again = asyncio.run(
+            Runner.run(
+                Agent(name="w", model=ScriptedModel(script), tools=toolset.to_openai_agents()),
+                "remember it",
+                run_config=CONFIG,
+            )
         )
         assert again.to_input_list() == result.to_input_list()
         assert memory.ledger.size() == size

@@ -51,6 +51,7 @@ __all__ = [
     "Tool",
     "ToolSource",
     "Toolset",
+    "register_runtime",
     "runner_for",
 ]
 
@@ -74,14 +75,24 @@ _LANGCHAIN_CALL_ID: Final[contextvars.ContextVar[object]] = contextvars.ContextV
 )
 
 
-#: Adapters whose body lives above this layer, in memseal.integrations: runtime name ->
-#: the function building that runtime's tools from an AsyncToolset. memseal.integrations
-#: fills it when memseal is imported, so the tools never import upward.
-RUNTIME_ADAPTERS: Final[dict[str, Callable[[AsyncToolset], list[Any]]]] = {}
-
-
 # The default of `call`: a tool call object alone, or a name whose arguments were left out.
 _OMITTED: Any = object()
+
+# The runtime adapters that live above this layer (memseal.integrations registers each when
+# memseal is imported): a port, so that this layer names no module above it.
+_RUNTIMES: Final[dict[str, Callable[..., list[Any]]]] = {}
+
+
+def register_runtime(name: str, build: Callable[..., list[Any]]) -> None:
+    """Make ``build(toolset, **options)`` what ``to_<name>()`` calls (memseal.integrations)."""
+    _RUNTIMES[name] = build
+
+
+def _runtime(name: str) -> Callable[..., list[Any]]:
+    build = _RUNTIMES.get(name)
+    if build is None:  # only if memseal.integrations failed to import, which raises first
+        raise ImportError(f"no adapter for {name}: import memseal.integrations")
+    return build
 
 
 class ToolSource(Protocol):
@@ -259,6 +270,14 @@ class _Definitions:
             for tool in self._tools()
         ]
 
+    def to_openai_agents(self, *, strict: bool = True, **options: Any) -> list[Any]:
+        """One OpenAI Agents SDK ``agents.FunctionTool`` per tool, keyed by the SDK's call id.
+
+        See :func:`memseal.integrations.openai_agents.function_tools` (extra
+        ``memseal[openai-agents]``); ImportError without the package.
+        """
+        return _runtime("openai_agents")(self, strict=strict, **options)
+
     def mcp_tools(self) -> list[dict[str, Any]]:
         """MCP ``Tool`` definitions (wire form: ``inputSchema``, ``annotations``).
 
@@ -358,7 +377,7 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         with the ``error:`` text (memseal.integrations.pydantic_ai). Raises ImportError
         when pydantic-ai-slim is not installed.
         """
-        return RUNTIME_ADAPTERS["pydantic_ai"](self)
+        return _runtime("pydantic_ai")(self)
 
     def to_langchain(self) -> list[Any]:
         """One ``langchain_core.tools.StructuredTool`` per tool, bound as a coroutine.
@@ -452,9 +471,11 @@ class Toolset(tuple[Tool, ...], _Definitions):
         result: Outcome = self._run(_outcome(source, parts.name, parts.arguments, key))
         return result.text
 
-    def outcome(self, name: str, arguments: Arguments) -> Outcome:
-        """Like :meth:`call`, saying apart whether the text is an error."""
-        result: Outcome = self._run(_outcome(_bound(self._source), name, arguments))
+    def outcome(self, name: str, arguments: Arguments, key: object = None) -> Outcome:
+        """Like :meth:`call`, saying apart whether the text is an error; ``key`` as for
+        :meth:`AsyncToolset.outcome`."""
+        source = _bound(self._source)
+        result: Outcome = self._run(_outcome(source, name, arguments, _key_for(source, key)))
         return result
 
     def _run(self, coroutine: Coroutine[Any, Any, Outcome]) -> Outcome:

@@ -288,7 +288,10 @@ def _console(app: FastAPI) -> None:
         shown = page.replace('<base href="./">', f'<base href="{root}{CONSOLE}/">', 1)
         return HTMLResponse(
             shown,
-            headers={"Content-Security-Policy": _CONSOLE_POLICY, "X-Content-Type-Options": "nosniff"},
+            headers={
+                "Content-Security-Policy": _CONSOLE_POLICY,
+                "X-Content-Type-Options": "nosniff",
+            },
         )
 
     @app.get(CONSOLE, include_in_schema=False)

@@ -11,14 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import (
+from browser.console_support import (
     ACME_TEXT,
     CORP,
     CORP_TEXT,
     REJECT_TEXT,
     Server,
     in_thread,
-    seeded_server,
     shoot,
     sign_in,
 )
@@ -195,13 +194,14 @@ def test_run_timeline_matches_the_recorded_steps(
         if kind == "memory_tool_call":
             assert cells[0] == str(body["step"]) and cells[1] == body["tool"]
     by_seq = {seq: rows.nth(i).inner_text() for i, (seq, _, _) in enumerate(recorded)}
-    revalidated = [s for s, k, b in recorded if k == "memory_tool_call" and b["step"] == 2][-1]
+    step2 = [s for s, k, b in recorded if k == "memory_tool_call" and b["step"] == 2]
+    revalidated, replaced = step2[-1], step2[0]
     forked = [s for s, k, b in recorded if k == "memory_tool_call" and b["step"] == 3][-1]
     diverged = next(s for s, k, _ in recorded if k == "run_forked")
     assert "revalidated" in by_seq[revalidated] and "result_hash" in by_seq[revalidated]
     assert "forked" in by_seq[forked]
     assert "diverged" in by_seq[diverged] and "divergence" in by_seq[diverged]
-    assert "superseded by seq" in by_seq[[s for s, k, b in recorded if k == "memory_tool_call" and b["step"] == 2][0]]
+    assert f"superseded by seq {revalidated}" in by_seq[replaced]
     shoot(page, artifacts, "run-timeline", doc="console-run-timeline.png")
 
 
@@ -259,7 +259,10 @@ def test_keyboard_navigation_and_labels(server: Server, page: Any) -> None:
     snapshot = page.locator("body").aria_snapshot()
     for name in ("Overview", "Ledger", "Verify here", "Runs"):
         assert f'link "{name}"' in snapshot
-    # Tab to the Ledger link and follow it with Enter.
+    # Once the first page is in (it takes the focus), Tab from the first link to the
+    # Ledger link and follow it with Enter.
+    page.get_by_role("heading", name="Overview", exact=True).wait_for()
+    page.wait_for_load_state("networkidle")
     page.locator("#nav a").first.focus()
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "Ledger"

@@ -7,11 +7,9 @@ are over all of them); payloads only within the caller's reach (see
 
 from __future__ import annotations
 
-import contextlib
 from typing import Annotated, Final
 
 import msgspec
-
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from fastapi.responses import PlainTextResponse, Response
@@ -95,14 +93,15 @@ async def entries(
     else:
         stop = min(size, start + SCAN_WINDOW)
         records = []
-        if start < stop:
-            async with contextlib.aclosing(memory.ledger.scan(start, stop)) as scan:
-                async for record in scan:
-                    if _matches(record.entry(), kind, run, item):
-                        records.append(record)
-                        if len(records) == limit:
-                            stop = record.seq + 1
-                            break
+        # Read in chunks, each to its end (no scan is left suspended), until the page fills.
+        for chunk in range(start, stop, _CHUNK):
+            for record in [r async for r in memory.ledger.scan(chunk, min(stop, chunk + _CHUNK))]:
+                if len(records) < limit and _matches(record.entry(), kind, run, item):
+                    records.append(record)
+                    if len(records) == limit:
+                        stop = record.seq + 1
+            if len(records) == limit:
+                break
     return json_response(
         {
             "size": size,
@@ -205,6 +204,7 @@ async def consistency(
 
 #: How many entries a filtered page scans at most.
 SCAN_WINDOW: Final = 5000
+_CHUNK: Final = 500
 
 
 def _matches(entry: Entry, kind: str | None, run: str | None, item: str | None) -> bool:

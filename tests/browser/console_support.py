@@ -146,6 +146,7 @@ def shoot(page: Any, artifacts: Path, name: str, doc: str | None = None) -> None
     ``MEMSEAL_DOC_SCREENSHOTS=1`` (so a test run never rewrites the repository)."""
     page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
     if doc is not None and os.environ.get("MEMSEAL_DOC_SCREENSHOTS") == "1":
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(REPO / "docs" / "img" / doc), full_page=False)
 
 

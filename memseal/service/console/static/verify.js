@@ -98,7 +98,8 @@ export async function render() {
   );
 
   // 2. The checkpoint and a range of entries.
-  const startIn = h("input", { type: "number", min: 0, value: 0 });
+  // A large ledger starts on its last 1,000 entries (set From seq to 0 for all of it).
+  const startIn = h("input", { type: "number", min: 0, value: info.size > WHOLE_TREE ? info.size - 1000 : 0 });
   const endIn = h("input", { type: "number", min: 1 });
   const checks = checkList("Checks of the checkpoint and entries");
   const progress = h("p", { class: "muted", "aria-live": "polite" });

@@ -27,7 +27,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         started.stop()
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, never session-scoped: Playwright's sync API keeps an event loop running
+# in the test thread while it is open, and every asyncio test after it would fail.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if CHROMIUM is None:
         pytest.skip("no chromium binary on PATH (apt-get install chromium; .ci/run does)")

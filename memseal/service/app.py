@@ -37,7 +37,7 @@ from .routes import ROUTERS, lifecycle
 from .state import Service
 from .tokens import TokenStore
 
-__all__ = ["DOC_ASSETS", "create_app"]
+__all__ = ["CONSOLE", "DOC_ASSETS", "create_app"]
 
 log = logging.getLogger("memseal.service")
 
@@ -119,6 +119,7 @@ def create_app(
         app.include_router(router)
     app.include_router(lifecycle.router)
     _doc_pages(app)
+    _console(app)
     if mcp:
         from .mcp import mcp_route
 
@@ -250,3 +251,61 @@ def _doc_pages(app: FastAPI) -> None:
             redoc_favicon_url=f"{root}{DOC_ASSETS}/favicon.png",
             with_google_fonts=False,
         )
+
+
+#: Where the web console's files are served from (``/`` serves its page too).
+CONSOLE: Final = "/console"
+
+#: The console's pages may load only this server's own files and talk only to it: no
+#: inline script, no other origin, so a text shown by the console can never run.
+_CONSOLE_POLICY: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def _console(app: FastAPI) -> None:
+    """The web console (:mod:`memseal.service.console`) at ``/`` and under ``/console/``.
+
+    Plain files: what it shows it reads from ``/v1`` with the tab's token, so these
+    routes take none (the page itself holds nothing of the ledger).
+    """
+    from fastapi.responses import HTMLResponse, RedirectResponse
+    from fastapi.staticfiles import StaticFiles
+    from starlette.types import Receive, Scope, Send
+
+    from .console import ASSETS
+
+    page = (ASSETS / "index.html").read_text(encoding="utf-8")
+    files = StaticFiles(directory=ASSETS, html=True)
+
+    async def console_files(scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_policy(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"content-security-policy", _CONSOLE_POLICY.encode()))
+                headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await files(scope, receive, with_policy)
+
+    app.mount(CONSOLE, console_files, name="console")
+
+    @app.get("/", include_in_schema=False)
+    async def console_page(request: Request) -> HTMLResponse:
+        root = str(request.scope.get("root_path", "")).rstrip("/")
+        # The same page as /console/, its relative links resolved under /console/.
+        shown = page.replace('<base href="./">', f'<base href="{root}{CONSOLE}/">', 1)
+        return HTMLResponse(
+            shown,
+            headers={
+                "Content-Security-Policy": _CONSOLE_POLICY,
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
+
+    @app.get(CONSOLE, include_in_schema=False)
+    async def console_slash(request: Request) -> RedirectResponse:
+        root = str(request.scope.get("root_path", "")).rstrip("/")
+        return RedirectResponse(f"{root}{CONSOLE}/")

@@ -13,7 +13,7 @@ inside the caller's reach:
 
 A payload that is not shown is replaced by ``null`` with
 ``"payload_withheld": true``; one erased by a forget is ``null`` with
-``"redacted": true``.
+``"redacted": true`` and ``"redacted_by"``, the seq of the signed entry that erased it.
 
 :func:`projection_report` is ``verify --deep`` for auditors over HTTP: the
 projections rebuilt from the log into a scratch store and compared. A
@@ -111,9 +111,21 @@ class EntryView:
             return all(self._admits(ns) for ns in spaces.values())
         return False
 
+    async def _erased_by(self, seqs: Sequence[int]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        for start in range(0, len(seqs), 500):
+            chunk = list(seqs[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = await self._store.rows(
+                f"SELECT seq, by_seq FROM redactions WHERE seq IN ({marks})", chunk
+            )
+            found.update({int(r[0]): int(r[1]) for r in rows})
+        return found
+
     async def render(self, records: Sequence[Record]) -> list[dict[str, Any]]:
         """The records as the caller may see them: every header, payloads within reach."""
         out = []
+        erased = await self._erased_by([r.seq for r in records if r.payload is None])
         for record in records:
             entry = record.entry()
             body = msgspec.json.decode(bytes(entry.body))
@@ -142,6 +154,8 @@ class EntryView:
                 pass
             elif record.payload is None:
                 shown["redacted"] = True
+                # The signed entry whose `redacts` erased it ("erased by the forget at seq N").
+                shown["redacted_by"] = erased.get(record.seq)
             elif await self._visible(entry.kind, body):
                 shown["payload"] = _b64(record.payload)
                 shown["salt"] = None if record.salt is None else record.salt.hex()

@@ -185,6 +185,7 @@ class EntryOut(_Documented):
     payload: str | None = Field(description="the payload bytes, base64, when within reach")
     salt: str | None
     redacted: bool | None = None
+    redacted_by: int | None = Field(None, description="the signed entry that erased the payload")
     payload_withheld: bool | None = None
 
 

@@ -13,7 +13,7 @@ from typing import Final
 
 from fastapi import APIRouter
 
-from . import admin, ledger, ops, runs, tools
+from . import admin, browse, ledger, ops, runs, tools
 
 __all__ = ["ROUTERS"]
 
@@ -23,4 +23,5 @@ ROUTERS: Final[tuple[APIRouter, ...]] = (
     runs.router,
     ledger.router,
     admin.router,
+    browse.router,
 )

@@ -7,12 +7,14 @@ are over all of them); payloads only within the caller's reach (see
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
+import msgspec
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import PlainTextResponse, Response
 
+from memseal.ledger.entry import Entry
 from memseal.ledger.errors import InvalidRequest, NotFound
 
 from ..deps import Auditor, MemoryDep
@@ -20,6 +22,7 @@ from ..ledger_view import MAX_ENTRIES, EntryView, projection_report
 from ..models import TEXT_OK, EntriesOut, EntryOut, LedgerOut, json_response
 
 __all__ = [
+    "SCAN_WINDOW",
     "Seq",
     "checkpoint",
     "consistency",
@@ -63,15 +66,42 @@ async def entries(
     memory: MemoryDep,
     start: Seq = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_ENTRIES)] = 100,
+    kind: Annotated[
+        str | None, Query(max_length=64, description="only entries of this kind")
+    ] = None,
+    run: Annotated[
+        str | None, Query(max_length=200, description="only entries whose body names this run")
+    ] = None,
+    item: Annotated[
+        str | None,
+        Query(max_length=200, description="only the memory entries naming this item id"),
+    ] = None,
 ) -> Response:
     """
     \f
     One page of entries, and where the next page starts.
+
+    With ``kind``, ``run`` or ``item``, the page holds the matching entries among at most
+    :data:`SCAN_WINDOW` entries from ``start`` (so no request reads the whole log), and
+    ``next`` is where that scan stopped: a short or empty page with a ``next`` is not the end.
     """
     size = await memory.ledger.size()
-    stop = min(size, start + limit)
-    records = [r async for r in memory.ledger.scan(start, stop)] if start < stop else []
     view = EntryView(memory.ledger.store, who.scope.reach)
+    if kind is None and run is None and item is None:
+        stop = min(size, start + limit)
+        records = [r async for r in memory.ledger.scan(start, stop)] if start < stop else []
+    else:
+        stop = min(size, start + SCAN_WINDOW)
+        records = []
+        # Read in chunks, each to its end (no scan is left suspended), until the page fills.
+        for chunk in range(start, stop, _CHUNK):
+            for record in [r async for r in memory.ledger.scan(chunk, min(stop, chunk + _CHUNK))]:
+                if len(records) < limit and _matches(record.entry(), kind, run, item):
+                    records.append(record)
+                    if len(records) == limit:
+                        stop = record.seq + 1
+            if len(records) == limit:
+                break
     return json_response(
         {
             "size": size,
@@ -175,3 +205,34 @@ async def consistency(
         raise InvalidRequest(f"sizes must satisfy 1 <= old <= new <= {size}")
     proof = await memory.ledger.consistency_proof(old, new)
     return PlainTextResponse(proof.text())
+
+
+#: How many entries a filtered page scans at most.
+SCAN_WINDOW: Final = 5000
+_CHUNK: Final = 500
+
+
+def _matches(entry: Entry, kind: str | None, run: str | None, item: str | None) -> bool:
+    if kind is not None and entry.kind != kind:
+        return False
+    if run is None and item is None:
+        return True
+    # Only run entries name a run, and only memory entries an item (headers are what every
+    # auditor sees anyway: a filter tells it nothing the unfiltered page does not).
+    wanted = _RUN_KINDS if run is not None else _ITEM_KINDS
+    if entry.kind not in wanted:
+        return False
+    body = msgspec.json.decode(bytes(entry.body))
+    if not isinstance(body, dict):
+        return False
+    if run is not None and body.get("run_id") != run:
+        return False
+    if item is not None:
+        items = body.get("items")
+        named = items if isinstance(items, list) else [body.get("item")]
+        return item in named
+    return True
+
+
+_RUN_KINDS: Final = frozenset({"run_started", "memory_tool_call", "run_forked"})
+_ITEM_KINDS: Final = frozenset({"memory_stored", "trust_changed", "memory_forgotten"})

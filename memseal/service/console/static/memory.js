@@ -1,0 +1,134 @@
+// Memory: for an agent, the items in its reach (list, search exact/semantic/hybrid) through
+// its own tools; for an admin, an item's signed history and the trust actions. Every read
+// and action is the API's, so what is shown is what the token may see.
+import { api, query } from "./api.js";
+import { badge, errorBox, field, h, short, table } from "./ui.js";
+
+function itemRows(items) {
+  return items.map((it) => [
+    h("code", {}, it.id),
+    badge(it.trust, it.trust),
+    it.kind,
+    short(it.text || "", 140),
+    it.score === undefined ? "" : String(Math.round(it.score * 1000) / 1000),
+  ]);
+}
+
+async function agentMemory() {
+  const out = h("div", { "aria-live": "polite" });
+  const qIn = h("input", { type: "search", size: 40 });
+  const modeSel = h("select", {}, ["hybrid", "exact", "semantic"].map((m) => h("option", { value: m }, m)));
+  let cursor = null;
+  async function list(next) {
+    try {
+      const r = (await api("/v1/tools/memory_list", { method: "POST", body: next ? { cursor: next } : {} })).result;
+      cursor = r.next_cursor || null;
+      out.replaceChildren(h("div", {},
+        table("Items in your reach", ["id", "trust", "kind", "text", "score"], itemRows(r.items || [])),
+        cursor ? h("button", { type: "button", class: "quiet", onclick: () => list(cursor) }, "Next page") : null,
+      ));
+    } catch (err) {
+      out.replaceChildren(errorBox(err));
+    }
+  }
+  async function search() {
+    try {
+      const r = (await api("/v1/tools/memory_fetch", { method: "POST", body: { query: qIn.value, mode: modeSel.value } })).result;
+      out.replaceChildren(table(`Hits (${r.mode})`, ["id", "trust", "kind", "text", "score"], itemRows(r.hits || [])));
+    } catch (err) {
+      out.replaceChildren(errorBox(err));
+    }
+  }
+  const section = h(
+    "section",
+    { "aria-labelledby": "memory-title" },
+    h("h2", { id: "memory-title" }, "Memory"),
+    h("p", { class: "muted" }, "Read through this token's own tools: each read is a signed tool call."),
+    h("form", { "aria-label": "Search memory", onsubmit: (ev) => { ev.preventDefault(); search(); } },
+      field("Search", qIn), field("Mode", modeSel), h("button", { type: "submit" }, "Search"),
+      h("button", { type: "button", class: "quiet", onclick: () => list(null) }, "List all")),
+    out,
+  );
+  await list(null);
+  return section;
+}
+
+async function adminMemory(args) {
+  const idIn = h("input", { type: "text", size: 40, value: args[0] || "" });
+  const reasonIn = h("input", { type: "text", size: 50 });
+  const out = h("div", { "aria-live": "polite" });
+  const history = h("div");
+  async function showHistory() {
+    const id = idIn.value.trim();
+    if (!id) return;
+    try {
+      const rows = [];
+      let next = 0;
+      // Each request scans a bounded window of the log; stop after a few.
+      for (let i = 0; next !== null && i < 20; i++) {
+        const page = await api(`/v1/ledger/entries${query({ item: id, start: next, limit: 200 })}`);
+        for (const e of page.entries) {
+          const b = e.header.body;
+          const what = e.kind === "memory_stored" ? `stored in ${b.namespace} as ${b.trust}` : e.kind === "trust_changed" ? `trust ${b.previous} → ${b.trust}` : "forgotten";
+          rows.push([h("a", { href: `#/ledger/${e.seq}` }, String(e.seq)), e.at, e.kind, what, e.payload ? "actor and reason in the payload" : e.redacted ? `erased by the forget at seq ${e.redacted_by}` : e.payload_withheld ? "withheld" : ""]);
+        }
+        next = page.next;
+      }
+      history.replaceChildren(h("div", {},
+        table(`History of ${id}`, ["seq", "at", "kind", "what", "payload"], rows),
+        next !== null ? h("p", { class: "muted" }, `Scanned up to seq ${next}; the Ledger page scans on.`) : null,
+      ));
+    } catch (err) {
+      history.replaceChildren(errorBox(err));
+    }
+  }
+  function action(name, label, cls) {
+    return h("button", {
+      type: "button",
+      class: cls,
+      onclick: () => {
+        const id = idIn.value.trim();
+        if (!id || !reasonIn.value.trim()) {
+          out.replaceChildren(errorBox(new Error("give the item id and a reason")));
+          return;
+        }
+        const confirmBtn = h("button", {
+          type: "button",
+          class: "danger",
+          onclick: async () => {
+            try {
+              const r = await api(`/v1/admin/items/${encodeURIComponent(id)}/${name}`, { method: "POST", body: { reason: reasonIn.value.trim() } });
+              out.replaceChildren(
+                h("p", { role: "status", class: "ok" }, `${id}: ${r.previous} → ${r.trust}`, r.seq === null ? " (unchanged)" : [" (signed entry ", h("a", { href: `#/ledger/${r.seq}` }, `seq ${r.seq}`), ")"]),
+              );
+              await showHistory();
+            } catch (err) {
+              out.replaceChildren(errorBox(err));
+            }
+          },
+        }, `Confirm: ${label} ${id}`);
+        out.replaceChildren(h("p", {}, `${label} item ${id} because “${reasonIn.value.trim()}”? This appends a signed entry.`), confirmBtn,
+          h("button", { type: "button", class: "quiet", onclick: () => out.replaceChildren() }, "Cancel"));
+        confirmBtn.focus();
+      },
+    }, label);
+  }
+  const section = h(
+    "section",
+    { "aria-labelledby": "memory-title" },
+    h("h2", { id: "memory-title" }, "Memory"),
+    h("p", { class: "muted" }, "Trust actions on an item inside your reach, each a signed trust_changed entry. Item ids are in the Ledger (memory_stored entries)."),
+    field("Item id", idIn),
+    h("button", { type: "button", class: "quiet", onclick: showHistory }, "Show history"),
+    field("Reason", reasonIn),
+    h("div", {}, action("promote", "Promote", ""), action("reject", "Reject", "danger"), action("stale", "Mark stale", "quiet")),
+    out,
+    history,
+  );
+  if (args[0]) await showHistory();
+  return section;
+}
+
+export async function render({ me, args }) {
+  return me.role === "agent" ? agentMemory() : adminMemory(args);
+}

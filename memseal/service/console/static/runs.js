@@ -1,0 +1,210 @@
+// Runs: the runs in the caller's reach (auditors), a run's timeline from its signed entries,
+// and, for the agent that owns a run, its status and its session bundle.
+import { api, query, token } from "./api.js";
+import { badge, decodeB64Text, errorBox, field, h, short, table } from "./ui.js";
+
+const RUN_PAGE = 50;
+const ENTRY_PAGE = 200;
+
+function runLink(id) {
+  return h("a", { href: `#/runs/${encodeURIComponent(id)}` }, id);
+}
+
+async function exportBundle(runId, out) {
+  try {
+    const res = await fetch(`/v1/runs/${encodeURIComponent(runId)}/export`, { headers: { Authorization: `Bearer ${token()}` } });
+    if (!res.ok) throw new Error((await res.json()).error.message);
+    const url = URL.createObjectURL(await res.blob());
+    const a = h("a", { href: url, download: `${runId.replace(/[^A-Za-z0-9._-]/g, "_")}.bundle` }, "Download the bundle");
+    out.replaceChildren(a, h("span", { class: "muted" }, " (check it offline: memseal verify FILE --trust VKEY)"));
+    a.click();
+  } catch (err) {
+    out.replaceChildren(errorBox(err));
+  }
+}
+
+async function agentRuns(me, args) {
+  // An agent has no ledger routes: it opens its own runs by id, as the API lets it.
+  const idIn = h("input", { type: "text", size: 40, value: args[0] || "" });
+  const out = h("div", { "aria-live": "polite" });
+  const show = async () => {
+    const id = idIn.value.trim();
+    if (!id) return;
+    try {
+      const s = await api(`/v1/runs/${encodeURIComponent(id)}`);
+      const dl = h("div");
+      out.replaceChildren(
+        table(`Run ${s.run_id}`, ["field", "value"], Object.entries(s).map(([k, v]) => [k, String(v)])),
+        h("button", { type: "button", onclick: () => exportBundle(s.run_id, dl) }, "Export the bundle"),
+        dl,
+      );
+    } catch (err) {
+      out.replaceChildren(errorBox(err));
+    }
+  };
+  const section = h(
+    "section",
+    { "aria-labelledby": "runs-title" },
+    h("h2", { id: "runs-title" }, "Runs"),
+    h("p", { class: "muted" }, "An agent token sees the runs of its own scope, by id."),
+    h("form", { onsubmit: (ev) => { ev.preventDefault(); show(); } }, field("Run id", idIn), h("button", { type: "submit" }, "Open")),
+    out,
+  );
+  if (args[0]) await show();
+  return section;
+}
+
+async function runList(before) {
+  const page = await api(`/v1/ledger/runs${query({ before, limit: RUN_PAGE })}`);
+  const rows = page.runs.map((r) => [
+    runLink(r.run_id),
+    r.leased ? badge("leased", "warn") : badge("idle"),
+    r.leased ? `${r.holder || "?"} until ${new Date(r.lease_until * 1000).toISOString()}` : "—",
+    r.mode || "",
+    r.place || "",
+    String(r.recorded_steps),
+    r.last_step === null ? "—" : String(r.last_step),
+    `${r.started_at} (seq ${r.started_seq})`,
+  ]);
+  const section = h(
+    "section",
+    { "aria-labelledby": "runs-title" },
+    h("h2", { id: "runs-title" }, "Runs"),
+    table("Runs in your reach, newest first", ["run", "status", "lease", "mode", "place", "steps", "last step", "started"], rows),
+    rows.length ? null : h("p", { class: "muted" }, "No runs on this page."),
+  );
+  if (page.next_before !== null) {
+    section.append(
+      h("button", {
+        type: "button", class: "quiet",
+        onclick: async () => document.getElementById("main").replaceChildren(await runList(page.next_before)),
+      }, "Older runs"),
+    );
+  }
+  return section;
+}
+
+function argSummary(e) {
+  if (e.payload) {
+    try {
+      const p = JSON.parse(decodeB64Text(e.payload));
+      return p.arguments === null ? "(not kept: a refused call keeps only a hash)" : short(p.arguments, 90);
+    } catch (err) {
+      return "(payload not JSON)";
+    }
+  }
+  if (e.redacted) return `(erased by the forget at seq ${e.redacted_by})`;
+  if (e.payload_withheld) return "(withheld: outside your reach)";
+  return "";
+}
+
+function outcome(b) {
+  if (b.error) {
+    const code = b.result && b.result.error && (b.result.error.code || b.result.error.type);
+    return `error${code ? `: ${code}` : ""}`;
+  }
+  return `ok${b.cites && b.cites.length ? `, cites ${b.cites.length}` : ""}${b.wrote && b.wrote.length ? `, wrote seq ${b.wrote.join(", ")}` : ""}`;
+}
+
+function diff(old, neu) {
+  const out = [];
+  for (const f of ["tool", "fingerprint", "input_hash", "result_hash", "error", "cites", "wrote"]) {
+    const a = JSON.stringify(old[f]);
+    const b = JSON.stringify(neu[f]);
+    if (a !== b) out.push(`${f}: ${short(a, 24)} → ${short(b, 24)}`);
+  }
+  return out.length ? out : ["no field of the signed body changed"];
+}
+
+// The timeline of the run entries loaded so far: each call with its step, tool, argument
+// summary and outcome; a replacement marked revalidated (with the field diff against the
+// call it supersedes) or forked (after a signed divergence), the replaced call superseded.
+export function timeline(entries) {
+  const bySeq = new Map(entries.map((e) => [e.seq, e]));
+  const supersededBy = new Map();
+  const forks = [];
+  for (const e of entries) {
+    const b = e.header.body;
+    if (e.kind === "memory_tool_call" && typeof b.supersedes === "number") supersededBy.set(b.supersedes, e.seq);
+    if (e.kind === "run_forked") forks.push(e);
+  }
+  const rows = [];
+  for (const e of entries) {
+    const b = e.header.body;
+    const seqLink = h("a", { href: `#/ledger/${e.seq}` }, String(e.seq));
+    if (e.kind === "run_started") {
+      rows.push({ seq: e.seq, cells: ["—", "run started", `${b.mode} at ${b.place}`, "", [badge("started")], seqLink] });
+    } else if (e.kind === "run_forked") {
+      rows.push({
+        seq: e.seq,
+        cells: [String(b.step), "divergence", `recorded ${short(b.recorded, 14)} ≠ attempted ${short(b.attempted, 14)}`, "the run went live from here, as its host asked", [badge("diverged", "diverged")], seqLink],
+      });
+    } else if (e.kind === "memory_tool_call") {
+      const marks = [badge("recorded")];
+      let note = "";
+      if (supersededBy.has(e.seq)) marks.push(badge(`superseded by seq ${supersededBy.get(e.seq)}`, "warn"));
+      if (typeof b.supersedes === "number") {
+        const forked = forks.some((f) => f.header.body.step === b.step && f.seq > b.supersedes && f.seq < e.seq);
+        marks.push(forked ? badge("forked", "forked") : badge("revalidated", "revalidated"));
+        const old = bySeq.get(b.supersedes);
+        note = old ? diff(old.header.body, b).join("; ") : `supersedes seq ${b.supersedes}`;
+      }
+      if (b.key) marks.push(badge(`key ${short(b.key, 20)}`));
+      rows.push({ seq: e.seq, cells: [String(b.step), b.tool, argSummary(e), [outcome(b), note ? h("div", { class: "muted" }, note) : null], marks, seqLink] });
+    }
+  }
+  return rows;
+}
+
+async function runPage(runId, me) {
+  const section = h("section", { "aria-labelledby": "run-title" }, h("h2", { id: "run-title" }, `Run ${runId}`));
+  section.append(h("p", {}, h("a", { href: "#/runs" }, "← all runs")));
+  const found = (await api(`/v1/ledger/runs${query({ run: runId })}`)).runs[0];
+  if (!found) {
+    section.append(errorBox(new Error(`no run ${runId} in your reach`)));
+    return section;
+  }
+  const started = found.started_seq;
+  section.append(
+    h("p", {}, found.leased ? badge("leased", "warn") : badge("idle"), ` ${found.mode} at ${found.place}; ${found.recorded_steps} recorded steps; started ${found.started_at}`),
+  );
+  const entries = [];
+  let next = started;
+  const body = h("div");
+  const more = h("button", { type: "button", class: "quiet", onclick: () => load() }, "Load more steps");
+  const status = h("p", { class: "muted", "aria-live": "polite" });
+  async function load() {
+    let got = 0;
+    while (next !== null && got < ENTRY_PAGE) {
+      const page = await api(`/v1/ledger/entries${query({ run: runId, start: next, limit: ENTRY_PAGE })}`);
+      entries.push(...page.entries);
+      got += page.entries.length;
+      next = page.next;
+    }
+    const rows = timeline(entries);
+    body.replaceChildren(
+      table("Timeline", ["step", "tool", "arguments", "outcome", "marks", "seq"], rows.map((r) => r.cells)),
+      h("p", { class: "muted" }, "Every row is a signed entry. A memo hit (a step answered from its record on resume) writes no entry, so it is not in this timeline."),
+    );
+    more.hidden = next === null;
+    status.textContent = next === null ? `All ${entries.length} entries of the run loaded.` : `${entries.length} entries loaded; the ledger goes on from seq ${next}.`;
+  }
+  await load();
+  const dl = h("div");
+  section.append(
+    me.role === "agent"
+      ? h("button", { type: "button", onclick: () => exportBundle(runId, dl) }, "Export the bundle")
+      : h("p", { class: "muted" }, "Bundles are exported by the run's own agent token (GET /v1/runs/{run}/export, or memseal export)."),
+    dl,
+    status,
+    body,
+    more,
+  );
+  return section;
+}
+
+export async function render({ me, args }) {
+  if (me.role === "agent") return agentRuns(me, args);
+  if (args.length && args[0]) return runPage(args[0], me);
+  return runList(null);
+}

@@ -144,7 +144,8 @@ class AnnIndex:
             fresh = [i for i, seq in enumerate(seqs) if seq not in self._live]
             if fresh:
                 keys = np.asarray([seqs[i] for i in fresh], dtype=np.uint64)
-                self._index.add(keys, matrix[fresh], threads=1)
+                # A build's big batches use every core (usearch's 0); a catch-up's few, one.
+                self._index.add(keys, matrix[fresh], threads=0 if len(fresh) > 1_000 else 1)
                 self._live.update(int(k) for k in keys)
             self.high = max(self.high, high)
 

@@ -36,6 +36,7 @@ from memseal.ledger.errors import StorageError
 from memseal.ledger.store import Execute, Snapshots, SqlStore, WriteTxn
 
 from ._ann import AnnIndex, ann_available, in_scope
+from ._batching import Batcher, default_lanes
 from ._projection import embed_text
 from .embedders import Embedder
 
@@ -55,7 +56,8 @@ except ImportError:  # pragma: no cover - exercised only where numpy is absent
 
 __all__ = ["Resident", "VectorCache", "insert_vectors", "pack", "unpack"]
 
-_BATCH: Final = 64
+#: Contents a fill embeds per model call (more texts share a call's equal-length runs).
+_FILL_BATCH: Final = 512
 _QUERY_CACHE: Final = 256
 _CHUNK: Final = 500
 #: Seconds between two counts of the items while the HNSW index is not built.
@@ -234,6 +236,7 @@ class VectorCache:
         self.id = embedder.id
         self.dim = embedder.dim
         self.resident = Resident(embedder.dim)
+        self._batcher = Batcher(lambda texts: list(embedder.embed(texts)))
         self._queries: OrderedDict[str, bytes] = OrderedDict()
         #: Ranking in the database (PostgreSQL with pgvector), set by the engine at start.
         self.pg: PgVector | None = None
@@ -277,10 +280,11 @@ class VectorCache:
         return bool(found), bool(absent)
 
     async def embed(self, texts: Sequence[str]) -> list[bytes]:
-        """Packed vectors for ``texts``, computed in a worker thread."""
+        """Packed vectors for ``texts``, computed in a worker thread, in one model call
+        with the texts of other stores in flight (``_batching``)."""
         if not texts:
             return []
-        vectors = await asyncio.to_thread(self.embedder.embed, list(texts))
+        vectors = await self._batcher.embed(texts)
         if len(vectors) != len(texts) or any(len(v) != self.dim for v in vectors):
             raise StorageError(f"embedder {self.id} returned vectors of the wrong count or length")
         return [pack(v) for v in vectors]
@@ -336,20 +340,34 @@ class VectorCache:
         await self._store.run(command)
 
     async def fill(self) -> int:
-        """Embed every live content that has no vector yet; returns how many were made."""
+        """Embed every live content that has no vector yet; returns how many were made.
+
+        Reads a few batches at a time and embeds them at once, one model call per core,
+        so a large fill uses the machine (stores in flight join the same calls)."""
         made = 0
+        lanes = default_lanes()
         while True:
             rows = await self._reader.rows(
                 # One row per content; every item of a content hash has the same title and
                 # text (the hash is of them), so min() picks that text in either dialect.
                 "SELECT i.content, min(i.title), min(i.text) FROM engine_items i WHERE NOT EXISTS "
                 "(SELECT 1 FROM engine_vectors v WHERE v.embedder = ? AND v.content = i.content) "
-                f"GROUP BY i.content LIMIT {_BATCH}",
+                f"GROUP BY i.content LIMIT {_FILL_BATCH * lanes}",
                 (self.id,),
             )
             if not rows:
                 return made
-            await self.embed_and_store([(r[0], embed_text(r[1], r[2])) for r in rows])
+            todo = [(r[0], embed_text(r[1], r[2])) for r in rows]
+            parts = [todo[i : i + _FILL_BATCH] for i in range(0, len(todo), _FILL_BATCH)]
+            blobs = await asyncio.gather(*(self.embed([t for _, t in p]) for p in parts))
+            pairs = [
+                (content, blob)
+                for part, made_blobs in zip(parts, blobs, strict=True)
+                for (content, _), blob in zip(part, made_blobs, strict=True)
+            ]
+            await self._store.run(
+                functools.partial(_insert_pairs, embedder_id=self.id, pairs=pairs, pg=self.pg)
+            )
             made += len(rows)
 
     async def embed_and_store(self, todo: Sequence[tuple[str, str]]) -> None:
@@ -487,6 +505,12 @@ class VectorCache:
         return await self._reader.run(
             lambda execute: pg.rank_filled(execute, where, params, text, cap)
         )
+
+
+def _insert_pairs(
+    txn: WriteTxn, *, embedder_id: str, pairs: Sequence[tuple[str, bytes]], pg: PgVector | None
+) -> None:
+    insert_vectors(txn, embedder_id, pairs, pg)
 
 
 def _texts(execute: Execute, contents: Sequence[str]) -> dict[str, str]:

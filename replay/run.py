@@ -144,6 +144,12 @@ class Run(LiveCalls):
             raise InvalidRequest("a one-shot run records its single call: mode must be record")
         self._holder = secrets.token_hex(16)
         self._next = 0
+        # Where unkeyed calls are numbered from: the unkeyed calls' own order, which keyed
+        # calls (replayed in any order) never move, so an unkeyed call is never handed the
+        # step of the unkeyed call after it. Unkeyed numbering skips every keyed step.
+        self._cursor = 0
+        # Steps a keyed call of this Run object chose (recorded, or in flight).
+        self._keyed_taken: set[int] = set()
         self._live_from: int | None = None
         self._recorded: set[int] = set()
         #: Steps whose memo row was missing at resume and was put back from the log.
@@ -189,7 +195,14 @@ class Run(LiveCalls):
     @property
     def next_step(self) -> int:
         """The step the next :meth:`call` takes (a step freed by a failed call first)."""
-        return min(self._holes) if self._holes else self._next
+        return min(self._holes) if self._holes else self._unkeyed_from()
+
+    def _unkeyed_from(self) -> int:
+        """The first step from the unkeyed cursor that no keyed call holds."""
+        step = self._cursor
+        while step in self._key_at or step in self._keyed_taken:
+            step += 1
+        return step
 
     def is_recorded(self, step: int) -> bool:
         """Whether ``step`` has a signed call in this run (recorded, or found at resume)."""
@@ -269,12 +282,14 @@ class Run(LiveCalls):
                 f"run {self.run_id!r}: step {step} would leave a gap; the next step is {expected}"
             )
         self._next = max(self._next, step + 1)
+        self._cursor = max(self._cursor, step + 1)
         self._holes.discard(step)
         return await self._call(step, name, arguments, revalidate, key)
 
     def skip_to(self, step: int) -> None:
         """Number the next :meth:`call` from ``step`` on (a reopened run continuing)."""
         self._next = max(self._next, step)
+        self._cursor = max(self._cursor, step)
 
     def call(
         self,
@@ -314,8 +329,10 @@ class Run(LiveCalls):
             step = min(self._holes)
             self._holes.discard(step)
             return step
-        self._next += 1
-        return self._next - 1
+        step = self._unkeyed_from()
+        self._cursor = step + 1
+        self._next = max(self._next, step + 1)
+        return step
 
     async def _call_next(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
         while True:
@@ -344,10 +361,10 @@ class Run(LiveCalls):
                 step = self._keyed.get(key)
                 if step is None:
                     step = self._free_step()
-                else:
-                    # The unkeyed numbering moves past a recorded key's step, as it did when
-                    # the key was recorded (a run mixing keyed and unkeyed calls, re-run).
-                    self._next = max(self._next, step + 1)
+                # A recorded key's step leaves the unkeyed numbering where it is: the
+                # unkeyed calls skip keyed steps, so a run mixing both, re-run with its keyed
+                # calls in another order, still gives each unkeyed call its own step.
+                self._keyed_taken.add(step)
                 try:
                     return await self._call(step, name, arguments, revalidate, key)
                 except Taken:
@@ -365,6 +382,7 @@ class Run(LiveCalls):
         while step in self._recorded and step not in self._stale:
             step += 1
         self._next = step + 1
+        self._keyed_taken.add(step)
         return step
 
     async def _call(
@@ -414,6 +432,7 @@ class Run(LiveCalls):
 
     def _give_back(self, step: int) -> None:
         self._reissued.add(step)
+        self._keyed_taken.discard(step)
         if step != self._next - 1:
             self._holes.add(step)
             return
@@ -421,6 +440,7 @@ class Run(LiveCalls):
         while self._next - 1 in self._holes:
             self._next -= 1
             self._holes.discard(self._next)
+        self._cursor = min(self._cursor, self._next)
 
     async def _call_step(
         self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None

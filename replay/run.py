@@ -480,6 +480,8 @@ class Run(LiveCalls):
                 old = await check_memo(
                     self._store, self._keys(), self._secret, row, self.run_id, step
                 )
+            if step not in self._stale:
+                self._same_key(step, sent, fp, key, old)
         supersedes = None if row is None else self._signed.get(step, row.seq)
         try:
             result = await self._live(step, sent, fp, supersedes, key)
@@ -515,6 +517,27 @@ class Run(LiveCalls):
             return await self._live(step, sent, fp, verified.seq)
         self._consumed.add(step)
         return outcome(verified)
+
+    def _same_key(
+        self, step: int, sent: Sent, fp: str, key: str | None, old: Verified | None
+    ) -> None:
+        """A revalidate replaces a step's call with the same logical call, never another:
+        one that drops, adds or swaps the step's key, or reuses its key with other
+        arguments, would leave the key naming a call it never named (and the key's
+        re-issue a second live step), so it is a divergence naming the key."""
+        recorded_key = self._key_at.get(step)
+        if recorded_key is None and key is None:
+            return  # an unkeyed step revalidated unkeyed: as it always was
+        if recorded_key == key and (old is None or old.call.fingerprint == fp):
+            return
+        shown = None if old is None else recorded_call(old)
+        if shown is not None and recorded_key is not None:
+            shown = {**shown, "key": recorded_key}
+        if recorded_key == key:
+            reason = f"key {key!r} was recorded with another call"
+        else:
+            reason = f"step {step} was recorded with key {recorded_key!r}, revalidated with {key!r}"
+        raise diverged(self.run_id, step, shown, _attempt(sent, key), reason)
 
     def _note_change(self, step: int, name: str, old: Verified | None, new: Any) -> None:
         if old is not None:

@@ -118,3 +118,42 @@ async def test_unbound_toolset_given_an_sdk_tool_call_runs_it_unkeyed(memory: Me
             found.append(decode_tool_call(bytes(entry.body)))
     assert [c.run_id for c in found] == [toolset.last_call.run_id]
     assert all(not isinstance(c.key, str) for c in found)  # unkeyed: no key signed
+
+
+async def test_revalidate_that_drops_or_swaps_a_steps_key_diverges_and_the_key_stays_once(
+    memory: Memory,
+) -> None:
+    async with memory.run("t1", SCOPE) as run:
+        first = await run.call("memory_fetch", FETCH, key="call_k")
+        size = await memory.ledger.size()
+        with pytest.raises(ReplayDivergence, match="recorded with key 'call_k'"):
+            await run.call_at(0, "memory_fetch", FETCH, revalidate=True)
+        with pytest.raises(ReplayDivergence, match="recorded with key 'call_k'"):
+            await run.call_at(0, "memory_fetch", FETCH, revalidate=True, key="call_other")
+        assert await memory.ledger.size() == size
+        # The key still names its step: re-issued, its memo, never a second live step.
+        assert await run.call("memory_fetch", FETCH, key="call_k") == first
+        assert run.step_of("call_k") == 0
+    async with memory.run("t1", SCOPE, mode="revalidate") as run:
+        with pytest.raises(ReplayDivergence, match="recorded with key 'call_k'"):
+            await run.call_at(0, "memory_fetch", FETCH)
+    assert await _steps(memory, "t1") == {0: 1}
+    await memory.verify(deep=True)
+
+
+async def test_revalidate_of_a_key_with_other_arguments_diverges_naming_the_key(
+    memory: Memory,
+) -> None:
+    async with memory.run("t1", SCOPE) as run:
+        await run.call("memory_fetch", FETCH, key="call_k")
+        with pytest.raises(ReplayDivergence, match="key 'call_k' was recorded with another"):
+            await run.call("memory_fetch", {"query": "other"}, key="call_k", revalidate=True)
+    async with memory.run("t1", SCOPE, mode="revalidate") as run:
+        with pytest.raises(ReplayDivergence, match="key 'call_k' was recorded with another"):
+            await run.call("memory_fetch", {"query": "other"}, key="call_k")
+        # The same call revalidated is replaced once, at its own step.
+        await run.call("memory_store", STORE)
+        fresh = await run.call("memory_fetch", FETCH, key="call_k")
+        assert len(fresh["hits"]) == 1 and run.step_of("call_k") == 0
+    assert await _steps(memory, "t1") == {0: 2, 1: 1}
+    await memory.verify(deep=True)

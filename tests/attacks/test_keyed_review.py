@@ -12,10 +12,15 @@ runs on each store.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from _runs_support import ServerThread
 
 from memseal import ReplayDivergence, ToolScope
 from memseal.ledger.errors import InvalidRequest
@@ -156,4 +161,119 @@ async def test_revalidate_of_a_key_with_other_arguments_diverges_naming_the_key(
         fresh = await run.call("memory_fetch", FETCH, key="call_k")
         assert len(fresh["hits"]) == 1 and run.step_of("call_k") == 0
     assert await _steps(memory, "t1") == {0: 2, 1: 1}
+    await memory.verify(deep=True)
+
+
+@pytest.fixture
+def server(tmp_path: Path, store_url: str | None) -> Iterator[ServerThread]:
+    with ServerThread(tmp_path / "svc", store=store_url) as running:
+        yield running
+
+
+async def test_one_key_at_once_over_http_and_mcp_stores_once_and_answers_one_result(
+    server: ServerThread,
+) -> None:
+    from test_mcp_service import _http, _text
+
+    token = server.token("agent", "team:k/agent:x")
+    headers = {"X-Memseal-Run": "both", "X-Memseal-Key": "call_1"}
+    body = {"learning": {"text": "stored once over two transports"}}
+
+    def over_http() -> Any:
+        with server.client(token) as c:
+            r = c.post("/v1/tools/memory_store", json=body, headers=headers)
+            assert r.status_code == 200, r.text
+            assert r.json()["step"] == 0
+            return r.json()["result"]
+
+    async with _http(server, token, run="both") as client:
+
+        async def over_mcp() -> Any:
+            done = await client.call_tool("memory_store", body, meta={"memseal/key": "call_1"})
+            assert not done.is_error, _text(done)
+            return json.loads(_text(done))
+
+        results = await asyncio.gather(
+            *(asyncio.to_thread(over_http) for _ in range(4)), *(over_mcp() for _ in range(4))
+        )
+    assert len({json.dumps(r, sort_keys=True) for r in results}) == 1
+    with server.client(token) as c:
+        listed = c.post("/v1/tools/memory_list", json={}).json()["result"]
+        run = c.get("/v1/runs/both").json()
+    assert run["recorded_steps"] == 1
+    assert sum(1 for i in listed["items"] if "two transports" in json.dumps(i)) == 1
+
+
+def test_a_key_and_an_explicit_step_that_disagree_over_http_is_a_409_and_writes_nothing(
+    server: ServerThread,
+) -> None:
+    token = server.token("agent", "team:k/agent:y")
+    run = {"X-Memseal-Run": "steps"}
+    with server.client(token) as c:
+        assert c.post("/v1/tools/memory_fetch", json=FETCH, headers=run).json()["step"] == 0
+        keyed = {**run, "X-Memseal-Key": "call_1"}
+        assert c.post("/v1/tools/memory_fetch", json=FETCH, headers=keyed).json()["step"] == 1
+        for step in ("0", "2"):
+            r = c.post(
+                "/v1/tools/memory_fetch",
+                json=FETCH,
+                headers={**keyed, "X-Memseal-Step": step},
+            )
+            assert r.status_code in (409, 400), r.text
+            assert "call_1" in r.text or "gap" in r.text
+        # A key that reads as a step number is a key, not step 0.
+        r = c.post("/v1/tools/memory_fetch", json=FETCH, headers={**run, "X-Memseal-Key": "0"})
+        assert r.json()["step"] == 2
+        assert c.get("/v1/runs/steps").json()["recorded_steps"] == 3
+
+
+async def test_keys_that_look_alike_are_other_keys_never_another_calls_memo(
+    memory: Memory,
+) -> None:
+    composed, decomposed = "call_\u00e9", "call_e\u0301"  # NFC and NFD of one text
+    async with memory.run("t1", SCOPE) as run:
+        before = await run.call("memory_fetch", FETCH, key=composed)
+        await run.call("memory_store", STORE, key="store")
+        # Compared code point for code point: each look-alike is its own live call.
+        for other in (decomposed, "CALL_\u00e9", f" {composed}", f"{composed} "):
+            fresh = await run.call("memory_fetch", FETCH, key=other)
+            assert fresh != before and len(fresh["hits"]) == 1
+        assert await run.call("memory_fetch", FETCH, key=composed) == before
+        size = await memory.ledger.size()
+        for invisible in ("call\u200b_\u00e9", "call\u00a0e", "call\u2028e", "call\ufeffe"):
+            with pytest.raises(InvalidRequest, match="`key`"):
+                await run.call("memory_fetch", FETCH, key=invisible)
+        assert await memory.ledger.size() == size
+    assert await _steps(memory, "t1") == dict.fromkeys(range(6), 1)
+
+
+async def test_langgraph_toolnode_parallel_calls_with_one_id_and_two_calls_store_once(
+    memory: Memory,
+) -> None:
+    pytest.importorskip("langgraph")
+    from langchain_core.messages import AIMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    def store(text: str, call_id: str) -> dict[str, Any]:
+        args = {"learning": {"text": text}}
+        return {"name": "memory_store", "args": args, "id": call_id, "type": "tool_call"}
+
+    async with memory.run("t1", SCOPE) as run:
+        graph = StateGraph(MessagesState)
+        graph.add_node("tools", ToolNode(run.toolset().to_langchain()))
+        graph.add_edge(START, "tools")
+        graph.add_edge("tools", END)
+        app = graph.compile()
+        same = AIMessage(content="", tool_calls=[store("once", "dup"), store("once", "dup")])
+        out = await app.ainvoke({"messages": [same]})
+        first, second = out["messages"][1:]
+        assert first.content == second.content  # one store, its memo for the duplicate
+        other = AIMessage(content="", tool_calls=[store("one", "dup2"), store("two", "dup2")])
+        with pytest.raises(ReplayDivergence, match="key 'dup2' was recorded with another"):
+            await app.ainvoke({"messages": [other]})
+    assert await _steps(memory, "t1") == {0: 1, 1: 1}
+    listed = await memory.call("memory_list", {}, scope=SCOPE)
+    texts = sorted(i["text"] for i in listed[1]["items"])
+    assert texts in (["once", "one"], ["once", "two"])
     await memory.verify(deep=True)

@@ -146,9 +146,11 @@ class Run(LiveCalls):
         self._next = 0
         # Where unkeyed calls are numbered from: the unkeyed calls' own order, which keyed
         # calls (replayed in any order) never move, so an unkeyed call is never handed the
-        # step of the unkeyed call after it. Unkeyed numbering skips every keyed step.
+        # step of the unkeyed call after it. It skips the steps keyed calls of this Run
+        # object took; a keyed step no keyed call has claimed yet is not skipped, so an
+        # unkeyed call there still diverges (a host that dropped its keys fails loudly).
         self._cursor = 0
-        # Steps a keyed call of this Run object chose (recorded, or in flight).
+        # Steps a keyed call of this Run object chose (replayed, recorded, or in flight).
         self._keyed_taken: set[int] = set()
         self._live_from: int | None = None
         self._recorded: set[int] = set()
@@ -198,9 +200,9 @@ class Run(LiveCalls):
         return min(self._holes) if self._holes else self._unkeyed_from()
 
     def _unkeyed_from(self) -> int:
-        """The first step from the unkeyed cursor that no keyed call holds."""
+        """The first step from the unkeyed cursor that no keyed call of this run took."""
         step = self._cursor
-        while step in self._key_at or step in self._keyed_taken:
+        while step in self._keyed_taken:
             step += 1
         return step
 
@@ -362,8 +364,8 @@ class Run(LiveCalls):
                 if step is None:
                     step = self._free_step()
                 # A recorded key's step leaves the unkeyed numbering where it is: the
-                # unkeyed calls skip keyed steps, so a run mixing both, re-run with its keyed
-                # calls in another order, still gives each unkeyed call its own step.
+                # unkeyed calls skip the steps keyed calls took, so a run mixing both, re-run
+                # with its keyed calls in another order, gives each unkeyed call its own step.
                 self._keyed_taken.add(step)
                 try:
                     return await self._call(step, name, arguments, revalidate, key)

@@ -19,12 +19,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from _runs_support import ServerThread
 
 from memseal import ReplayDivergence, ToolScope
-from memseal.ledger.errors import InvalidRequest
+from memseal.ledger.errors import InvalidRequest, VerificationError
+from memseal.ledger.keys import key_history
 from memseal.memory import Memory
+from memseal.replay.bundle import export_bundle, verify_bundle
 from memseal.replay.calls import TOOL_CALL, decode_tool_call
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
@@ -61,19 +64,26 @@ async def test_unkeyed_fetch_rerun_after_its_keyed_store_gets_its_own_memo_not_t
     await memory.verify(deep=True)
 
 
-async def test_new_unkeyed_call_in_a_resumed_keyed_run_is_live_not_a_divergence_at_step_0(
+async def test_new_unkeyed_call_after_a_resumed_runs_keyed_calls_is_live_not_a_divergence(
     memory: Memory,
 ) -> None:
     async with memory.run("t1", SCOPE) as run:
         await run.call("memory_fetch", FETCH, key="call_a")
         await run.call("memory_fetch", {"query": "b"}, key="call_b")
     async with memory.run("t1", SCOPE) as run:
-        assert run.next_step == 2  # no keyed step is an unkeyed call's
-        fresh = await run.call("memory_fetch", {"query": "zz"})
-        assert fresh["hits"] == []
         await run.call("memory_fetch", {"query": "b"}, key="call_b")
         await run.call("memory_fetch", FETCH, key="call_a")
+        assert run.next_step == 2  # the keyed steps re-issued are no unkeyed call's
+        fresh = await run.call("memory_fetch", {"query": "zz"})
+        assert fresh["hits"] == []
     assert await _steps(memory, "t1") == {0: 1, 1: 1, 2: 1}
+    # Before its keyed calls are re-issued, an unkeyed call at a keyed step still diverges:
+    # a host that dropped its keys fails loudly, never records each call a second time.
+    size = await memory.ledger.size()
+    async with memory.run("t1", SCOPE) as run:
+        with pytest.raises(ReplayDivergence, match="step 0"):
+            await run.call("memory_fetch", FETCH)
+    assert await memory.ledger.size() == size
     await memory.verify(deep=True)
 
 
@@ -277,3 +287,46 @@ async def test_langgraph_toolnode_parallel_calls_with_one_id_and_two_calls_store
     texts = sorted(i["text"] for i in listed[1]["items"])
     assert texts in (["once", "one"], ["once", "two"])
     await memory.verify(deep=True)
+
+
+async def test_a_bundle_whose_call_keys_are_rewritten_or_swapped_fails_verification(
+    memory: Memory,
+) -> None:
+    async with memory.run("t1", SCOPE) as run:
+        await run.call("memory_store", STORE, key="call_a")
+        await run.call("memory_fetch", FETCH, key="call_b")
+    bundle = await export_bundle(memory.ledger, key_history(memory.folder), "t1")
+    verify_bundle(bundle, memory.trust_root)
+
+    def rewrite(swap: dict[bytes, bytes]) -> Any:
+        entries = []
+        for entry in bundle.entries:
+            leaf = entry.leaf
+            for old, new in swap.items():
+                if old in leaf:
+                    leaf = leaf.replace(old, new)
+                    break
+            entries.append(msgspec.structs.replace(entry, leaf=leaf))
+        assert entries != list(bundle.entries)
+        return msgspec.structs.replace(bundle, entries=tuple(entries))
+
+    renamed = {b'"key":"call_b"': b'"key":"call_z"'}
+    swapped = {b'"key":"call_a"': b'"key":"call_b"', b'"key":"call_b"': b'"key":"call_a"'}
+    for swap in (renamed, swapped):
+        with pytest.raises(VerificationError):
+            verify_bundle(rewrite(swap), memory.trust_root)
+
+
+async def test_one_key_in_two_runs_is_two_calls_each_with_its_own_memo(memory: Memory) -> None:
+    async with memory.run("t1", SCOPE) as first:
+        before = await first.call("memory_fetch", FETCH, key="call_1")
+    async with memory.run("t2", SCOPE) as second:
+        await second.call("memory_store", STORE)
+        after = await second.call("memory_fetch", FETCH, key="call_1")
+    assert before["hits"] == [] and len(after["hits"]) == 1
+    other = ToolScope.placed_at("team:other/agent:x")
+    async with memory.run("t3", other) as third:
+        assert (await third.call("memory_fetch", FETCH, key="call_1"))["hits"] == []
+    async with memory.run("t1", SCOPE) as first, memory.run("t2", SCOPE) as second:
+        assert await first.call("memory_fetch", FETCH, key="call_1") == before
+        assert await second.call("memory_fetch", FETCH, key="call_1") == after

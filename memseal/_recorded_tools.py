@@ -110,6 +110,12 @@ class RecordedTools:
         """
         return self._tools.refusal_before_approval(name, arguments)
 
+    @property
+    def answers_keys(self) -> bool:
+        """Whether a call's key can answer its memo: only in a bound run (the adapters
+        pass the SDK's tool-call ids only then)."""
+        return self._run is not None
+
     def toolset(self) -> RecordedAsyncToolset:
         """These tools for OpenAI, Anthropic, LangChain or MCP: every call recorded."""
         # ``of`` builds ``cls``: the subclass, typed as its base.
@@ -153,6 +159,10 @@ class RecordedTools:
         """Like :meth:`call`, handing back the :class:`RecordedCall` (result or recorded
         error, run id and step) instead of raising a recorded error."""
         if self._run is None:
+            if key is not None:
+                # As HTTP and MCP refuse a key with no run: a fresh run per call could
+                # never answer the key again (the adapters leave it out, see answers_keys).
+                raise InvalidRequest("`key` needs a bound run: memory.tools(scope, run_id=...)")
             if revalidate:
                 raise InvalidRequest(
                     "`revalidate` replaces a recorded step: bind a run with "

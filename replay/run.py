@@ -144,6 +144,14 @@ class Run(LiveCalls):
             raise InvalidRequest("a one-shot run records its single call: mode must be record")
         self._holder = secrets.token_hex(16)
         self._next = 0
+        # Where unkeyed calls are numbered from: the unkeyed calls' own order, which keyed
+        # calls (replayed in any order) never move, so an unkeyed call is never handed the
+        # step of the unkeyed call after it. It skips the steps keyed calls of this Run
+        # object took; a keyed step no keyed call has claimed yet is not skipped, so an
+        # unkeyed call there still diverges (a host that dropped its keys fails loudly).
+        self._cursor = 0
+        # Steps a keyed call of this Run object chose (replayed, recorded, or in flight).
+        self._keyed_taken: set[int] = set()
         self._live_from: int | None = None
         self._recorded: set[int] = set()
         #: Steps whose memo row was missing at resume and was put back from the log.
@@ -189,7 +197,14 @@ class Run(LiveCalls):
     @property
     def next_step(self) -> int:
         """The step the next :meth:`call` takes (a step freed by a failed call first)."""
-        return min(self._holes) if self._holes else self._next
+        return min(self._holes) if self._holes else self._unkeyed_from()
+
+    def _unkeyed_from(self) -> int:
+        """The first step from the unkeyed cursor that no keyed call of this run took."""
+        step = self._cursor
+        while step in self._keyed_taken:
+            step += 1
+        return step
 
     def is_recorded(self, step: int) -> bool:
         """Whether ``step`` has a signed call in this run (recorded, or found at resume)."""
@@ -269,12 +284,14 @@ class Run(LiveCalls):
                 f"run {self.run_id!r}: step {step} would leave a gap; the next step is {expected}"
             )
         self._next = max(self._next, step + 1)
+        self._cursor = max(self._cursor, step + 1)
         self._holes.discard(step)
         return await self._call(step, name, arguments, revalidate, key)
 
     def skip_to(self, step: int) -> None:
         """Number the next :meth:`call` from ``step`` on (a reopened run continuing)."""
         self._next = max(self._next, step)
+        self._cursor = max(self._cursor, step)
 
     def call(
         self,
@@ -314,8 +331,10 @@ class Run(LiveCalls):
             step = min(self._holes)
             self._holes.discard(step)
             return step
-        self._next += 1
-        return self._next - 1
+        step = self._unkeyed_from()
+        self._cursor = step + 1
+        self._next = max(self._next, step + 1)
+        return step
 
     async def _call_next(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
         while True:
@@ -344,10 +363,10 @@ class Run(LiveCalls):
                 step = self._keyed.get(key)
                 if step is None:
                     step = self._free_step()
-                else:
-                    # The unkeyed numbering moves past a recorded key's step, as it did when
-                    # the key was recorded (a run mixing keyed and unkeyed calls, re-run).
-                    self._next = max(self._next, step + 1)
+                # A recorded key's step leaves the unkeyed numbering where it is: the
+                # unkeyed calls skip the steps keyed calls took, so a run mixing both, re-run
+                # with its keyed calls in another order, gives each unkeyed call its own step.
+                self._keyed_taken.add(step)
                 try:
                     return await self._call(step, name, arguments, revalidate, key)
                 except Taken:
@@ -365,6 +384,7 @@ class Run(LiveCalls):
         while step in self._recorded and step not in self._stale:
             step += 1
         self._next = step + 1
+        self._keyed_taken.add(step)
         return step
 
     async def _call(
@@ -414,6 +434,7 @@ class Run(LiveCalls):
 
     def _give_back(self, step: int) -> None:
         self._reissued.add(step)
+        self._keyed_taken.discard(step)
         if step != self._next - 1:
             self._holes.add(step)
             return
@@ -421,6 +442,7 @@ class Run(LiveCalls):
         while self._next - 1 in self._holes:
             self._next -= 1
             self._holes.discard(self._next)
+        self._cursor = min(self._cursor, self._next)
 
     async def _call_step(
         self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
@@ -460,6 +482,8 @@ class Run(LiveCalls):
                 old = await check_memo(
                     self._store, self._keys(), self._secret, row, self.run_id, step
                 )
+            if step not in self._stale:
+                self._same_key(step, sent, fp, key, old)
         supersedes = None if row is None else self._signed.get(step, row.seq)
         try:
             result = await self._live(step, sent, fp, supersedes, key)
@@ -495,6 +519,27 @@ class Run(LiveCalls):
             return await self._live(step, sent, fp, verified.seq)
         self._consumed.add(step)
         return outcome(verified)
+
+    def _same_key(
+        self, step: int, sent: Sent, fp: str, key: str | None, old: Verified | None
+    ) -> None:
+        """A revalidate replaces a step's call with the same logical call, never another:
+        one that drops, adds or swaps the step's key, or reuses its key with other
+        arguments, would leave the key naming a call it never named (and the key's
+        re-issue a second live step), so it is a divergence naming the key."""
+        recorded_key = self._key_at.get(step)
+        if recorded_key is None and key is None:
+            return  # an unkeyed step revalidated unkeyed: as it always was
+        if recorded_key == key and (old is None or old.call.fingerprint == fp):
+            return
+        shown = None if old is None else recorded_call(old)
+        if shown is not None and recorded_key is not None:
+            shown = {**shown, "key": recorded_key}
+        if recorded_key == key:
+            reason = f"key {key!r} was recorded with another call"
+        else:
+            reason = f"step {step} was recorded with key {recorded_key!r}, revalidated with {key!r}"
+        raise diverged(self.run_id, step, shown, _attempt(sent, key), reason)
 
     def _note_change(self, step: int, name: str, old: Verified | None, new: Any) -> None:
         if old is not None:

@@ -138,8 +138,8 @@ def _key_for(source: ToolSource, key: object) -> object:
     A source without keys (the unrecorded tools) has no use for one; a source that
     takes them checks the key itself (a bad one is an :class:`InvalidRequest`).
     """
-    if key is None:
-        return None
+    if key is None or getattr(source, "answers_keys", True) is False:
+        return None  # (unbound recorded tools: a one-shot run per call, no key to answer)
     return key if "key" in inspect.signature(source.call).parameters else None
 
 

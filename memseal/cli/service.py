@@ -174,8 +174,17 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
         print(f"  OpenAPI: {url}/docs", flush=True)
         limits = {} if args.max_body is None else {"max_body": args.max_body}
+        for place in args.worker:
+            print(f"  worker:  runs the background jobs of {place}", flush=True)
         app = _Startup(
-            create_app(folder, store=store, embedder=_embedder(args.embedder), **limits),
+            create_app(
+                folder,
+                store=store,
+                embedder=_embedder(args.embedder),
+                workers=args.worker,
+                worker_interval=args.worker_interval,
+                **limits,
+            ),
             lock,
         )
         config = uvicorn.Config(
@@ -368,6 +377,21 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="BYTES",
         help="the largest body a tool call takes, e.g. 1048576, 512K or 2M (default 1M); "
         "a longer one gets 413 before it is read whole. Other routes take 16K",
+    )
+    serve.add_argument(
+        "--worker",
+        action="append",
+        default=[],
+        metavar="PLACE",
+        help="run the background jobs of this agent node (team:acme/agent:w) in the "
+        "service's loop; repeat for more agents",
+    )
+    serve.add_argument(
+        "--worker-interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="with --worker: seconds between looks at the queues (default 2)",
     )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(run=_serve)

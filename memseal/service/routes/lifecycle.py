@@ -271,11 +271,14 @@ async def compact(request: Request, who: Agent, thread: Thread, memory: MemoryDe
 
 
 @router.get("/v1/jobs", summary="The agent's background job queue: pending and done jobs")
-async def jobs_status(who: Agent, memory: MemoryDep) -> Response:
+async def jobs_status(request: Request, who: Agent, memory: MemoryDep) -> Response:
     """
     \f
     The pending and done belief builds of the token's agent (recorded reads of its queue).
     """
+    if request.query_params:
+        # The queue is the token's agent's: a parameter naming another is refused, not ignored.
+        raise InvalidRequest("`/v1/jobs` takes no parameters: it lists the token's agent's queue")
     layout, tenant, agent = _agent_layout(who)
     node = layout.agent(agent)
     if not _covers(who.scope.reach, Reach.subtree(node)):

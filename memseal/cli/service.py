@@ -155,6 +155,16 @@ async def _serve(args: argparse.Namespace) -> int:
     store, shown = store_display(args)
     url = f"http://{args.host}:{args.port}"
     lock = _StartupLock(folder)
+    limits = {} if args.max_body is None else {"max_body": args.max_body}
+    # Built first (it touches nothing on disk): a bad option is refused before a token is made.
+    made_app = create_app(
+        folder,
+        store=store,
+        embedder=_embedder(args.embedder),
+        workers=args.worker,
+        worker_interval=args.worker_interval,
+        **limits,
+    )
     try:
         # On a thread: another process may hold the lock for as long as its start-up takes.
         await asyncio.to_thread(lock.acquire)
@@ -173,20 +183,9 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
         print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
         print(f"  OpenAPI: {url}/docs", flush=True)
-        limits = {} if args.max_body is None else {"max_body": args.max_body}
         for place in args.worker:
             print(f"  worker:  runs the background jobs of {place}", flush=True)
-        app = _Startup(
-            create_app(
-                folder,
-                store=store,
-                embedder=_embedder(args.embedder),
-                workers=args.worker,
-                worker_interval=args.worker_interval,
-                **limits,
-            ),
-            lock,
-        )
+        app = _Startup(made_app, lock)
         config = uvicorn.Config(
             app,
             host=args.host,

@@ -111,3 +111,15 @@ def test_a_bad_worker_is_refused_naming_it(
 ) -> None:
     with pytest.raises(InvalidRequest, match=message):
         create_app(tmp_path, workers=workers, worker_interval=interval)  # type: ignore[arg-type]
+
+
+def test_serve_refuses_a_bad_worker_before_making_anything(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [str(MEMSEAL), "serve", "--data", str(data), "--worker", "team:acme", "--port", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "agent node" in done.stderr
+    # No admin token made and left behind (nothing but the start-up lock's folder).
+    assert not (data / "tokens.db").exists()

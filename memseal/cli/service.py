@@ -166,6 +166,17 @@ async def _serve(args: argparse.Namespace) -> int:
     store, shown = store_display(args)
     url = f"http://{args.host}:{args.port}"
     lock = _StartupLock(folder)
+    limits = {} if args.max_body is None else {"max_body": args.max_body}
+    # Built first (it touches nothing on disk): a bad option is refused before a token is made.
+    made_app = create_app(
+        folder,
+        store=store,
+        embedder=_embedder(args.embedder),
+        workers=args.worker,
+        worker_interval=args.worker_interval,
+        witnesses=args.witness,
+        **limits,
+    )
     try:
         # On a thread: another process may hold the lock for as long as its start-up takes.
         await asyncio.to_thread(lock.acquire)
@@ -184,19 +195,11 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
         print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
         print(f"  OpenAPI: {url}/docs", flush=True)
-        limits = {} if args.max_body is None else {"max_body": args.max_body}
         for witness in args.witness:
             print(f"  witness: {witness.partition(',')[0]}", flush=True)
-        app = _Startup(
-            create_app(
-                folder,
-                store=store,
-                embedder=_embedder(args.embedder),
-                witnesses=args.witness,
-                **limits,
-            ),
-            lock,
-        )
+        for place in args.worker:
+            print(f"  worker:  runs the background jobs of {place}", flush=True)
+        app = _Startup(made_app, lock)
         config = uvicorn.Config(
             app,
             host=args.host,
@@ -396,6 +399,21 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="URL,VKEY",
         help="a tlog-witness to send each new checkpoint to (repeatable); the checkpoint "
         "route serves its cosignatures",
+    )
+    serve.add_argument(
+        "--worker",
+        action="append",
+        default=[],
+        metavar="PLACE",
+        help="run the background jobs of this agent node (team:acme/agent:w) in the "
+        "service's loop; repeat for more agents",
+    )
+    serve.add_argument(
+        "--worker-interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="with --worker: seconds between looks at the queues (default 2)",
     )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(run=_serve)

@@ -5,6 +5,10 @@ builds of that agent's queue (``<place>/queue:jobs``), each in its own
 recorded run, then waits ``--interval`` seconds and looks again, until
 interrupted; ``--once`` runs what is pending and exits. A job's reads cover
 the agent's subtree (its threads). One plain line a job; errors one line.
+
+``memseal jobs status --place team:acme/agent:writer`` lists that queue's
+pending and done jobs, one line each, then a count (``serve --worker PLACE``
+runs the same jobs in the service's own loop).
 """
 
 from __future__ import annotations
@@ -34,14 +38,41 @@ def outcome_line(outcome: JobOutcome) -> str:
     return f"job {outcome.id}: {outcome.state}: {outcome.error}"
 
 
+def _agent_scope(value: str) -> ToolScope:
+    place = Namespace(value, field="--place").text
+    if not place:
+        raise InvalidRequest("`--place` must name the agent's node, like team:acme/agent:writer")
+    return ToolScope.placed_at(place, reach=Reach.subtree(place))
+
+
+async def _status(args: argparse.Namespace) -> int:
+    scope = _agent_scope(args.place)
+    async with open(
+        Path(args.data),
+        store=store_url(args),
+        create=False,
+        checkpoint_interval=None,
+        embedder=None,
+    ) as memory:
+        status = await JobQueue(memory, scope).status()
+    for job in (*status.pending, *status.done):
+        print(
+            f"{job.state:<7} {job.id} {job.kind} thread={job.thread} sources={len(job.source_ids)}"
+        )
+    for item in status.invalid:
+        print(f"invalid {item} (a queue item that is not a job)")
+    print(
+        f"{scope.place}: {len(status.pending)} pending, {len(status.done)} done"
+        + (f", {len(status.invalid)} invalid" if status.invalid else "")
+    )
+    return OK
+
+
 async def _worker(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("memseal worker: --interval must be more than 0 seconds", file=sys.stderr)
         return USAGE
-    place = Namespace(args.place, field="--place").text
-    if not place:
-        raise InvalidRequest("`--place` must name the agent's node, like team:acme/agent:writer")
-    scope = ToolScope.placed_at(place, reach=Reach.subtree(place))
+    scope = _agent_scope(args.place)
     async with open(
         Path(args.data),
         store=store_url(args),
@@ -63,7 +94,7 @@ async def _worker(args: argparse.Namespace) -> int:
 
 
 def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``worker`` to the ``memseal`` parser."""
+    """Add ``worker`` and ``jobs status`` to the ``memseal`` parser."""
     worker = verbs.add_parser(
         "worker", parents=[store_options()], help="run the background jobs queued for an agent"
     )
@@ -73,3 +104,11 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--interval", type=float, default=2.0, help="seconds between looks (default 2)"
     )
     worker.set_defaults(run=_worker)
+
+    jobs = verbs.add_parser("jobs", help="the background job queue of an agent")
+    actions = jobs.add_subparsers(dest="action", required=True, metavar="ACTION")
+    status = actions.add_parser(
+        "status", parents=[store_options()], help="list the pending and done jobs"
+    )
+    status.add_argument("--place", required=True, help="the agent's node (team:acme/agent:w)")
+    status.set_defaults(run=_status)

@@ -13,6 +13,7 @@ the MCP endpoint and the :class:`~memseal.service.guard.Guard` in front.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -25,9 +26,10 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
-from memseal.engine import Embedder
+from memseal.engine import Embedder, Namespace
 from memseal.ledger.errors import InvalidRequest, MemsealError
 from memseal.memory import open as open_memory
+from memseal.tools.lifecycle import JobQueue, MemoryLayout
 from memseal.witness.client import WitnessRelay, parse_witness_option
 
 from .errors import ApiError, error_body, from_memseal
@@ -52,6 +54,8 @@ def create_app(
     checkpoint_interval: float | None = 60.0,
     max_body: int = MAX_BODY_BYTES,
     witnesses: Sequence[str] = (),
+    workers: Iterable[str] = (),
+    worker_interval: float = 2.0,
 ) -> FastAPI:
     """The service over the data folder ``folder`` (opened at start-up, drained at shutdown).
 
@@ -62,6 +66,9 @@ def create_app(
     tools refuse arguments over 1 MiB of compact JSON); every other route takes at most
     :data:`SMALL_BODY_BYTES`. ``witnesses`` are ``URL,VKEY`` texts: each new checkpoint
     goes to those witnesses, and the checkpoint route serves it with their cosignatures.
+
+    ``workers`` names agent nodes (``team:acme/agent:writer``) whose background jobs the
+    service runs itself, every ``worker_interval`` seconds, as ``memseal worker`` would.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int):
         raise InvalidRequest("`max_body` must be a number of bytes")
@@ -70,6 +77,11 @@ def create_app(
             f"`max_body` must be {MIN_TOOL_BODY_BYTES:,} to {MAX_TOOL_BODY_BYTES:,} bytes, "
             f"not {max_body:,}"
         )
+    queues = _worker_layouts(workers)
+    if isinstance(worker_interval, bool) or not isinstance(worker_interval, int | float):
+        raise InvalidRequest("`worker_interval` must be a number of seconds")
+    if not 0 < worker_interval <= 3_600:
+        raise InvalidRequest("`worker_interval` must be more than 0 and at most 3600 seconds")
     data = Path(folder)
     mcp_manager: Any = None
     targets = [parse_witness_option(w) for w in witnesses]
@@ -86,6 +98,11 @@ def create_app(
         if relay is not None:
             relay.start()
         app.state.service = service
+        worker = (
+            asyncio.create_task(_work(memory, queues, worker_interval), name="memseal-worker")
+            if queues
+            else None
+        )
         try:
             if mcp_manager is not None:
                 async with mcp_manager.run():
@@ -98,6 +115,11 @@ def create_app(
             app.state.service = None
             if relay is not None:
                 await relay.close()
+            if worker is not None:
+                # A job cut here resumes from its memos on the next start (jobs are runs).
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
             try:
                 await service.runs.close()
             finally:
@@ -128,6 +150,43 @@ def create_app(
 
     app.add_middleware(Guard, tool_limit=max_body)
     return app
+
+
+def _worker_layouts(workers: Iterable[str]) -> list[tuple[MemoryLayout, str]]:
+    """The (layout, agent) of each agent node ``serve --worker`` names, checked now."""
+    if isinstance(workers, str):
+        raise InvalidRequest("`workers` must be a list of agent nodes, not one string")
+    found: list[tuple[MemoryLayout, str]] = []
+    for place in workers:
+        node = Namespace(place, field="--worker")
+        if len(node.segments) < 2 or node.segments[-1][0] != "agent":
+            raise InvalidRequest(
+                f"`--worker` {place!r:.60} must be an agent node, like team:acme/agent:writer"
+            )
+        tenant = "/".join(f"{k}:{n}" for k, n in node.segments[:-1])
+        found.append((MemoryLayout(tenant=tenant), node.segments[-1][1]))
+    return found
+
+
+async def _work(memory: Any, queues: list[tuple[MemoryLayout, str]], interval: float) -> None:
+    """Run every named agent's pending jobs, then wait ``interval`` seconds; until cancelled.
+
+    A failing job stays pending (its outcome says why) and one the loop cannot run at all
+    is logged: the service keeps serving either way.
+    """
+    while True:
+        for layout, agent in queues:
+            try:
+                outcomes = await JobQueue(memory, layout.learnings_writer(agent)).run_pending()
+            except MemsealError as exc:
+                log.warning("worker: the jobs of %s: %s", layout.agent(agent), exc)
+                continue
+            for outcome in outcomes:
+                if outcome.state == "done":
+                    log.info("worker: job %s done (run %s)", outcome.id, outcome.run_id)
+                else:
+                    log.warning("worker: job %s %s: %s", outcome.id, outcome.state, outcome.error)
+        await asyncio.sleep(interval)
 
 
 def _handlers(app: FastAPI) -> None:

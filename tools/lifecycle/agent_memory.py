@@ -24,7 +24,18 @@ recorded moment something else (another message at turn 3) is a
 
 ``post_turn`` and ``compact`` return what they hand back for the
 background belief builds (:class:`BuildRequest`: the thread and the item
-ids to read), which a job queue consumes.
+ids to read), which a job queue consumes. Given a :class:`JobQueue`
+(``jobs=``, built on :meth:`MemoryLayout.learnings_writer` of the agent),
+``post_turn`` also queues its build, recorded in the session's run
+``<session>/queue`` under the key ``queue/<turn>``: a resumed session gets the
+recorded job back and never queues a turn twice.
+
+A compaction's build is handed back, never queued by the session: every
+turn it folds was queued when it was logged, and a build of older turns run
+after the newer ones were built would let an older fact ("I live in
+Berlin") supersede the newer belief ("I moved to Lisbon"), a stale fact
+returned as current. A host that logged turns without a queue queues
+``compacted.build`` itself.
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from memseal.ledger.errors import InvalidRequest
 
 from ..scope import ToolScope
 from .briefing import briefing
+from .jobs import JobQueue
 from .layout import MemoryLayout, check_name
 from .pack import (
     PRE_TURN,
@@ -106,6 +118,8 @@ class BuildRequest(msgspec.Struct, frozen=True, kw_only=True):
     thread: str
     turn: int
     source_ids: tuple[str, ...]
+    #: The id of the job the session queued for it (None: no queue, or not queued).
+    job: str | None = None
 
 
 class FoldedTurn(msgspec.Struct, frozen=True, kw_only=True):
@@ -226,9 +240,12 @@ class AgentMemory:
         zone: tzinfo = UTC,
         start_preset: PackPreset = SESSION_START,
         turn_preset: PackPreset = PRE_TURN,
+        jobs: JobQueue | None = None,
     ) -> None:
         if not isinstance(layout, MemoryLayout):
             raise InvalidRequest("`layout` must be a MemoryLayout")
+        if jobs is not None and not isinstance(jobs, JobQueue):
+            raise InvalidRequest("`jobs` must be a JobQueue or None")
         for name, preset in (("start_preset", start_preset), ("turn_preset", turn_preset)):
             if not isinstance(preset, PackPreset):
                 raise InvalidRequest(f"`{name}` must be a PackPreset")
@@ -260,11 +277,28 @@ class AgentMemory:
         self.tools: SessionRun = memory.run(
             f"{self.session}/model", layout.agent_writer(agent), mode=mode
         )
+        self.jobs = jobs
+        self._queue: SessionRun | None = None
+        if jobs is not None:
+            # A queue whose jobs cannot read this thread would queue builds that only fail.
+            thread_node = layout.thread(agent, thread)
+            reach = jobs.scope.reach
+            if reach is None or not reach.admits(thread_node):
+                raise InvalidRequest(
+                    f"`jobs`: the queue's reach does not include the thread {thread_node}; "
+                    "build it on layout.learnings_writer(agent)"
+                )
+            self._queue = memory.run(f"{self.session}/queue", jobs.queue_scope, mode=mode)
 
     @property
     def run_ids(self) -> tuple[str, ...]:
         """The ids of the session's runs (export or replay each of them)."""
-        return (*(f"{self.session}/{reach}" for reach in self._runs), f"{self.session}/model")
+        queue = () if self._queue is None else (f"{self.session}/queue",)
+        return (
+            *(f"{self.session}/{reach}" for reach in self._runs),
+            f"{self.session}/model",
+            *queue,
+        )
 
     @property
     def readers(self) -> Mapping[str, Recorder]:
@@ -275,7 +309,8 @@ class AgentMemory:
     async def close(self, *, check: bool = True) -> None:
         """Close the session's runs (strict: fail if a recorded call was never replayed)."""
         errors: list[BaseException] = []
-        for run in (*self._runs.values(), self.tools):
+        queue = () if self._queue is None else (self._queue,)
+        for run in (*self._runs.values(), self.tools, *queue):
             try:
                 await run.close(check=check)
             except Exception as exc:  # every lease released first, then the first error
@@ -343,7 +378,8 @@ class AgentMemory:
         messages: object = None,
     ) -> BuildRequest:
         """Store the turn's messages as one conversation item under the thread
-        (recorded as ``post/<turn>``: logged once however often the loop re-runs).
+        (recorded as ``post/<turn>``: logged once however often the loop re-runs),
+        and, with a job queue, queue its belief build (``queue/<turn>``, once too).
 
         Give ``user`` and/or ``assistant``, or ``messages`` (``{role, text}``).
         """
@@ -368,13 +404,23 @@ class AgentMemory:
             {"conversation": {"turns": turns}, "tags": [f"turn:{turn}"]},
             key=f"post/{turn}",
         )
-        return BuildRequest(
+        build = BuildRequest(
             kind="turn",
             agent=self.agent,
             thread=self.thread,
             turn=turn,
             source_ids=(stored["id"],),
         )
+        if self.jobs is None or self._queue is None:
+            return build
+        job = await self.jobs.enqueue(
+            "beliefs",
+            thread=self.thread,
+            source_ids=build.source_ids,
+            via=self._queue,
+            key=f"queue/{turn}",
+        )
+        return msgspec.structs.replace(build, job=job.id)
 
     async def compact(
         self,

@@ -51,6 +51,7 @@ from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, Storag
 from ..scope import ToolScope
 from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
 from .brain import RecordedCalls, RecordingMemory
+from .pack import Recorder
 
 __all__ = [
     "JOB_KINDS",
@@ -192,21 +193,41 @@ class JobQueue:
 
     # -- queueing -----------------------------------------------------------------------
 
-    async def enqueue(self, kind: str, *, thread: str, source_ids: Sequence[str]) -> JobInfo:
-        """Queue a job (a recorded store); the same job queued again is the same job."""
+    @property
+    def scope(self) -> ToolScope:
+        """The learnings writer scope the jobs run under."""
+        return self._scope
+
+    async def enqueue(
+        self,
+        kind: str,
+        *,
+        thread: str,
+        source_ids: Sequence[str],
+        via: Recorder | None = None,
+        key: str | None = None,
+    ) -> JobInfo:
+        """Queue a job (a recorded store); the same job queued again is the same job.
+
+        ``via`` records the store in a run the caller holds (bound to
+        :attr:`queue_scope`), under ``key``: a session resumed after a crash gets the
+        recorded job back from its memo and queues nothing (what :class:`AgentMemory`
+        does). Without it the store is recorded in a fresh run of its own.
+        """
         if kind not in JOB_KINDS:
             raise InvalidRequest(f"`kind` {kind!r:.40} is not one of {', '.join(JOB_KINDS)}")
         spec = JobSpec(
             v=1, kind="beliefs", thread=_check_thread(thread), source_ids=_check_sources(source_ids)
         )
         text = _encoder.encode(spec).decode()
-        tools = self._memory.tools(self._queue)
+        tools: Recorder = via if via is not None else self._memory.tools(self._queue)
         stored = await tools.call(
             "memory_store",
             {
                 "learning": {"text": text, "learning_kind": "scratch", "confidence": 1.0},
                 "tags": [JOB_TAG, f"job-kind:{kind}"],
             },
+            key=key,
         )
         return JobInfo(
             id=stored["id"],

@@ -20,6 +20,7 @@ Each role gets its :class:`ToolScope`, fixed here and never by a model:
 role                place                              reach, writes
 ==================  =================================  ====================================
 agent writer        the agent's node                   its node and ancestors; writes
+learnings writer    the agent's node                   its subtree (its threads); writes
 brain reader        the brain                          the brain's subtree; read-only
 brain writer        one source                         that source only; writes
 thread writer       one thread                         that thread only; writes (the host)
@@ -128,12 +129,21 @@ class MemoryLayout(msgspec.Struct, frozen=True, kw_only=True):
         node = self.agent(agent)
         return self._scope(node, Reach.of(node))
 
+    def learnings_writer(self, agent: str) -> ToolScope:
+        """The scope the agent's background belief builds run under (a :class:`JobQueue`'s):
+        beliefs are stored at the agent's node, and the reach is the agent's subtree, so a
+        job reads the turns of every thread of the agent and nothing of another agent."""
+        node = self.agent(agent)
+        return self._scope(node, Reach.subtree(node))
+
     def brain_reader(self) -> ToolScope:
         """Read-only tools over the whole brain (every source)."""
         return self._scope(self.brain_root, Reach.subtree(self.brain_root), writes=False)
 
     def brain_writer(self, source: str) -> ToolScope:
-        """Tools that write one source's documents, and read and forget only those."""
+        """Tools that write one source's documents, and read and forget only those: the
+        scope a :class:`Brain` takes (``Brain(memory, layout.brain_writer("handbook"))``),
+        whose chunks :meth:`brain_reader` and every session's ``brain`` reach then see."""
         node = self.brain_source(source)
         return self._scope(node, Reach.exact(node))
 

@@ -15,6 +15,13 @@ moment and turn, as :class:`~memseal.tools.lifecycle.AgentMemory` keys
 them) and releases them: a request repeated after a lost answer gets the
 recorded answer. Two requests of one session at the same moment: the
 second is a 409 (the runs are leased by one caller at a time).
+
+A post-turn also queues the turn's belief build in the agent's job queue
+(``<agent>/queue:jobs``, keyed, so a repeated request queues nothing).
+``GET /v1/jobs`` is the queue's status for the agent's token; ``POST
+/v1/admin/jobs/run`` runs an agent's pending jobs for an admin whose reach
+covers the agent (``memseal serve --worker PLACE`` runs them in the
+background instead).
 """
 
 from __future__ import annotations
@@ -32,14 +39,14 @@ from fastapi.responses import Response
 
 from memseal.engine import Namespace, Reach
 from memseal.ledger.errors import InvalidRequest
-from memseal.tools.lifecycle import AgentMemory, ContextPack, MemoryLayout
+from memseal.tools.lifecycle import AgentMemory, ContextPack, JobQueue, MemoryLayout
 
-from ..deps import Agent, MemoryDep, arguments
+from ..deps import Admin, Agent, MemoryDep, arguments
 from ..errors import ApiError
 from ..models import json_response
 from ..tokens import Principal
 
-__all__ = ["router", "session_for"]
+__all__ = ["queue_for", "router", "session_for"]
 
 router = APIRouter(tags=["lifecycle"])
 _T = TypeVar("_T")
@@ -98,6 +105,13 @@ class CompactIn(_Struct):
     budget_tokens: int = 300
 
 
+class RunJobsIn(_Struct):
+    """Which agent's queue to run (its node), and at most how many jobs."""
+
+    place: str
+    limit: int | None = None
+
+
 async def _body(request: Request, kind: type[_T]) -> _T:
     raw = await arguments(request, "fields")
     try:
@@ -114,8 +128,8 @@ def _covers(outer: Reach | None, inner: Reach) -> bool:
     return outer.mode == "subtree" and Namespace(outer.node).contains(Namespace(inner.node))
 
 
-def session_for(who: Principal, memory: Any, thread: str, *, writes: bool) -> AgentMemory:
-    """The session of ``who``'s agent on ``thread``, or a refusal naming what is missing."""
+def _agent_layout(who: Principal) -> tuple[MemoryLayout, str, str]:
+    """The layout, tenant and agent name of a token placed at an agent node."""
     scope = who.scope
     place = Namespace(scope.place)
     if len(place.segments) < 2 or place.segments[-1][0] != "agent":
@@ -127,12 +141,25 @@ def session_for(who: Principal, memory: Any, thread: str, *, writes: bool) -> Ag
     tenant = "/".join(f"{k}:{n}" for k, n in place.segments[:-1])
     agent = place.segments[-1][1]
     layout = MemoryLayout(tenant=tenant, floor=scope.floor, default_trust=scope.default_trust)
+    return layout, tenant, agent
+
+
+def queue_for(memory: Any, layout: MemoryLayout, agent: str) -> JobQueue:
+    """The agent's job queue: belief builds under the layout's learnings writer."""
+    return JobQueue(memory, layout.learnings_writer(agent))
+
+
+def session_for(who: Principal, memory: Any, thread: str, *, writes: bool) -> AgentMemory:
+    """The session of ``who``'s agent on ``thread``, or a refusal naming what is missing."""
+    scope = who.scope
+    layout, tenant, agent = _agent_layout(who)
     session = f"life.{hashlib.blake2s(scope.place.encode(), digest_size=6).hexdigest()}.{thread}"
     needed = {
         "thread": Reach.exact(layout.thread(agent, thread)),
         "own": Reach.exact(layout.agent(agent)),
         "team": Reach.exact(layout.team),
         "brain": Reach.subtree(layout.brain_root),
+        "jobs": Reach.subtree(layout.agent(agent)),
     }
     for name, reach in needed.items():
         if not _covers(scope.reach, reach):
@@ -144,7 +171,14 @@ def session_for(who: Principal, memory: Any, thread: str, *, writes: bool) -> Ag
             )
     if writes and (not scope.writes or scope.frozen):
         raise ApiError(403, "forbidden", "this moment writes: the token is read-only or frozen")
-    return AgentMemory(memory, layout, agent=agent, thread=thread, session=session)
+    return AgentMemory(
+        memory,
+        layout,
+        agent=agent,
+        thread=thread,
+        session=session,
+        jobs=queue_for(memory, layout, agent),
+    )
 
 
 @asynccontextmanager
@@ -234,3 +268,47 @@ async def compact(request: Request, who: Agent, thread: Thread, memory: MemoryDe
             turn=body.turn, keep=body.keep, budget_tokens=body.budget_tokens
         )
     return json_response(msgspec.to_builtins(done))
+
+
+@router.get("/v1/jobs", summary="The agent's background job queue: pending and done jobs")
+async def jobs_status(request: Request, who: Agent, memory: MemoryDep) -> Response:
+    """
+    \f
+    The pending and done belief builds of the token's agent (recorded reads of its queue).
+    """
+    if request.query_params:
+        # The queue is the token's agent's: a parameter naming another is refused, not ignored.
+        raise InvalidRequest("`/v1/jobs` takes no parameters: it lists the token's agent's queue")
+    layout, tenant, agent = _agent_layout(who)
+    node = layout.agent(agent)
+    if not _covers(who.scope.reach, Reach.subtree(node)):
+        raise ApiError(
+            403,
+            "forbidden",
+            f"the token's reach does not cover the agent's queue (subtree:{node}); "
+            f"give it `subtree:{tenant}`",
+        )
+    status = await queue_for(memory, layout, agent).status()
+    return json_response(msgspec.to_builtins(status))
+
+
+@router.post(
+    "/v1/admin/jobs/run",
+    summary="Run an agent's pending background jobs now (each its own recorded run)",
+    openapi_extra=_BODY,
+)
+async def run_jobs(request: Request, who: Admin, memory: MemoryDep) -> Response:
+    """
+    \f
+    The outcome of each pending job of the agent at ``place``, oldest first.
+    """
+    body = await _body(request, RunJobsIn)
+    place = Namespace(body.place, field="place")
+    if len(place.segments) < 2 or place.segments[-1][0] != "agent":
+        raise InvalidRequest("`place` must be an agent node, like team:acme/agent:writer")
+    if not _covers(who.scope.reach, Reach.subtree(place.text)):
+        raise ApiError(403, "forbidden", f"the admin's reach does not cover subtree:{place.text}")
+    tenant = "/".join(f"{k}:{n}" for k, n in place.segments[:-1])
+    layout = MemoryLayout(tenant=tenant)
+    outcomes = await queue_for(memory, layout, place.segments[-1][1]).run_pending(limit=body.limit)
+    return json_response({"outcomes": [msgspec.to_builtins(o) for o in outcomes]})

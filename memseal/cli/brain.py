@@ -1,7 +1,8 @@
 """``memseal brain ingest`` and ``memseal brain remove``: documents into a brain node.
 
 ``ingest PATH --source NAME`` ingests a file or a folder into the node
-``[TENANT/]brain:NAME`` (re-ingest writes only what changed); ``remove
+``TENANT/brain:docs/source:NAME`` (the layout's; ``brain:NAME`` without a tenant;
+re-ingest writes only what changed); ``remove
 --source NAME --doc ID`` forgets one document's chunks. Plain output, one
 line per result; errors are one line (exit 2).
 """
@@ -18,16 +19,19 @@ from memseal.engine import Namespace
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import open
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import DEFAULT_BUDGET, Brain
+from memseal.tools.lifecycle import DEFAULT_BUDGET, Brain, MemoryLayout
 
 __all__ = ["add_verbs", "brain_place"]
 
 
 def brain_place(source: str, tenant: str = "") -> str:
-    """The brain node of source ``source`` under ``tenant`` (checked: a bad name is refused)."""
-    place = f"brain:{source}" if not tenant else f"{tenant}/brain:{source}"
+    """The brain node of source ``source``: under a ``tenant``, the one its
+    :class:`MemoryLayout` names (``TENANT/brain:docs/source:NAME``, which every session's
+    brain reach reads); without one, ``brain:NAME``. A bad name is refused."""
     try:
-        return Namespace(place, field="place").text
+        if tenant:
+            return MemoryLayout(tenant=tenant).brain_source(source)
+        return Namespace(f"brain:{source}", field="place").text
     except InvalidRequest:
         raise InvalidRequest(
             f"`--source` {source!r:.60} (under `--tenant` {tenant!r:.60}) does not make a "
@@ -85,7 +89,9 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     brain = verbs.add_parser("brain", help="ingest documents into a brain node, or remove one")
     actions = brain.add_subparsers(dest="action", required=True, metavar="ACTION")
     common = argparse.ArgumentParser(add_help=False, parents=[store_options()])
-    common.add_argument("--source", required=True, help="the source's name: the node brain:NAME")
+    common.add_argument(
+        "--source", required=True, help="the source's name: node TENANT/brain:docs/source:NAME"
+    )
     common.add_argument(
         "--tenant", default="", metavar="NS", help="the namespace above the brain (team:acme)"
     )

@@ -182,7 +182,7 @@ def test_the_cli_ingests_reingests_removes_and_verifies(tmp_path: Path) -> None:
     common = ["--source", "handbook", "--tenant", "team:acme", "--data", data]
     first = _cli("brain", "ingest", str(docs), *common, "--exact-only", env=env)
     assert first.returncode == 0, first.stderr
-    assert first.stdout.startswith("team:acme/brain:handbook: 2 document(s)")
+    assert first.stdout.startswith("team:acme/brain:docs/source:handbook: 2 document(s)")
     (docs / "a.md").write_text(DOC.replace("Welcome", "Welcome!"))
     second = _cli("brain", "ingest", str(docs), *common, "--exact-only", env=env)
     assert second.returncode == 0, second.stderr

@@ -1,0 +1,234 @@
+"""A Pydantic AI call that needs a human's approval is recorded exactly once.
+
+The memseal tools from ``run.toolset().to_pydantic_ai()`` sit in a
+``FunctionToolset`` whose ``approval_required`` wrapper defers ``memory_store``.
+The model asks, in one turn, for a ``memory_fetch`` and a ``memory_store``: the
+fetch runs, the run ends with ``DeferredToolRequests`` and its message history
+is saved to a file. A human approves the store (``DeferredToolResults``) and the
+run resumes from the saved history, in the same process or in a new one on the
+same memory folder. Either way every call key has one signed entry, the tools
+return what a run without the approval returns, and the folder verifies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import (
+    Agent,
+    DeferredToolRequests,
+    DeferredToolResults,
+    ModelMessagesTypeAdapter,
+    ToolApproved,
+)
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
+
+import memseal
+from memseal.memory import STORE_ENV
+from memseal.replay.calls import TOOL_CALL, decode_tool_call
+
+MEMSEAL = Path(sys.executable).parent / "memseal"
+RUN_ID = "approval-1"
+SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
+TEXT = "the nightly report goes out at 6am"
+FETCH = {"query": "report", "mode": "exact"}
+
+#: The model's turns: each response's tool calls, then an answer.
+TURNS = [
+    [
+        ToolCallPart("memory_fetch", FETCH, tool_call_id="call_0"),
+        ToolCallPart("memory_store", {"learning": {"text": TEXT}}, tool_call_id="call_1"),
+    ],
+    [ToolCallPart("memory_fetch", FETCH, tool_call_id="call_2")],
+]
+
+# The resume in a new process: the same tools, the saved history, the human's approval.
+RESUME = """
+import asyncio, json, sys
+from pathlib import Path
+import memseal
+sys.path.insert(0, sys.argv[3])
+import test_pydantic_ai_approval as t
+
+async def main() -> None:
+    folder, saved = Path(sys.argv[1]), Path(sys.argv[2])
+    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as memory:
+        async with memory.run(t.RUN_ID, t.SCOPE) as run:
+            outputs, final = await t.approve(run.toolset(), saved.read_bytes())
+    print(json.dumps({"outputs": outputs, "final": final}))
+
+asyncio.run(main())
+"""
+
+
+def _model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    # Stateless, from the conversation: a new process's model picks up where it was.
+    made = sum(isinstance(message, ModelResponse) for message in messages)
+    if made < len(TURNS):
+        return ModelResponse(parts=list(TURNS[made]))
+    return ModelResponse(parts=[TextPart("done")])
+
+
+def agent(toolset: Any, *, approval: bool) -> Agent[None, str | DeferredToolRequests]:
+    """The agent on ``toolset``: its ``memory_store`` needs approval when ``approval``."""
+    tools = FunctionToolset(toolset.to_pydantic_ai())
+    return Agent(
+        FunctionModel(_model),
+        output_type=[str, DeferredToolRequests],
+        toolsets=[
+            tools.approval_required(
+                lambda ctx, tool, args: approval and tool.name == "memory_store"
+            )
+        ],
+    )
+
+
+def outputs(messages: list[ModelMessage]) -> dict[str, str]:
+    """Every tool output in the history, by call id."""
+    return {
+        part.tool_call_id: str(part.content)
+        for message in messages
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    }
+
+
+async def approve(toolset: Any, saved: bytes) -> tuple[dict[str, str], str]:
+    """Approves every deferred call of the saved history and runs on to the answer."""
+    history = ModelMessagesTypeAdapter.validate_json(saved)
+    # The calls the model made that have no result yet: the ones a human has to approve.
+    asked = [
+        part
+        for message in history
+        for part in message.parts
+        if isinstance(part, ToolCallPart) and part.tool_call_id not in outputs(history)
+    ]
+    results = DeferredToolResults(approvals={part.tool_call_id: ToolApproved() for part in asked})
+    result = await agent(toolset, approval=True).run(
+        message_history=history, deferred_tool_results=results
+    )
+    assert isinstance(result.output, str)
+    return outputs(result.all_messages()), result.output
+
+
+@pytest.fixture
+def sqlite_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The new process opens the folder by itself: no store URL is handed on.
+    monkeypatch.delenv(STORE_ENV, raising=False)
+
+
+def _open(folder: Path) -> Any:
+    return memseal.open(folder, embedder=None, checkpoint_interval=None)
+
+
+async def _keys(folder: Path) -> Counter[str | None]:
+    """How many signed memory_tool_call entries each key of the run has."""
+    found: Counter[str | None] = Counter()
+    async with _open(folder) as memory:
+        async for record in memory.ledger.scan(0, await memory.ledger.size()):
+            entry = record.entry()
+            if entry.kind == TOOL_CALL:
+                call = decode_tool_call(bytes(entry.body))
+                if call.run_id == RUN_ID:
+                    found[call.key if isinstance(call.key, str) else None] += 1
+    return found
+
+
+async def _unapproved(folder: Path) -> tuple[dict[str, str], str]:
+    """The same calls without any approval: what the approved runs must return."""
+    async with _open(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
+        result = await agent(run.toolset(), approval=False).run("remember it")
+    assert isinstance(result.output, str)
+    return outputs(result.all_messages()), result.output
+
+
+async def _deferred(folder: Path, saved: Path) -> None:
+    """Runs up to the deferred call and saves the history, as a host waiting on a human."""
+    async with _open(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
+        result = await agent(run.toolset(), approval=True).run("remember it")
+        assert isinstance(result.output, DeferredToolRequests)
+        assert [part.tool_call_id for part in result.output.approvals] == ["call_1"]
+        saved.write_bytes(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
+
+
+def _plain(value: Any) -> Any:
+    """A tool output without what differs between two folders (ids, ledger places, times)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k not in _PLACES}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+_PLACES = {"id", "ledger_ref", "observed_at"}
+
+
+def _verify(folder: Path) -> None:
+    async def trust() -> str:
+        async with _open(folder) as memory:
+            await memory.ledger.verify(trust=memory.trust_root)
+            return str(memory.trust_root)
+
+    root = asyncio.run(trust())
+    done = subprocess.run(
+        [str(MEMSEAL), "verify", str(folder), "--trust", root],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _check(tmp_path: Path, folder: Path, got: dict[str, str], final: str) -> None:
+    want, want_final = asyncio.run(_unapproved(tmp_path / "unapproved"))
+    assert {k: _plain(json.loads(v)) for k, v in got.items()} == {
+        k: _plain(json.loads(v)) for k, v in want.items()
+    }
+    assert final == want_final == "done"
+    assert TEXT in got["call_2"] and TEXT not in got["call_0"]  # the store ran, once
+    assert asyncio.run(_keys(folder)) == {"call_0": 1, "call_1": 1, "call_2": 1}
+    _verify(folder)
+
+
+def test_an_approved_call_resumed_in_the_same_process_is_recorded_once(
+    tmp_path: Path, sqlite_only: None
+) -> None:
+    folder, saved = tmp_path / "data", tmp_path / "history.json"
+    asyncio.run(_deferred(folder, saved))
+    # Only the call that needed no approval ran.
+    assert asyncio.run(_keys(folder)) == {"call_0": 1}
+
+    async def resume() -> tuple[dict[str, str], str]:
+        async with _open(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
+            return await approve(run.toolset(), saved.read_bytes())
+
+    got, final = asyncio.run(resume())
+    _check(tmp_path, folder, got, final)
+
+
+def test_an_approved_call_resumed_in_a_new_process_is_recorded_once(
+    tmp_path: Path, sqlite_only: None
+) -> None:
+    folder, saved = tmp_path / "data", tmp_path / "history.json"
+    asyncio.run(_deferred(folder, saved))
+    env = {k: v for k, v in os.environ.items() if k != STORE_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", RESUME, str(folder), str(saved), str(Path(__file__).parent)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    _check(tmp_path, folder, printed["outputs"], printed["final"])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import os
 import re
 import subprocess
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from durable_support import hits, memseal_cli, signed_calls
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -38,11 +38,9 @@ from langgraph.types import Command, Send, interrupt
 import memseal
 from memseal.integrations.langgraph import MemsealToolNode, tool_node
 from memseal.memory import STORE_ENV
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "durable_langgraph.py"
-MEMSEAL = Path(sys.executable).parent / "memseal"
 THREAD = "nightly-report"
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 QUERY = {"query": "nightly report", "mode": "exact"}
@@ -123,14 +121,7 @@ async def _approve_stores(request: Any, execute: Any) -> Any:
 
 async def _signed(memory: memseal.Memory) -> list[tuple[str, int, str | None, str]]:
     """Every signed call in log order: (run id, step, key, tool)."""
-    found = []
-    async for record in memory.ledger.scan(0, await memory.ledger.size()):
-        entry = record.entry()
-        if entry.kind == TOOL_CALL:
-            call = decode_tool_call(bytes(entry.body))
-            key = call.key if isinstance(call.key, str) else None
-            found.append((call.run_id, call.step, key, call.tool))
-    return found
+    return [(c.run_id, c.step, c.key, c.tool) for c in await signed_calls(memory)]
 
 
 async def _per_key(memory: memseal.Memory, run_id: str) -> collections.Counter[str | None]:
@@ -139,10 +130,6 @@ async def _per_key(memory: memseal.Memory, run_id: str) -> collections.Counter[s
 
 def _results(state: dict[str, Any]) -> dict[str, str]:
     return {m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)}
-
-
-def _hits(text: str) -> list[str]:
-    return [hit["text"] for hit in json.loads(text)["hits"]]
 
 
 # -- a killed agent process, resumed by a new one -----------------------------------------
@@ -165,12 +152,6 @@ def _lines(out: str, word: str) -> dict[str, str]:
     return {m[1]: m[2] for m in re.finditer(rf"^{word} (\S+) \S+: (.*)$", out, re.M)}
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(MEMSEAL), *args], capture_output=True, text=True, timeout=300, check=False
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("durability", ["sync", "async"])
 def test_a_killed_agent_process_is_resumed_by_a_new_one_each_call_recorded_once(
@@ -189,8 +170,8 @@ def test_a_killed_agent_process_is_resumed_by_a_new_one_each_call_recorded_once(
     # The results the killed process saw are the ones the resumed thread holds.
     assert {key: after[key] for key in before} == before
     # Step 0's arguments again, under a new id: its own live result, never step 0's memo.
-    assert _hits(after["call_1"]) == []
-    assert _hits(after["call_5"]) == [REPORT]
+    assert hits(after["call_1"]) == []
+    assert hits(after["call_5"]) == [REPORT]
     assert "answer: From memory: the nightly report goes out at 6am." in resumed.stdout
 
     async def recorded() -> tuple[collections.Counter[str | None], int]:
@@ -206,13 +187,13 @@ def test_a_killed_agent_process_is_resumed_by_a_new_one_each_call_recorded_once(
 
     audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", resumed.stdout, re.M)
     assert audit is not None, resumed.stdout
-    verified = _cli("verify", audit[1], "--trust", audit[2])
+    verified = memseal_cli("verify", audit[1], "--trust", audit[2])
     assert verified.returncode == 0 and verified.stdout.startswith("ok: "), verified.stderr
     bundle = tmp_path / "thread.bundle"
-    exported = _cli("export", "--data", audit[1], "--run", THREAD, "-o", str(bundle))
+    exported = memseal_cli("export", "--data", audit[1], "--run", THREAD, "-o", str(bundle))
     assert exported.returncode == 0, exported.stderr
-    assert _cli("verify", str(bundle), "--trust", audit[2]).returncode == 0
-    replayed = _cli("replay", str(bundle))
+    assert memseal_cli("verify", str(bundle), "--trust", audit[2]).returncode == 0
+    replayed = memseal_cli("replay", str(bundle))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "matched by key" in replayed.stdout
     if durability == "sync":
@@ -266,7 +247,7 @@ async def test_interrupt_approval_resumed_in_the_same_process_records_each_call_
         assert pauses == 2  # call_2, then call_4
         results = _results(state)
         assert sorted(results) == KEYS
-        assert _hits(results["call_5"]) == [REPORT]
+        assert hits(results["call_5"]) == [REPORT]
         assert await _per_key(memory, "t-approve") == dict.fromkeys(KEYS, 1)
         await memory.verify()
 
@@ -308,7 +289,7 @@ async def test_a_re_executed_node_in_a_new_memory_answers_from_memos_and_new_ids
         assert {k: results[k] for k in before} == before
         # call_4 came back from its memo; only call_5 ran live (one entry, no store).
         assert await memory.ledger.size() == size + 1
-        assert _hits(results["call_5"]) == [REPORT] and _hits(results["call_1"]) == []
+        assert hits(results["call_5"]) == [REPORT] and hits(results["call_1"]) == []
         assert await _per_key(memory, "t-reopen") == dict.fromkeys(KEYS, 1)
         await memory.verify()
 

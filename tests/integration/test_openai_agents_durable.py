@@ -26,15 +26,14 @@ import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
+from durable_support import hits, memseal_cli, signed_calls, signed_calls_in
 
 import memseal
-from memseal.memory import STORE_ENV, Memory
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.memory import STORE_ENV
 from memseal.tools.specs import openai_strict
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "durable_openai_agents.py"
-MEMSEAL = Path(sys.executable).parent / "memseal"
 RUN_ID = "agents-sdk-nightly"
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 STORED = ["the nightly report goes out at 6am", "the weekly report goes out on Mondays"]
@@ -57,34 +56,9 @@ def _tool_lines(out: str) -> dict[str, str]:
     return {m[1]: m[2] for m in re.finditer(r"^tool (\S+) memory_\w+: (.*)$", out, re.M)}
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MEMSEAL), *args], capture_output=True, text=True, timeout=120)
-
-
-async def _keys(folder: Path, run_id: str) -> list[str | None]:
-    """The key of every signed memory_tool_call entry of ``run_id``, in log order."""
-    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as memory:
-        return await _keys_in(memory, run_id)
-
-
-async def _keys_in(memory: Memory, run_id: str) -> list[str | None]:
-    found: list[str | None] = []
-    async for record in memory.ledger.scan(0, await memory.ledger.size()):
-        entry = record.entry()
-        if entry.kind == TOOL_CALL:
-            call = decode_tool_call(bytes(entry.body))
-            if call.run_id == run_id:
-                found.append(call.key if isinstance(call.key, str) else None)
-    return found
-
-
 def _items(result: Any) -> list[Any]:
     """``result.to_input_list()`` as plain items (its TypedDict union says little here)."""
     return list(result.to_input_list())
-
-
-def _hits(text: str) -> list[str]:
-    return sorted(hit["text"] for hit in json.loads(text)["hits"])
 
 
 @pytest.mark.parametrize("resume", ["session", "input-list", "rerun"])
@@ -97,7 +71,11 @@ def test_agents_sdk_killed_after_the_third_call_resumes_each_call_exactly_once(
     assert "killed after the third tool call" in first.stdout
     before = _tool_lines(first.stdout)
     assert list(before) == ["call_0", "call_1", "call_2"]
-    assert asyncio.run(_keys(data, RUN_ID)) == ["call_0", "call_1", "call_2"]
+    assert [c.key for c in asyncio.run(signed_calls_in(data, RUN_ID))] == [
+        "call_0",
+        "call_1",
+        "call_2",
+    ]
 
     second = _example(data, resume)
     assert second.returncode == 0, second.stdout + second.stderr
@@ -108,22 +86,22 @@ def test_agents_sdk_killed_after_the_third_call_resumes_each_call_exactly_once(
     for key in reissued:
         assert after[key] == before[key], key  # its memo: the result it had
     # call_3's arguments equal call_0's, but it is another call: live, it sees both stores.
-    assert _hits(before["call_0"]) == [] and _hits(after["call_3"]) == STORED
+    assert hits(before["call_0"]) == [] and hits(after["call_3"]) == STORED
     assert f"answer: From memory: {'; '.join(STORED)}." in second.stdout
 
-    keys = asyncio.run(_keys(data, RUN_ID))
+    keys = [c.key for c in asyncio.run(signed_calls_in(data, RUN_ID))]
     assert sorted(keys, key=str) == ["call_0", "call_1", "call_2", "call_3"]  # none twice
 
     audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", second.stdout, re.M)
     assert audit is not None, second.stdout
-    verified = _cli("verify", str(data), "--trust", audit[2])
+    verified = memseal_cli("verify", str(data), "--trust", audit[2])
     assert verified.returncode == 0, verified.stdout + verified.stderr
     bundle = tmp_path / "run.bundle"
-    exported = _cli("export", "--data", str(data), "--run", RUN_ID, "-o", str(bundle))
+    exported = memseal_cli("export", "--data", str(data), "--run", RUN_ID, "-o", str(bundle))
     assert exported.returncode == 0, exported.stderr
-    replayed = _cli("replay", str(bundle))
+    replayed = memseal_cli("replay", str(bundle))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert _cli("verify", str(bundle), "--trust", audit[2]).returncode == 0
+    assert memseal_cli("verify", str(bundle), "--trust", audit[2]).returncode == 0
 
 
 # -- the adapter, in process -----------------------------------------------------------------
@@ -187,7 +165,7 @@ async def test_the_sdk_call_id_is_the_key_and_a_session_resume_answers_from_memo
             )
             result = await Runner.run(agent, "remember it", session=session, run_config=CONFIG)
             assert result.final_output == "done"
-        assert await _keys_in(memory, "thread-1") == ["c_store", "c_fetch"]
+        assert [c.key for c in await signed_calls(memory, "thread-1")] == ["c_store", "c_fetch"]
         size = await memory.ledger.size()
         saved = _items(result)
         outputs = [i["output"] for i in saved if i.get("type") == "function_call_output"]
@@ -242,7 +220,7 @@ def test_the_sync_toolset_runs_under_the_sdks_own_loop(
         result = asyncio.run(Runner.run(agent, "remember it", run_config=CONFIG))
         assert result.final_output == "done"
         fetched = [i["output"] for i in _items(result) if "output" in i][-1]
-        assert _hits(fetched) == [STORED[0]]
+        assert hits(fetched) == [STORED[0]]
         assert toolset.last_call is not None and toolset.last_call.step == 1
         size = memory.ledger.size()
         # The same ids again (a re-run from the start): memos, nothing written.

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from anthropic.types import ToolUseBlock
+from durable_support import hits, memseal_cli, signed_calls_in
 from openai.types.chat.chat_completion_message_function_tool_call import (
     ChatCompletionMessageFunctionToolCall,
     Function,
@@ -30,11 +31,9 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 
 import memseal
 from memseal.memory import STORE_ENV
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "durable_plain_loop.py"
-MEMSEAL = Path(sys.executable).parent / "memseal"
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 STORED = ["the nightly report goes out at 6am", "the weekly report goes out on Mondays"]
 PREFIX = {"openai": "call", "anthropic": "toolu"}
@@ -54,27 +53,6 @@ def _example(data: Path, sdk: str) -> subprocess.CompletedProcess[str]:
 
 def _tool_lines(out: str) -> dict[str, str]:
     return {m[1]: m[2] for m in re.finditer(r"^tool (\S+) memory_\w+: (.*)$", out, re.M)}
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MEMSEAL), *args], capture_output=True, text=True, timeout=120)
-
-
-async def _keys(folder: Path, run_id: str) -> list[str | None]:
-    """The key of every signed memory_tool_call entry of ``run_id``, in log order."""
-    found: list[str | None] = []
-    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as memory:
-        async for record in memory.ledger.scan(0, await memory.ledger.size()):
-            entry = record.entry()
-            if entry.kind == TOOL_CALL:
-                call = decode_tool_call(bytes(entry.body))
-                if call.run_id == run_id:
-                    found.append(call.key if isinstance(call.key, str) else None)
-    return found
-
-
-def _hits(text: str) -> list[str]:
-    return sorted(hit["text"] for hit in json.loads(text)["hits"])
 
 
 @pytest.mark.parametrize("sdk", ["openai", "anthropic"])
@@ -97,19 +75,19 @@ def test_plain_loop_killed_after_the_third_call_resumes_each_call_exactly_once(
     assert list(after) == ids[2:]  # the lost call, from the saved reply, then the next
     assert after[ids[2]] == before[ids[2]]  # its memo: the result it had
     # The fourth call's arguments equal the first's; its own id runs live and sees both.
-    assert _hits(before[ids[0]]) == [] and _hits(after[ids[3]]) == STORED
+    assert hits(before[ids[0]]) == [] and hits(after[ids[3]]) == STORED
     assert f"answer: From memory: {'; '.join(STORED)}." in second.stdout
-    keys = asyncio.run(_keys(data, run_id))
+    keys = [c.key for c in asyncio.run(signed_calls_in(data, run_id))]
     assert sorted(keys, key=str) == ids  # each key signed once
 
     audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", second.stdout, re.M)
     assert audit is not None, second.stdout
-    verified = _cli("verify", str(data), "--trust", audit[2])
+    verified = memseal_cli("verify", str(data), "--trust", audit[2])
     assert verified.returncode == 0, verified.stdout + verified.stderr
     bundle = tmp_path / "run.bundle"
-    exported = _cli("export", "--data", str(data), "--run", run_id, "-o", str(bundle))
+    exported = memseal_cli("export", "--data", str(data), "--run", run_id, "-o", str(bundle))
     assert exported.returncode == 0, exported.stderr
-    replayed = _cli("replay", str(bundle))
+    replayed = memseal_cli("replay", str(bundle))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
 
 
@@ -162,7 +140,7 @@ async def test_a_reissued_call_equal_to_step_0s_gets_its_own_result(
             assert await memory.ledger.size() == size
             # The model asks again with the same arguments and a new id: a live fetch.
             fresh = await toolset.call(make("memory_fetch", fetch, "id_2"))
-            assert _hits(empty) == [] and _hits(fresh) == [STORED[0]]
+            assert hits(empty) == [] and hits(fresh) == [STORED[0]]
             assert tools.last_call is not None and tools.last_call.step == 2
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from durable_support import open_folder, plain, signed_calls_in, verify_folder
 from pydantic_ai import (
     Agent,
     DeferredToolRequests,
@@ -35,9 +36,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 import memseal
 from memseal.memory import STORE_ENV
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
 
-MEMSEAL = Path(sys.executable).parent / "memseal"
 RUN_ID = "approval-1"
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 TEXT = "the nightly report goes out at 6am"
@@ -58,6 +57,7 @@ import asyncio, json, sys
 from pathlib import Path
 import memseal
 sys.path.insert(0, sys.argv[3])
+sys.path.insert(0, str(Path(sys.argv[3]).parent))  # tests/: durable_support
 import test_pydantic_ai_approval as t
 
 async def main() -> None:
@@ -127,26 +127,14 @@ def sqlite_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(STORE_ENV, raising=False)
 
 
-def _open(folder: Path) -> Any:
-    return memseal.open(folder, embedder=None, checkpoint_interval=None)
-
-
 async def _keys(folder: Path) -> Counter[str | None]:
     """How many signed memory_tool_call entries each key of the run has."""
-    found: Counter[str | None] = Counter()
-    async with _open(folder) as memory:
-        async for record in memory.ledger.scan(0, await memory.ledger.size()):
-            entry = record.entry()
-            if entry.kind == TOOL_CALL:
-                call = decode_tool_call(bytes(entry.body))
-                if call.run_id == RUN_ID:
-                    found[call.key if isinstance(call.key, str) else None] += 1
-    return found
+    return Counter(call.key for call in await signed_calls_in(folder, RUN_ID))
 
 
 async def _unapproved(folder: Path) -> tuple[dict[str, str], str]:
     """The same calls without any approval: what the approved runs must return."""
-    async with _open(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
+    async with open_folder(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
         result = await agent(run.toolset(), approval=False).run("remember it")
     assert isinstance(result.output, str)
     return outputs(result.all_messages()), result.output
@@ -154,50 +142,22 @@ async def _unapproved(folder: Path) -> tuple[dict[str, str], str]:
 
 async def _deferred(folder: Path, saved: Path) -> None:
     """Runs up to the deferred call and saves the history, as a host waiting on a human."""
-    async with _open(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
+    async with open_folder(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
         result = await agent(run.toolset(), approval=True).run("remember it")
         assert isinstance(result.output, DeferredToolRequests)
         assert [part.tool_call_id for part in result.output.approvals] == ["call_1"]
         saved.write_bytes(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
 
 
-def _plain(value: Any) -> Any:
-    """A tool output without what differs between two folders (ids, ledger places, times)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if k not in _PLACES}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-_PLACES = {"id", "ledger_ref", "observed_at"}
-
-
-def _verify(folder: Path) -> None:
-    async def trust() -> str:
-        async with _open(folder) as memory:
-            await memory.ledger.verify(trust=memory.trust_root)
-            return str(memory.trust_root)
-
-    root = asyncio.run(trust())
-    done = subprocess.run(
-        [str(MEMSEAL), "verify", str(folder), "--trust", root],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def _check(tmp_path: Path, folder: Path, got: dict[str, str], final: str) -> None:
     want, want_final = asyncio.run(_unapproved(tmp_path / "unapproved"))
-    assert {k: _plain(json.loads(v)) for k, v in got.items()} == {
-        k: _plain(json.loads(v)) for k, v in want.items()
+    assert {k: plain(json.loads(v)) for k, v in got.items()} == {
+        k: plain(json.loads(v)) for k, v in want.items()
     }
     assert final == want_final == "done"
     assert TEXT in got["call_2"] and TEXT not in got["call_0"]  # the store ran, once
     assert asyncio.run(_keys(folder)) == {"call_0": 1, "call_1": 1, "call_2": 1}
-    _verify(folder)
+    verify_folder(folder)
 
 
 def test_an_approved_call_resumed_in_the_same_process_is_recorded_once(
@@ -209,7 +169,7 @@ def test_an_approved_call_resumed_in_the_same_process_is_recorded_once(
     assert asyncio.run(_keys(folder)) == {"call_0": 1}
 
     async def resume() -> tuple[dict[str, str], str]:
-        async with _open(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
+        async with open_folder(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
             return await approve(run.toolset(), saved.read_bytes())
 
     got, final = asyncio.run(resume())

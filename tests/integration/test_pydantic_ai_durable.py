@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from durable_support import memseal_cli, signed_calls, signed_calls_in
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -39,12 +40,10 @@ from pydantic_ai.toolsets import FunctionToolset
 
 import memseal
 from memseal.memory import STORE_ENV, Memory
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
 from memseal.tools import ToolScope
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "durable_pydantic_ai.py"
-MEMSEAL = Path(sys.executable).parent / "memseal"
 RUN_ID = "pydantic-ai-nightly"
 KEYS = [f"call_{i}" for i in range(5)]
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
@@ -59,15 +58,6 @@ def _example(data: Path, via: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
     )
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MEMSEAL), *args], capture_output=True, text=True, timeout=300)
-
-
-async def _signed_calls(data: Path, run_id: str) -> list[tuple[int, str | None, bool]]:
-    async with memseal.open(data, embedder=None, checkpoint_interval=None) as memory:
-        return await _calls(memory, run_id)
 
 
 def _lines(out: str, prefix: str) -> dict[str, str]:
@@ -96,7 +86,7 @@ def test_killed_after_the_third_tool_call_a_new_process_resumes_each_call_exactl
     assert len(json.loads(after["call_3"])["hits"]) == 2
     assert "ledger verified" in resumed.stdout
 
-    calls = asyncio.run(_signed_calls(data, RUN_ID))
+    calls = [(c.step, c.key, c.error) for c in asyncio.run(signed_calls_in(data, RUN_ID))]
     # No entry written twice: one signed call per key, none an error.
     assert Counter(key for _, key, _ in calls) == Counter(KEYS)
     assert [step for step, _, _ in calls] == list(range(5))
@@ -104,12 +94,12 @@ def test_killed_after_the_third_tool_call_a_new_process_resumes_each_call_exactl
 
     audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", resumed.stdout, re.M)
     assert audit is not None, resumed.stdout
-    verified = _cli("verify", str(data), "--trust", audit[2])
+    verified = memseal_cli("verify", str(data), "--trust", audit[2])
     assert verified.returncode == 0, verified.stdout + verified.stderr
     bundle = tmp_path / "run.bundle"
-    exported = _cli("export", "--data", str(data), "--run", RUN_ID, "-o", str(bundle))
+    exported = memseal_cli("export", "--data", str(data), "--run", RUN_ID, "-o", str(bundle))
     assert exported.returncode == 0, exported.stderr
-    replayed = _cli("replay", str(bundle))
+    replayed = memseal_cli("replay", str(bundle))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "matched by key" in replayed.stdout
     assert "all 3 re-executed step(s) match" in replayed.stdout
@@ -184,7 +174,7 @@ async def test_a_models_mistakes_come_back_as_failed_returns_never_a_crash(memor
     assert parts["missing"].outcome != "failed"  # an unknown id is an answer, not a mistake
     assert parts["good_store"].outcome != "failed"
     assert json.loads(str(parts["good_store"].content))["replayed"] is False
-    calls = await _calls(memory, "thread-1")
+    calls = [(c.step, c.key, c.error) for c in await signed_calls(memory, "thread-1")]
     # Every call recorded once under its id; the refused ones as error-flagged calls.
     assert [key for _, key, _ in calls] == [
         "bad_store",
@@ -200,19 +190,6 @@ async def test_a_models_mistakes_come_back_as_failed_returns_never_a_crash(memor
     ]
     assert [error for _, _, error in calls] == [*[True] * 3, False, *[True] * 5, False]
     await memory.ledger.verify(trust=memory.vkey)
-
-
-async def _calls(memory: Memory, run_id: str) -> list[tuple[int, str | None, bool]]:
-    """The run's memory_tool_call entries in log order: (step, key, error flag)."""
-    found = []
-    async for record in memory.ledger.scan(0, await memory.ledger.size()):
-        entry = record.entry()
-        if entry.kind == TOOL_CALL:
-            call = decode_tool_call(bytes(entry.body))
-            if call.run_id == run_id:
-                key = call.key if isinstance(call.key, str) else None
-                found.append((call.step, key, bool(call.error)))
-    return found
 
 
 async def test_the_memorys_recorded_tools_serve_pydantic_ai_with_memseals_schemas(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,26 @@ def verify_folder(folder: Path) -> None:
 
     done = memseal_cli("verify", str(folder), "--trust", asyncio.run(trust()), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def audit_export_replay(printed: str, folder: Path, run_id: str, bundle: Path) -> str:
+    """What an auditor does after a durable example ran: ``memseal verify`` the folder
+    with the key the example printed, export the run, verify the bundle and replay it.
+    Each step must pass; the replay's output is returned for the caller's own checks."""
+    audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", printed, re.M)
+    assert audit is not None, printed
+    trust = audit[2]
+    verified = memseal_cli("verify", str(folder), "--trust", trust)
+    assert verified.returncode == 0 and verified.stdout.startswith("ok: "), (
+        verified.stdout + verified.stderr
+    )
+    exported = memseal_cli("export", "--data", str(folder), "--run", run_id, "-o", str(bundle))
+    assert exported.returncode == 0, exported.stderr
+    checked = memseal_cli("verify", str(bundle), "--trust", trust)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    replayed = memseal_cli("replay", str(bundle))
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    return replayed.stdout
 
 
 def hits(text: str) -> list[str]:

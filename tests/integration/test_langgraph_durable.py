@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_support import hits, memseal_cli, signed_calls
+from durable_support import audit_export_replay, hits, signed_calls
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -185,17 +185,10 @@ def test_a_killed_agent_process_is_resumed_by_a_new_one_each_call_recorded_once(
     assert per_key == dict.fromkeys(KEYS, 1)  # 0 entries written twice
     assert stored == 2  # two stores, each written once
 
-    audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", resumed.stdout, re.M)
-    assert audit is not None, resumed.stdout
-    verified = memseal_cli("verify", audit[1], "--trust", audit[2])
-    assert verified.returncode == 0 and verified.stdout.startswith("ok: "), verified.stderr
-    bundle = tmp_path / "thread.bundle"
-    exported = memseal_cli("export", "--data", audit[1], "--run", THREAD, "-o", str(bundle))
-    assert exported.returncode == 0, exported.stderr
-    assert memseal_cli("verify", str(bundle), "--trust", audit[2]).returncode == 0
-    replayed = memseal_cli("replay", str(bundle))
-    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert "matched by key" in replayed.stdout
+    replayed = audit_export_replay(
+        resumed.stdout, tmp_path / "data", THREAD, tmp_path / "thread.bundle"
+    )
+    assert "matched by key" in replayed
     if durability == "sync":
         finished = _example(tmp_path)  # a finished thread: nothing runs, nothing is written
         assert finished.returncode == 0, finished.stderr

@@ -26,7 +26,7 @@ import pytest
 from agents import Agent, FunctionTool, RunConfig, Runner, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool_context import ToolContext
-from durable_support import hits, memseal_cli, signed_calls, signed_calls_in
+from durable_support import audit_export_replay, hits, signed_calls, signed_calls_in
 
 import memseal
 from memseal.memory import STORE_ENV
@@ -92,16 +92,7 @@ def test_agents_sdk_killed_after_the_third_call_resumes_each_call_exactly_once(
     keys = [c.key for c in asyncio.run(signed_calls_in(data, RUN_ID))]
     assert sorted(keys, key=str) == ["call_0", "call_1", "call_2", "call_3"]  # none twice
 
-    audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", second.stdout, re.M)
-    assert audit is not None, second.stdout
-    verified = memseal_cli("verify", str(data), "--trust", audit[2])
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    bundle = tmp_path / "run.bundle"
-    exported = memseal_cli("export", "--data", str(data), "--run", RUN_ID, "-o", str(bundle))
-    assert exported.returncode == 0, exported.stderr
-    replayed = memseal_cli("replay", str(bundle))
-    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert memseal_cli("verify", str(bundle), "--trust", audit[2]).returncode == 0
+    audit_export_replay(second.stdout, data, RUN_ID, tmp_path / "run.bundle")
 
 
 # -- the adapter, in process -----------------------------------------------------------------

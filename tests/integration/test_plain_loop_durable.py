@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from anthropic.types import ToolUseBlock
-from durable_support import hits, memseal_cli, signed_calls_in
+from durable_support import audit_export_replay, hits, signed_calls_in
 from openai.types.chat.chat_completion_message_function_tool_call import (
     ChatCompletionMessageFunctionToolCall,
     Function,
@@ -80,15 +80,7 @@ def test_plain_loop_killed_after_the_third_call_resumes_each_call_exactly_once(
     keys = [c.key for c in asyncio.run(signed_calls_in(data, run_id))]
     assert sorted(keys, key=str) == ids  # each key signed once
 
-    audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", second.stdout, re.M)
-    assert audit is not None, second.stdout
-    verified = memseal_cli("verify", str(data), "--trust", audit[2])
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    bundle = tmp_path / "run.bundle"
-    exported = memseal_cli("export", "--data", str(data), "--run", run_id, "-o", str(bundle))
-    assert exported.returncode == 0, exported.stderr
-    replayed = memseal_cli("replay", str(bundle))
-    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    audit_export_replay(second.stdout, data, run_id, tmp_path / "run.bundle")
 
 
 # -- the SDK objects, in process --------------------------------------------------------------

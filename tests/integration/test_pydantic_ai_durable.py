@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from durable_support import memseal_cli, signed_calls, signed_calls_in
+from durable_support import audit_export_replay, signed_calls, signed_calls_in
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -92,17 +92,9 @@ def test_killed_after_the_third_tool_call_a_new_process_resumes_each_call_exactl
     assert [step for step, _, _ in calls] == list(range(5))
     assert not any(error for _, _, error in calls)
 
-    audit = re.search(r"^audit it: memseal verify (\S+) --trust '(\S+)'$", resumed.stdout, re.M)
-    assert audit is not None, resumed.stdout
-    verified = memseal_cli("verify", str(data), "--trust", audit[2])
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    bundle = tmp_path / "run.bundle"
-    exported = memseal_cli("export", "--data", str(data), "--run", RUN_ID, "-o", str(bundle))
-    assert exported.returncode == 0, exported.stderr
-    replayed = memseal_cli("replay", str(bundle))
-    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert "matched by key" in replayed.stdout
-    assert "all 3 re-executed step(s) match" in replayed.stdout
+    replayed = audit_export_replay(resumed.stdout, data, RUN_ID, tmp_path / "run.bundle")
+    assert "matched by key" in replayed
+    assert "all 3 re-executed step(s) match" in replayed
 
 
 @pytest.fixture

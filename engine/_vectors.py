@@ -249,6 +249,12 @@ class VectorCache:
         if ann_available() and _np is not None:
             self.ann = self.resident.ann = AnnIndex(self.dim, minimum=minimum)
 
+    def reset_ann(self) -> None:
+        """Start the HNSW index afresh (after a rebuild): it holds seqs up to a high-water
+        mark, and a rebuilt projection may hold items below that mark it never saw."""
+        if self.ann is not None:
+            self.ann = self.resident.ann = AnnIndex(self.dim, minimum=self.ann.minimum)
+
     async def build_ann(self, progress: Progress | None = None) -> int:
         """Bring the HNSW index up to every live item; returns how many it holds."""
         if self.ann is None:

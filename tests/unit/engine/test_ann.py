@@ -8,6 +8,8 @@ its answers with the exact scan.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +100,28 @@ async def test_an_item_stored_without_an_embedder_is_embedded_before_the_index_a
         fetched = await memory.engine.fetch("auth token rotation", mode="semantic")
         assert fetched.hits[0].item.id == late.id
         assert memory.engine.ann_size == 2
+
+
+async def test_a_rebuild_starts_the_index_afresh_so_a_restored_item_is_found(
+    tmp_path: Path,
+) -> None:
+    # The index holds seqs up to a high-water mark: an item the damaged projection lacked
+    # when the index was built sits below that mark once a rebuild restores it, so only an
+    # index started afresh can propose it.
+    async with _open(tmp_path / "d") as memory:
+        engine = memory.engine
+        texts = [f"incident review {i} for the payments team" for i in range(6)]
+        items = [await engine.store(Learning(text=t), namespace=PLACE) for t in texts]
+        with contextlib.closing(
+            sqlite3.connect(memory.folder / "ledger.db", isolation_level=None)
+        ) as conn:
+            conn.execute("DELETE FROM engine_items WHERE id = ?", (items[2].id,))
+        await engine.fetch("incident review", mode="semantic")
+        assert engine.ann_size == 5  # built over the damaged projection
+        await engine.rebuild()
+        assert engine.ann_size == 6
+        fetched = await engine.fetch(texts[2], mode="semantic", limit=3)
+        assert fetched.hits[0].item.id == items[2].id
 
 
 async def test_below_the_minimum_the_scan_answers_and_no_index_is_built(tmp_path: Path) -> None:

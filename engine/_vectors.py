@@ -253,7 +253,7 @@ class VectorCache:
         """Start the HNSW index afresh (after a rebuild): it holds seqs up to a high-water
         mark, and a rebuilt projection may hold items below that mark it never saw."""
         if self.ann is not None:
-            self.ann = self.resident.ann = AnnIndex(self.dim, minimum=self.ann.minimum)
+            self.use_ann(self.ann.minimum)
 
     async def build_ann(self, progress: Progress | None = None) -> int:
         """Bring the HNSW index up to every live item; returns how many it holds."""

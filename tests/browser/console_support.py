@@ -39,6 +39,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def serve_in_thread(app: Any) -> tuple[str, Any, threading.Thread]:
+    """``app`` under uvicorn on a free loopback port in a thread: (url, server, thread)."""
+    port = _free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", ws="none", access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the server did not start")
+        time.sleep(0.02)
+    return f"http://127.0.0.1:{port}", server, thread
+
+
 @dataclass
 class Server:
     """``memseal serve`` in-process on a data folder: uvicorn on 127.0.0.1 in a thread."""
@@ -47,25 +64,17 @@ class Server:
     url: str = ""
     admin: str = ""
     tokens: dict[str, str] = field(default_factory=dict)
+    #: ``URL,VKEY`` of the witnesses to send checkpoints to (``serve --witness``).
+    witnesses: tuple[str, ...] = ()
     _server: Any = None
     _thread: Any = None
 
     def start(self) -> Server:
         self.admin = first_admin(self.folder) or ""
-        app = create_app(self.folder, embedder=None, checkpoint_interval=None)
-        port = _free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", ws="none", access_log=False
+        app = create_app(
+            self.folder, embedder=None, checkpoint_interval=None, witnesses=self.witnesses
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start")
-            time.sleep(0.02)
+        self.url, self._server, self._thread = serve_in_thread(app)
         return self
 
     def stop(self) -> None:
@@ -130,9 +139,9 @@ def in_thread(work: Callable[[], Awaitable[Any]]) -> Any:
     return out[0]
 
 
-def seeded_server(folder: Path) -> Server:
+def seeded_server(folder: Path, witnesses: tuple[str, ...] = ()) -> Server:
     in_thread(lambda: _seed(folder))
-    server = Server(folder)
+    server = Server(folder, witnesses=witnesses)
     server.tokens = {
         "agent": server.token("agent", ACME),
         "corp_agent": server.token("agent", CORP),

@@ -201,7 +201,9 @@ export function parseNote(note) {
     const m = /^\u2014 (\S+) (\S+)$/.exec(line);
     if (!m) throw new Failure("checkpoint", `a signature line is malformed: ${JSON.stringify(line)}`);
     const raw = b64decode(m[2], "a note signature");
-    if (raw.length !== 68) throw new Failure("checkpoint", "a note signature is not 4 + 64 bytes");
+    // Lines of other key types (a witness's cosignature: 4 + 8 + 64 bytes) are ignored unless
+    // their key is trusted, so only the key id's 4 bytes are required of every line.
+    if (raw.length < 5) throw new Failure("checkpoint", "a note signature is shorter than its 4-byte key id");
     sigs.push({ name: m[1], id: hex(raw.slice(0, 4)), sig: raw.slice(4) });
   }
   if (!sigs.length) throw new Failure("checkpoint", "the note carries no signature");
@@ -216,6 +218,7 @@ export async function verifyCheckpoint(note, keys, origin = null) {
   for (const s of sigs) {
     const k = keys.get(s.id);
     if (!k || k.name !== s.name) continue;
+    if (s.sig.length !== 64) throw new Failure("checkpoint", `the signature by ${k.name}+${k.id} is not 64 bytes`);
     if (!(await ed25519Verify(k.key, s.sig, enc.encode(text)))) {
       throw new Failure("checkpoint", `the signature by ${k.name}+${k.id} does not verify`);
     }
@@ -229,6 +232,17 @@ export async function verifyCheckpoint(note, keys, origin = null) {
   const root = b64decode(lines[2], "the checkpoint root");
   if (root.length !== 32) throw new Failure("checkpoint", "the root is not 32 bytes");
   return { origin: lines[0], size: Number(lines[1]), root, signer: signed, note };
+}
+
+// The witness cosignatures (C2SP cosignature/v1) on a note: each line whose signature is
+// 8 timestamp bytes and 64 signature bytes, as {name, id, time} (time: a Date). Shown, not
+// checked: `memseal verify --witness VKEY` checks them against the witness's key.
+export function cosignatures(note) {
+  return parseNote(note).sigs.filter((s) => s.sig.length === 72).map((s) => {
+    let seconds = 0;
+    for (let i = 0; i < 8; i++) seconds = seconds * 256 + s.sig[i];
+    return { name: s.name, id: s.id, time: new Date(seconds * 1000) };
+  });
 }
 
 // A C2SP tlog-proof: the header, optional extra, index, hashes, a blank line, the note.

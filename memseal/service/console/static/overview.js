@@ -1,6 +1,7 @@
 // Overview: the ledger's size, the latest checkpoint and its note, the keys and their
 // rotation chain, the open runs, and calls/s and the error rate from /metrics.
 import { api, query } from "./api.js";
+import { cosignatures } from "./crypto.js";
 import { badge, h, pre, table } from "./ui.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -93,6 +94,8 @@ export async function render() {
     ]),
     h("h3", {}, "Latest checkpoint (signed note)"),
     pre(note, "Latest checkpoint note"),
+    table("Witness cosignatures of the latest checkpoint", ["witness", "key id", "cosigned at"], cosignatures(note).map((c) => [c.name, c.id, c.time.toISOString()])),
+    cosignatures(note).length ? null : h("p", { class: "muted" }, "No witness cosigns this checkpoint (serve --witness names witnesses)."),
     table("Keys and rotation chain", ["key", "vkey", "signature"], chain),
     rotations.next !== null ? h("p", { class: "muted" }, `Rotations listed from the first ${rotations.next.toLocaleString()} entries; the Ledger page (kind key_rotated) scans on.`) : null,
     table("Open runs (leased now)", ["run", "holder", "place", "steps"], open.map((r) => [h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id), r.holder || "", r.place, String(r.recorded_steps)])),

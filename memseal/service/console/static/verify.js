@@ -3,7 +3,7 @@
 // supplies bytes; its own verdict is never read.
 import { api, query } from "./api.js";
 import {
-  Failure, b64decode, ed25519Available, hex, leafHash, parseConsistency, parseTlogProof,
+  Failure, b64decode, cosignatures, ed25519Available, hex, leafHash, parseConsistency, parseNote, parseTlogProof,
   parseVkey, treeRoot, verifyCheckpoint, verifyConsistency, verifyEntry, verifyInclusion, equal,
 } from "./crypto.js";
 import { errorBox, field, h } from "./ui.js";
@@ -155,13 +155,16 @@ export async function render() {
       checks.ok(`entries ${start} to ${end - 1}: bytes, chain and Ed25519 signatures (${end - start} entries)`);
       const cp = await verifyCheckpoint(note, keys, info.origin);
       checks.ok(`checkpoint of size ${cp.size}: signed by ${cp.signer.name}+${cp.signer.id}`);
+      for (const c of cosignatures(note)) {
+        checks.note(`cosigned by witness ${c.name}+${c.id} at ${c.time.toISOString()} (not checked here; memseal verify --witness VKEY checks it)`);
+      }
       if (whole) {
         const computed = await treeRoot(leaves);
         if (!equal(computed, cp.root)) throw new Failure("tree", `the root of the ${size} leaves computed here is not the checkpoint's root`);
         checks.ok(`tree: the RFC 6962 root of all ${size} leaves, computed here, is the checkpoint's`);
       } else {
         const proof = parseTlogProof(await api(`/v1/ledger/proofs/inclusion${query({ seq: last.seq, size: cp.size })}`, { text: true }));
-        if (proof.note !== note) throw new Failure("inclusion", "the proof is against another checkpoint", last.seq);
+        if (parseNote(proof.note).text !== parseNote(note).text) throw new Failure("inclusion", "the proof is against another checkpoint", last.seq);
         if (proof.index !== last.seq) throw new Failure("inclusion", `the proof is of leaf ${proof.index}`, last.seq);
         await verifyInclusion(last.seq, cp.size, last.leafHash, proof.hashes, cp.root);
         checks.ok(`inclusion: entry ${last.seq} is in the checkpoint's tree, so the chain puts every entry of the range there`);

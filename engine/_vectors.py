@@ -249,11 +249,16 @@ class VectorCache:
         if ann_available() and _np is not None:
             self.ann = self.resident.ann = AnnIndex(self.dim, minimum=minimum)
 
-    def reset_ann(self) -> None:
-        """Start the HNSW index afresh (after a rebuild): it holds seqs up to a high-water
-        mark, and a rebuilt projection may hold items below that mark it never saw."""
-        if self.ann is not None:
-            self.use_ann(self.ann.minimum)
+    def reset(self) -> None:
+        """Start the in-memory state afresh (after a rebuild). The resident vectors are keyed
+        by seq and the HNSW index holds seqs up to a high-water mark; a rebuilt projection
+        may hold other items under those seqs, or items below that mark it never saw."""
+        minimum = None if self.ann is None else self.ann.minimum
+        self.resident = Resident(self.dim)
+        self.ann = None
+        self._counted = -_RECOUNT
+        if minimum is not None:
+            self.use_ann(minimum)
 
     async def build_ann(self, progress: Progress | None = None) -> int:
         """Bring the HNSW index up to every live item; returns how many it holds."""

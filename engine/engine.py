@@ -618,6 +618,6 @@ class Engine:
         result = await self._store.run(command)
         if self._vectors is not None:
             await self._vectors.fill()
-            self._vectors.reset_ann()
+            self._vectors.reset()
             await self._vectors.build_ann()
         return result

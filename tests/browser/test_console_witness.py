@@ -75,7 +75,9 @@ def test_overview_lists_the_witness_cosignatures_of_the_latest_checkpoint(
     witnessed: Server, page: Any
 ) -> None:
     sign_in(page, witnessed, witnessed.tokens["auditor"], "#/overview")
-    table = page.get_by_role("table", name="Witness cosignatures of the latest checkpoint")
+    table = page.get_by_role(
+        "table", name="Witness cosignatures the latest checkpoint claims", exact=False
+    )
     table.wait_for(timeout=10_000)
     rows = table.locator("tbody tr")
     assert rows.count() == 1
@@ -83,3 +85,27 @@ def test_overview_lists_the_witness_cosignatures_of_the_latest_checkpoint(
     assert cells[0] == WITNESS and re.fullmatch(r"[0-9a-f]{8}", cells[1]), cells
     assert re.fullmatch(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z", cells[2]), cells
     assert page.get_by_text("No witness cosigns this checkpoint").count() == 0
+
+
+def test_a_line_of_an_untrusted_key_never_breaks_a_page_whatever_it_holds(
+    witnessed: Server, page: Any
+) -> None:
+    # Anyone who can add a line to the served note (a hostile witness, a proxy) controls
+    # its bytes: a cosignature whose timestamp no Date holds, a bare 4-byte key id.
+    sign_in(page, witnessed, witnessed.tokens["auditor"], "#/overview")
+    found = page.evaluate(
+        """async () => {
+          const m = await import("./crypto.js");
+          const b64 = (n, byte) => btoa(String.fromCharCode(...new Array(n).fill(byte)));
+          const note = "log\\n1\\n" + b64(32, 0) + "\\n\\n" +
+            "\u2014 log " + b64(68, 0) + "\\n" +
+            "\u2014 w " + b64(76, 255) + "\\n" +
+            "\u2014 bare " + b64(4, 7) + "\\n";
+          return {
+            sigs: m.parseNote(note).sigs.map((s) => [s.name, s.sig.length]),
+            cosigned: m.cosignatures(note),
+          };
+        }"""
+    )
+    assert found["sigs"] == [["log", 64], ["w", 72], ["bare", 0]], found
+    assert found["cosigned"] == [{"name": "w", "id": "ffffffff", "time": "invalid time"}], found

@@ -203,7 +203,7 @@ export function parseNote(note) {
     const raw = b64decode(m[2], "a note signature");
     // Lines of other key types (a witness's cosignature: 4 + 8 + 64 bytes) are ignored unless
     // their key is trusted, so only the key id's 4 bytes are required of every line.
-    if (raw.length < 5) throw new Failure("checkpoint", "a note signature is shorter than its 4-byte key id");
+    if (raw.length < 4) throw new Failure("checkpoint", "a note signature is shorter than its 4-byte key id");
     sigs.push({ name: m[1], id: hex(raw.slice(0, 4)), sig: raw.slice(4) });
   }
   if (!sigs.length) throw new Failure("checkpoint", "the note carries no signature");
@@ -234,14 +234,16 @@ export async function verifyCheckpoint(note, keys, origin = null) {
   return { origin: lines[0], size: Number(lines[1]), root, signer: signed, note };
 }
 
-// The witness cosignatures (C2SP cosignature/v1) on a note: each line whose signature is
-// 8 timestamp bytes and 64 signature bytes, as {name, id, time} (time: a Date). Shown, not
+// The witness cosignatures (C2SP cosignature/v1) a note claims: each line whose signature
+// is 8 timestamp bytes and 64 signature bytes, as {name, id, time} (time: ISO 8601 text, or
+// "invalid time" past what a Date holds, since any line can say anything). Shown, not
 // checked: `memseal verify --witness VKEY` checks them against the witness's key.
 export function cosignatures(note) {
   return parseNote(note).sigs.filter((s) => s.sig.length === 72).map((s) => {
     let seconds = 0;
     for (let i = 0; i < 8; i++) seconds = seconds * 256 + s.sig[i];
-    return { name: s.name, id: s.id, time: new Date(seconds * 1000) };
+    const when = new Date(seconds * 1000);
+    return { name: s.name, id: s.id, time: Number.isNaN(when.getTime()) ? "invalid time" : when.toISOString() };
   });
 }
 

@@ -94,7 +94,7 @@ export async function render() {
     ]),
     h("h3", {}, "Latest checkpoint (signed note)"),
     pre(note, "Latest checkpoint note"),
-    table("Witness cosignatures of the latest checkpoint", ["witness", "key id", "cosigned at"], cosignatures(note).map((c) => [c.name, c.id, c.time.toISOString()])),
+    table("Witness cosignatures the latest checkpoint claims (not checked here; memseal verify --witness VKEY checks them)", ["witness", "key id", "cosigned at"], cosignatures(note).map((c) => [c.name, c.id, c.time])),
     cosignatures(note).length ? null : h("p", { class: "muted" }, "No witness cosigns this checkpoint (serve --witness names witnesses)."),
     table("Keys and rotation chain", ["key", "vkey", "signature"], chain),
     rotations.next !== null ? h("p", { class: "muted" }, `Rotations listed from the first ${rotations.next.toLocaleString()} entries; the Ledger page (kind key_rotated) scans on.`) : null,

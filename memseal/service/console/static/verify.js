@@ -156,7 +156,7 @@ export async function render() {
       const cp = await verifyCheckpoint(note, keys, info.origin);
       checks.ok(`checkpoint of size ${cp.size}: signed by ${cp.signer.name}+${cp.signer.id}`);
       for (const c of cosignatures(note)) {
-        checks.note(`cosigned by witness ${c.name}+${c.id} at ${c.time.toISOString()} (not checked here; memseal verify --witness VKEY checks it)`);
+        checks.note(`cosigned by witness ${c.name}+${c.id} at ${c.time} (not checked here; memseal verify --witness VKEY checks it)`);
       }
       if (whole) {
         const computed = await treeRoot(leaves);

@@ -139,9 +139,9 @@ def in_thread(work: Callable[[], Awaitable[Any]]) -> Any:
     return out[0]
 
 
-def seeded_server(folder: Path, witnesses: tuple[str, ...] = ()) -> Server:
+def seeded_server(folder: Path) -> Server:
     in_thread(lambda: _seed(folder))
-    server = Server(folder, witnesses=witnesses)
+    server = Server(folder)
     server.tokens = {
         "agent": server.token("agent", ACME),
         "corp_agent": server.token("agent", CORP),

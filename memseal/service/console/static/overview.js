@@ -82,6 +82,7 @@ export async function render() {
   for (const e of rotations.entries) chain.push([`rotated at seq ${e.seq}`, e.header.body.vkey, `signed by ${e.header.key}`]);
   const runs = await api(`/v1/ledger/runs${query({ limit: 100 })}`);
   const open = runs.runs.filter((r) => r.leased);
+  const witnessed = cosignatures(note);
   return h(
     "section",
     { "aria-labelledby": "overview-title" },
@@ -94,8 +95,8 @@ export async function render() {
     ]),
     h("h3", {}, "Latest checkpoint (signed note)"),
     pre(note, "Latest checkpoint note"),
-    table("Witness cosignatures the latest checkpoint claims (not checked here; memseal verify --witness VKEY checks them)", ["witness", "key id", "cosigned at"], cosignatures(note).map((c) => [c.name, c.id, c.time])),
-    cosignatures(note).length ? null : h("p", { class: "muted" }, "No witness cosigns this checkpoint (serve --witness names witnesses)."),
+    table("Witness cosignatures the latest checkpoint claims (not checked here; memseal verify --witness VKEY checks them)", ["witness", "key id", "cosigned at"], witnessed.map((c) => [c.name, c.id, c.time])),
+    witnessed.length ? null : h("p", { class: "muted" }, "No witness cosigns this checkpoint (serve --witness names witnesses)."),
     table("Keys and rotation chain", ["key", "vkey", "signature"], chain),
     rotations.next !== null ? h("p", { class: "muted" }, `Rotations listed from the first ${rotations.next.toLocaleString()} entries; the Ledger page (kind key_rotated) scans on.`) : null,
     table("Open runs (leased now)", ["run", "holder", "place", "steps"], open.map((r) => [h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id), r.holder || "", r.place, String(r.recorded_steps)])),

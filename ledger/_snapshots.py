@@ -12,23 +12,57 @@ The pool is driver-independent; each store supplies a :class:`Session`
 factory (a connection of its own, read-only) and the driver's error class.
 Connections belong to the pool's threads, are opened on first use and
 closed with the pool. They hold a snapshot only while a query runs.
+
+A recorded read names the tree size it observed, and a replay re-derives it
+at that size. A size read before or after the query is not that: a commit can
+land between the size and the query. Inside :func:`observing_sizes`, each
+query also reads the log's size first, in its own snapshot, and the caller
+learns the exact size every query of its read saw.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar
 
 from .errors import StorageError
 
-__all__ = ["Execute", "Session", "SnapshotPool"]
+__all__ = ["Execute", "Session", "SnapshotPool", "observing_sizes"]
 
 T = TypeVar("T")
 Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+
+_SIZES: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "memseal_observed_sizes", default=None
+)
+# Both stores name the log's table alike; the first statement fixes SQLite's snapshot.
+_SIZE_SQL = "SELECT seq FROM entries ORDER BY seq DESC LIMIT 1"
+
+
+@contextlib.contextmanager
+def observing_sizes() -> Iterator[list[int]]:
+    """Collect, for each snapshot query run in this context, the log size it saw."""
+    sizes: list[int] = []
+    token = _SIZES.set(sizes)
+    try:
+        yield sizes
+    finally:
+        _SIZES.reset(token)
+
+
+def _sized(fn: Callable[[Execute], T], sizes: list[int]) -> Callable[[Execute], T]:
+    def run(execute: Execute) -> T:
+        last = execute(_SIZE_SQL, ())
+        result = fn(execute)
+        sizes.append(last[0][0] + 1 if last else 0)
+        return result
+
+    return run
 
 
 class Session(Protocol):
@@ -116,6 +150,9 @@ class SnapshotPool:
         """``fn(execute)`` on a reader thread, inside one read transaction."""
         if self._closed:
             raise StorageError("the store's readers are closed")
+        sizes = _SIZES.get()  # read here: the executor's thread does not see our context
+        if sizes is not None:
+            fn = _sized(fn, sizes)
         return await asyncio.get_running_loop().run_in_executor(self._pool, self._call, fn)
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

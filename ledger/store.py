@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from ._snapshots import observing_sizes
 from .entry import Draft, Entry, decode_entry
 from .note import NoteSigner
 
@@ -35,6 +36,7 @@ __all__ = [
     "SqlStore",
     "StoredCheckpoint",
     "WriteTxn",
+    "observing_sizes",
 ]
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ import msgspec
 
 from memseal.ledger.entry import Draft, make_draft
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import WriteTxn, observing_sizes
 
 from ._lease import RunLease
 from ._sent import RECORDED_ERRORS, Sent, as_recorded, error_result, normal, withheld_digest
@@ -82,6 +82,9 @@ class Preparer(Protocol):
 
     async def prepare(self, name: str, arguments: Mapping[str, Any]) -> Prepared:
         """Validate a call and run its read, or plan its write as a command."""
+
+
+_READ_ATTEMPTS = 16  # a read straddles a commit rarely, 16 times in a row only under a storm
 
 
 class Taken(Conflict):
@@ -192,14 +195,7 @@ class LiveCalls(RunLease):
     async def _live(
         self, step: int, sent: Sent, fp: str, supersedes: int | None, key: str | None = None
     ) -> Any:
-        observed = (await self._store.head()).size
-        error: MemsealError | None = sent.invalid
-        prepared: Prepared | None = None
-        if sent.invalid is None:
-            try:
-                prepared = await self._tools.prepare(sent.name, sent.arguments)
-            except RECORDED_ERRORS as exc:
-                error = exc
+        observed, prepared, error = await self._prepare(sent)
         call = CallDraft(
             run_id=self.run_id,
             step=step,
@@ -232,6 +228,34 @@ class LiveCalls(RunLease):
         if prepared is not None and prepared.after is not None:
             await prepared.after()
         return recorded
+
+    async def _prepare(self, sent: Sent) -> tuple[int, Prepared | None, MemsealError | None]:
+        """Run a read (or plan a write) and the tree size the read saw.
+
+        The size must be the one the read's snapshots saw, or a replay at it re-derives
+        another answer: a concurrent write committing between a size and the query (a
+        parallel store beside a list, say) is in one and not the other. Each snapshot
+        query reports its own size; a read whose queries straddled a commit runs again.
+        """
+        for _attempt in range(_READ_ATTEMPTS):
+            before = (await self._store.head()).size
+            error: MemsealError | None = sent.invalid
+            prepared: Prepared | None = None
+            with observing_sizes() as sizes:
+                if sent.invalid is None:
+                    try:
+                        prepared = await self._tools.prepare(sent.name, sent.arguments)
+                    except RECORDED_ERRORS as exc:
+                        error = exc
+            if prepared is not None and prepared.command is not None:
+                return before, prepared, error  # a write: the writer records its own size
+            seen = set(sizes) if sizes else {before, (await self._store.head()).size}
+            if len(seen) == 1:
+                return seen.pop(), prepared, error
+        raise Conflict(
+            f"{sent.name}: the memory changed during each of {_READ_ATTEMPTS} tries of this "
+            "read, so no tree size names what it saw; nothing was recorded, call it again"
+        )
 
     def _key_step(self, step: int, key: str | None) -> None:
         """The step's current call is now the one just recorded: its key (if any) is there."""

@@ -69,13 +69,63 @@ def test_post_turn_queues_its_build_once_and_an_admin_runs_the_queue(tmp_path: P
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert lines[-1] == f"{AGENT}: 0 pending, 2 done"
+    assert lines[-1] == f"{AGENT}: 0 pending, 0 failed, 2 done"
     assert [line.split()[:2] for line in lines[:-1]] == [["done", job] for job in jobs]
     bad = subprocess.run(
         [str(MEMSEAL), "jobs", "status", "--place", "not a place", "--data", str(tmp_path)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+
+
+def test_an_admin_requeues_a_failed_job_over_http(tmp_path: Path) -> None:
+    import asyncio
+
+    from test_service_support import ServerThread, assert_error
+
+    import memseal
+    from memseal.tools.lifecycle import JobQueue, MemoryLayout, RetryPolicy
+
+    data = tmp_path / "data"
+
+    async def fail_one() -> str:
+        # A job whose turn is gone, given one attempt: failed, with its error, before serving.
+        async with memseal.open(data, embedder=None, checkpoint_interval=None) as memory:
+            scope = MemoryLayout(tenant="team:acme").learnings_writer("helper")
+            queue = JobQueue(memory, scope, retry=RetryPolicy(max_attempts=1))
+            job = await queue.enqueue("beliefs", thread="t1", source_ids=["0" * 32])
+            (outcome,) = await queue.run_pending()
+            assert outcome.state == "failed" and outcome.retry_at is None
+            return job.id
+
+    job = asyncio.run(fail_one())
+    with ServerThread(data) as server:
+        token = server.token("agent", AGENT, reach="subtree:team:acme")
+        with server.client(token) as c:
+            status = c.get("/v1/jobs").json()
+            assert status["pending"] == [] and [j["id"] for j in status["failed"]] == [job]
+            assert "source turns not in reach or gone" in status["failed"][0]["last_error"]
+            assert_error(c.post("/v1/admin/jobs/requeue", json={"place": AGENT, "job": job}), 403)
+        with server.client(server.admin) as c:
+            for bad, code in (
+                ({"place": AGENT}, 400),
+                ({"place": AGENT, "job": job, "reason": ""}, 400),
+                ({"place": "team:acme", "job": job}, 400),
+                ({"place": AGENT, "job": "f" * 32}, 404),
+            ):
+                assert_error(c.post("/v1/admin/jobs/requeue", json=bad), code)
+            r = c.post(
+                "/v1/admin/jobs/requeue", json={"place": AGENT, "job": job, "reason": "restored"}
+            )
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["job"]["state"] == "pending" and body["job"]["round"] == 1
+            assert body["note"] and body["run_id"].startswith("requeue-")
+            # Pending and never failed again in this round: a second re-queue is refused.
+            assert_error(c.post("/v1/admin/jobs/requeue", json={"place": AGENT, "job": job}), 400)
+        with server.client(token) as c:
+            status = c.get("/v1/jobs").json()
+            assert [j["id"] for j in status["pending"]] == [job] and status["failed"] == []
 
 
 def test_serve_with_a_worker_runs_the_queued_jobs_in_the_background(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@
   writes exactly what changed, removal;
 * :class:`JobQueue` (``jobs``, ``_extract``): the background belief builds:
   jobs queued as signed entries, each run as its own recorded run, idempotent
-  across crashes, beliefs citing their source turns.
+  across crashes, beliefs citing their source turns; a failing job's attempts
+  recorded as signed markers, retried with backoff up to a cap (``_retry``).
 
 It composes tools and recall and reaches runs and memories through small
 protocols (:class:`Recorder`, :class:`RunOpener`, :class:`RecordingMemory`)
@@ -22,6 +23,7 @@ imports still go one way. See docs/lifecycle.md.
 
 from ._chunking import DEFAULT_BUDGET, Chunk, chunk_id, chunk_text, kind_of
 from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
+from ._retry import DEFAULT_MAX_ATTEMPTS
 from .agent_memory import (
     AgentMemory,
     BuildRequest,
@@ -35,7 +37,16 @@ from .agent_memory import (
 )
 from .brain import BRAIN_TAG, Brain, IngestReport, RecordedCalls, RecordingMemory, doc_tag
 from .briefing import BriefingSource, briefing
-from .jobs import JOB_KINDS, JobInfo, JobOutcome, JobQueue, QueueStatus, Retraction
+from .jobs import (
+    JOB_KINDS,
+    JobInfo,
+    JobOutcome,
+    JobQueue,
+    QueueStatus,
+    Requeued,
+    Retraction,
+    RetryPolicy,
+)
 from .layout import MemoryLayout
 from .pack import (
     LEARNINGS,
@@ -56,6 +67,7 @@ from .pack import (
 __all__ = [
     "BRAIN_TAG",
     "DEFAULT_BUDGET",
+    "DEFAULT_MAX_ATTEMPTS",
     "JOB_KINDS",
     "LEARNINGS",
     "PRESETS",
@@ -84,7 +96,9 @@ __all__ = [
     "RecordedCalls",
     "Recorder",
     "RecordingMemory",
+    "Requeued",
     "Retraction",
+    "RetryPolicy",
     "RuleExtractor",
     "RunOpener",
     "SectionSpec",

@@ -28,6 +28,13 @@ Running a job (:meth:`JobQueue.run_pending`, from the host's loop or
 4. a ``done:<job id>`` marker is stored in the queue: the job is not run
    again.
 
+An attempt that fails (its turns are gone, the extractor raises) stores a
+signed failure marker in the queue naming the job, the attempt and the
+error (see :mod:`._retry`); the job is tried again after a deterministic
+backoff, each attempt in a run of its own (``job-<id>.<round>.<n>``), and
+after :attr:`RetryPolicy.max_attempts` it is ``failed`` and left alone
+until an admin re-queues it (:meth:`JobQueue.requeue`, a signed marker too).
+
 :meth:`JobQueue.retract` is the learning layer's writeBack: a write it does
 not keep is taken back by a signed retraction, a recorded note naming the
 item and the reason, then a recorded forget of the item; never a silent
@@ -38,18 +45,47 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Sequence
-from typing import Any, Final, Literal
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
 
-import blake3
 import msgspec
 
 from memseal.engine import Reach
-from memseal.engine.items import MAX_IDS, MAX_TAGS
-from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, StorageError
+from memseal.engine.items import MAX_TAGS
+from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound, StorageError
 
 from ..scope import ToolScope
 from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
+from ._job_records import (
+    MAX_REASON,
+    JobInfo,
+    JobOutcome,
+    JobSpec,
+    QueueStatus,
+    Requeued,
+    Retraction,
+    check_id,
+    check_sources,
+    check_thread,
+    digest,
+    due,
+    encoder,
+    info_of,
+    spec_decoder,
+    tag,
+)
+from ._retry import (
+    MAX_ERROR_CHARS,
+    FailureMark,
+    RequeueMark,
+    RetryPolicy,
+    decode_failure,
+    decode_requeue,
+    encode_mark,
+    job_state,
+    stamp,
+)
 from .brain import RecordedCalls, RecordingMemory
 from .pack import Recorder
 
@@ -59,97 +95,19 @@ __all__ = [
     "JobOutcome",
     "JobQueue",
     "QueueStatus",
+    "Requeued",
     "Retraction",
+    "RetryPolicy",
 ]
 
-JobKind = Literal["beliefs"]
 JOB_KINDS: Final[tuple[str, ...]] = ("beliefs",)
 JOB_TAG: Final = "memseal-job"
 DONE_TAG: Final = "memseal-job-done"
+FAILED_TAG: Final = "memseal-job-failed"
+REQUEUE_TAG: Final = "memseal-job-requeued"
 RETRACTION_TAG: Final = "memseal-retraction"
 BELIEF_TAG: Final = "belief"
 _LIST_LIMIT: Final = 50
-_MAX_REASON: Final = 2_000
-
-
-class JobSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A queued job as its stored text says (decoded strictly)."""
-
-    v: Literal[1]
-    kind: JobKind
-    thread: str
-    source_ids: tuple[str, ...]
-
-
-class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """One queued job: its id (the queue item's), kind, thread, source ids, state."""
-
-    id: str
-    kind: str
-    thread: str
-    source_ids: tuple[str, ...]
-    state: Literal["pending", "done"]
-    replayed: bool = False
-
-
-class JobOutcome(msgspec.Struct, frozen=True, kw_only=True):
-    """What running one job did: beliefs stored and superseded, or why it did not run."""
-
-    id: str
-    run_id: str
-    state: Literal["done", "failed", "busy"]
-    learned: tuple[str, ...] = ()
-    superseded: tuple[str, ...] = ()
-    error: str | None = None
-
-
-class QueueStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """The queue now: pending and done jobs, and queue items that are not jobs."""
-
-    pending: tuple[JobInfo, ...] = ()
-    done: tuple[JobInfo, ...] = ()
-    invalid: tuple[str, ...] = ()
-
-
-class Retraction(msgspec.Struct, frozen=True, kw_only=True):
-    """A retraction: the note's id, the item taken back, and whether it was forgotten."""
-
-    note: str
-    item: str
-    forgotten: bool
-    run_id: str
-
-
-_encoder = msgspec.json.Encoder(order="deterministic")
-_spec_decoder = msgspec.json.Decoder(JobSpec)
-
-
-def _digest(text: str) -> str:
-    return blake3.blake3(text.encode("utf-8")).hexdigest(length=12)
-
-
-def _tag(prefix: str, value: str) -> str:
-    """``prefix:value`` if it fits a tag (64 characters), else ``prefix:#<digest>``."""
-    tag = f"{prefix}:{value}"
-    return tag if len(tag) <= 64 else f"{prefix}:#{_digest(value)}"
-
-
-def _check_thread(value: object) -> str:
-    if not isinstance(value, str) or not 1 <= len(value) <= 200 or not value.isprintable():
-        raise InvalidRequest("`thread` must be 1 to 200 printable characters")
-    return value
-
-
-def _check_sources(value: object) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InvalidRequest("`source_ids` must be a list of the turns' item ids")
-    ids = tuple(dict.fromkeys(value))
-    if not 1 <= len(ids) <= MAX_IDS:
-        raise InvalidRequest(f"`source_ids` must list 1 to {MAX_IDS} item ids")
-    for item in ids:
-        if not isinstance(item, str) or not 1 <= len(item) <= 128 or not item.isascii():
-            raise InvalidRequest(f"`source_ids`: {item!r:.40} is not an item id")
-    return ids
 
 
 class JobQueue:
@@ -159,7 +117,10 @@ class JobQueue:
     and its reach must include the threads whose turns jobs read (for example
     ``Reach.subtree`` of the agent's node). ``queue_place`` is where jobs are
     queued (default ``<place>/queue:jobs``); ``extractor`` draws beliefs from
-    turns (default :class:`RuleExtractor`).
+    turns (default :class:`RuleExtractor`). ``retry`` caps and spaces the
+    attempts of a failing job (default :class:`RetryPolicy`: 5 attempts, 30 s
+    doubling to at most an hour); ``clock`` is the time the queue reads (an
+    aware datetime; default the current UTC time), for backoff and markers.
     """
 
     def __init__(
@@ -169,6 +130,8 @@ class JobQueue:
         *,
         queue_place: str | None = None,
         extractor: Extractor | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         if not callable(getattr(memory, "tools", None)):
             raise InvalidRequest("`memory` must be an open memseal memory (memseal.open)")
@@ -178,6 +141,10 @@ class JobQueue:
             raise InvalidRequest("`scope` must allow writes: a job stores what it learns")
         if extractor is not None and not isinstance(extractor, Extractor):
             raise InvalidRequest("`extractor` must have an async extract(turns) method")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidRequest("`retry` must be a RetryPolicy")
+        if clock is not None and not callable(clock):
+            raise InvalidRequest("`clock` must be a function returning an aware datetime")
         place = queue_place if queue_place is not None else _child(scope.place, "queue:jobs")
         self._memory = memory
         self._scope = scope
@@ -185,11 +152,24 @@ class JobQueue:
             place, reach=Reach.exact(place), floor="stale", default_trust="stale"
         )
         self._extractor: Extractor = extractor if extractor is not None else RuleExtractor()
+        self._retry = retry if retry is not None else RetryPolicy()
+        self._clock = clock if clock is not None else _utc_now
 
     @property
     def queue_scope(self) -> ToolScope:
         """The scope the queue's own entries are recorded under."""
         return self._queue
+
+    @property
+    def retry(self) -> RetryPolicy:
+        """How failing jobs are retried."""
+        return self._retry
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise InvalidRequest("`clock` must return an aware datetime")
+        return now
 
     # -- queueing -----------------------------------------------------------------------
 
@@ -217,9 +197,9 @@ class JobQueue:
         if kind not in JOB_KINDS:
             raise InvalidRequest(f"`kind` {kind!r:.40} is not one of {', '.join(JOB_KINDS)}")
         spec = JobSpec(
-            v=1, kind="beliefs", thread=_check_thread(thread), source_ids=_check_sources(source_ids)
+            v=1, kind="beliefs", thread=check_thread(thread), source_ids=check_sources(source_ids)
         )
-        text = _encoder.encode(spec).decode()
+        text = encoder.encode(spec).decode()
         tools: Recorder = via if via is not None else self._memory.tools(self._queue)
         stored = await tools.call(
             "memory_store",
@@ -236,10 +216,11 @@ class JobQueue:
             source_ids=spec.source_ids,
             state="pending",
             replayed=bool(stored.get("replayed")),
+            run_id=f"job-{stored['id']}",
         )
 
     async def status(self) -> QueueStatus:
-        """The pending and done jobs (recorded reads of the queue)."""
+        """The pending, failed and done jobs (recorded reads of the queue)."""
         tools = self._memory.tools(self._queue, run_id=f"queue-{secrets.token_hex(8)}")
         try:
             return await self._status(tools)
@@ -248,64 +229,107 @@ class JobQueue:
 
     async def _status(self, tools: RecordedCalls) -> QueueStatus:
         queued = await _list_all(tools, JOB_TAG)
-        done = {
-            tag[len("done:") :]
-            for item in await _list_all(tools, DONE_TAG)
-            for tag in item.get("meta", {}).get("tags", ())
-            if isinstance(tag, str) and tag.startswith("done:")
-        }
+        done: dict[str, str | None] = {}
+        for item in await _list_all(tools, DONE_TAG):
+            tags = [t for t in item.get("meta", {}).get("tags", ()) if isinstance(t, str)]
+            run = next((t[len("run:") :] for t in tags if t.startswith("run:")), None)
+            for label in tags:
+                if label.startswith("done:"):
+                    done[label[len("done:") :]] = run
+        failures = [
+            mark
+            for mark in (decode_failure(i.get("text")) for i in await _list_all(tools, FAILED_TAG))
+            if mark is not None
+        ]
+        requeues = [
+            mark
+            for mark in (decode_requeue(i.get("text")) for i in await _list_all(tools, REQUEUE_TAG))
+            if mark is not None
+        ]
         pending: list[JobInfo] = []
+        failed: list[JobInfo] = []
         finished: list[JobInfo] = []
         invalid: list[str] = []
         # Oldest first: a listing is newest first.
         for item in reversed(queued):
             try:
-                spec = _spec_decoder.decode(item.get("text", ""))
+                spec = spec_decoder.decode(item.get("text", ""))
             except (msgspec.DecodeError, TypeError):
                 invalid.append(str(item.get("id")))
                 continue
-            state: Literal["pending", "done"] = "done" if item["id"] in done else "pending"
-            info = JobInfo(
-                id=item["id"],
-                kind=spec.kind,
-                thread=spec.thread,
-                source_ids=spec.source_ids,
-                state=state,
+            job = str(item["id"])
+            state = job_state(
+                job,
+                done=job in done,
+                done_run=done.get(job),
+                failures=failures,
+                requeues=requeues,
             )
-            (finished if state == "done" else pending).append(info)
-        return QueueStatus(pending=tuple(pending), done=tuple(finished), invalid=tuple(invalid))
+            info = info_of(job, spec, state)
+            {"pending": pending, "failed": failed, "done": finished}[state.state].append(info)
+        return QueueStatus(
+            pending=tuple(pending),
+            failed=tuple(failed),
+            done=tuple(finished),
+            invalid=tuple(invalid),
+        )
+
+    async def job(self, job_id: str) -> JobInfo:
+        """One job of the queue as it is now, or :class:`NotFound`."""
+        check_id(job_id, "job")
+        status = await self.status()
+        for info in (*status.pending, *status.failed, *status.done):
+            if info.id == job_id:
+                return info
+        raise NotFound(f"no job {job_id} in the queue {self._queue.place}")
 
     # -- running ------------------------------------------------------------------------
 
     async def run_pending(self, *, limit: int | None = None) -> list[JobOutcome]:
-        """Run the pending jobs, oldest first (at most ``limit``); each its own run."""
+        """Run the pending jobs that are due, oldest first (at most ``limit``); each its
+        own run. A job that failed waits until its ``not_before``; a ``failed`` one is
+        never run (re-queue it)."""
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
         ):
             raise InvalidRequest("`limit` must be a whole number >= 1, or None")
-        pending = (await self.status()).pending
+        now = self._now()
+        runnable = [job for job in (await self.status()).pending if due(job, now)]
         outcomes: list[JobOutcome] = []
-        for job in pending[:limit]:
-            outcomes.append(await self.run_job(job))
+        for job in runnable[:limit]:
+            outcomes.append(await self._run_job(job, "resume"))
         return outcomes
 
     async def run_job(self, job: JobInfo) -> JobOutcome:
-        """Run one job in its run ``job-<id>`` (resumed if it was cut short), then mark it done.
+        """Run one job now (due or not) in the run of its next attempt, then mark it done.
 
-        A job another process is running (its run's lease is held) comes back ``busy``;
-        one whose turns are gone or whose extractor fails comes back ``failed`` and
-        stays pending.
+        The job's state is read first, so a stale ``job`` runs the right attempt. A job
+        another process is running (its run's lease is held) comes back ``busy``; one
+        whose turns are gone or whose extractor fails comes back ``failed``: the attempt
+        is recorded as a signed marker and the job stays pending until the cap, then is
+        ``failed``. A ``failed`` job is not run (its outcome says so; re-queue it).
         """
-        return await self._run_job(job, "resume")
+        if not isinstance(job, JobInfo):
+            raise InvalidRequest("`job` must be a JobInfo (from enqueue or status)")
+        return await self._run_job(await self.job(job.id), "resume")
 
     async def replay_job(self, job: JobInfo) -> JobOutcome:
-        """Replay a job's recorded run strictly (every call from its memo, nothing live,
-        every recorded step consumed): what CI checks. Writes nothing; a divergence or
-        a missing step comes back ``failed`` naming it."""
+        """Replay a job's recorded run (``job.run_id``) strictly (every call from its memo,
+        nothing live, every recorded step consumed): what CI checks. Writes nothing; a
+        divergence or a missing step comes back ``failed`` naming it."""
         return await self._run_job(job, "strict")
 
     async def _run_job(self, job: JobInfo, mode: str) -> JobOutcome:
-        run_id = f"job-{job.id}"
+        run_id = job.run_id or f"job-{job.id}"
+        attempt = job.attempts + 1
+        if mode != "strict" and job.state == "failed":
+            return JobOutcome(
+                id=job.id,
+                run_id=run_id,
+                state="failed",
+                attempt=job.attempts,
+                error=f"gave up after {job.attempts} attempts ({job.last_error}); re-queue it",
+            )
         try:
             tools = self._memory.tools(self._scope, run_id=run_id, mode=mode)
         except Conflict as exc:
@@ -315,7 +339,9 @@ class JobQueue:
         except Conflict as exc:
             return JobOutcome(id=job.id, run_id=run_id, state="busy", error=str(exc))
         except MemsealError as exc:
-            return JobOutcome(id=job.id, run_id=run_id, state="failed", error=str(exc))
+            if mode == "strict":
+                return JobOutcome(id=job.id, run_id=run_id, state="failed", error=str(exc))
+            return await self._failed(job, run_id, attempt, str(exc))
         finally:
             # The lease lapses by itself; the outcome already says what happened.
             if mode == "strict":
@@ -331,13 +357,18 @@ class JobQueue:
                 state="done",
                 learned=tuple(learned),
                 superseded=tuple(superseded),
+                attempt=attempt,
             )
         marker = self._memory.tools(self._queue)
+        # The run that finished the job is named, so a replay after retries finds it.
+        tags = [DONE_TAG, f"done:{job.id}"]
+        if run_id != f"job-{job.id}":
+            tags.append(f"run:{run_id}"[:64])
         await marker.call(
             "memory_store",
             {
                 "learning": {"text": f"job {job.id} done", "learning_kind": "scratch"},
-                "tags": [DONE_TAG, f"done:{job.id}"],
+                "tags": tags,
             },
         )
         return JobOutcome(
@@ -346,7 +377,67 @@ class JobQueue:
             state="done",
             learned=tuple(learned),
             superseded=tuple(superseded),
+            attempt=attempt,
         )
+
+    async def _failed(self, job: JobInfo, run_id: str, attempt: int, error: str) -> JobOutcome:
+        """Record a failed attempt (a signed marker in the queue) and say when it retries."""
+        now = self._now()
+        retry_at = self._retry.retry_at(attempt, now)
+        mark = FailureMark(
+            v=1,
+            job=job.id,
+            round=job.round,
+            attempt=attempt,
+            run=run_id,
+            at=stamp(now),
+            error=error[:MAX_ERROR_CHARS],
+            retry_at=None if retry_at is None else stamp(retry_at),
+        )
+        await self._memory.tools(self._queue).call(
+            "memory_store",
+            {
+                "learning": {"text": encode_mark(mark), "learning_kind": "scratch"},
+                "tags": [FAILED_TAG, f"failed:{job.id}", f"attempt:{job.round}.{attempt}"],
+            },
+        )
+        return JobOutcome(
+            id=job.id,
+            run_id=run_id,
+            state="failed",
+            error=mark.error,
+            attempt=attempt,
+            retry_at=mark.retry_at,
+        )
+
+    async def requeue(self, job_id: str, *, reason: str) -> Requeued:
+        """Make a failed job pending again: a signed note in the queue opening its next
+        round (its attempts count from one, no backoff holds it). A pending job that has
+        failed may be re-queued too (its backoff is cleared); a done one, or one that never
+        failed, is refused."""
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
+            raise InvalidRequest(f"`reason` must be 1 to {MAX_REASON} characters")
+        job = await self.job(job_id)
+        if job.state == "done":
+            raise InvalidRequest(f"job {job_id} is done: there is nothing to re-queue")
+        if job.attempts == 0:
+            raise InvalidRequest(f"job {job_id} is pending and has not failed: nothing to re-queue")
+        mark = RequeueMark(
+            v=1, job=job.id, round=job.round + 1, at=stamp(self._now()), reason=reason.strip()
+        )
+        run_id = f"requeue-{secrets.token_hex(8)}"
+        tools = self._memory.tools(self._queue, run_id=run_id)
+        try:
+            note = await tools.call(
+                "memory_store",
+                {
+                    "learning": {"text": encode_mark(mark), "learning_kind": "scratch"},
+                    "tags": [REQUEUE_TAG, f"requeued:{job.id}", f"round:{mark.round}"],
+                },
+            )
+        finally:
+            await tools.close()
+        return Requeued(note=note["id"], job=await self.job(job_id), run_id=run_id)
 
     async def _build(self, tools: RecordedCalls, job: JobInfo) -> tuple[list[str], list[str]]:
         got = await tools.call("memory_get", {"ids": list(job.source_ids)})
@@ -375,13 +466,13 @@ class JobQueue:
                 raise StorageError(f"job {job.id}: the extractor returned a non-Belief")
             old: list[str] = []
             if belief.subject is not None:
-                held = await _list_all(tools, _tag(BELIEF_TAG, belief.subject))
+                held = await _list_all(tools, tag(BELIEF_TAG, belief.subject))
                 # A forgotten text comes back from a memo as a marker, never equal to it.
                 old = [item["id"] for item in held if item.get("text") != belief.text]
             stored = await tools.call(
                 "memory_store",
                 self._store_args(belief, job, old),
-                key=f"learn:{_digest(belief.text)}",
+                key=f"learn:{digest(belief.text)}",
             )
             learned.append(stored["id"])
             for item in old:
@@ -396,12 +487,12 @@ class JobQueue:
         evidence = f"from turns {', '.join(sources)} of thread {job.thread} (job {job.id})"
         if old:
             evidence += f"; supersedes {', '.join(old)}"
-        tags = [BELIEF_TAG, _tag("thread", job.thread)]
+        tags = [BELIEF_TAG, tag("thread", job.thread)]
         if belief.subject is not None:
-            tags.append(_tag(BELIEF_TAG, belief.subject))
+            tags.append(tag(BELIEF_TAG, belief.subject))
         if belief.preference:
             tags.append("preference")
-        tags += [_tag("turn", source) for source in sources]
+        tags += [tag("turn", source) for source in sources]
         return {
             "learning": {
                 "text": belief.text,
@@ -417,10 +508,9 @@ class JobQueue:
     async def retract(self, item_id: str, *, reason: str) -> Retraction:
         """Take back a learning this layer does not keep: a signed note naming the item and
         ``reason`` in the queue, then a recorded, signed forget of it (never a silent delete)."""
-        if not isinstance(item_id, str) or not 1 <= len(item_id) <= 128 or not item_id.isascii():
-            raise InvalidRequest("`item_id` must be an item id")
-        if not isinstance(reason, str) or not reason.strip() or len(reason) > _MAX_REASON:
-            raise InvalidRequest(f"`reason` must be 1 to {_MAX_REASON} characters")
+        check_id(item_id, "item_id")
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
+            raise InvalidRequest(f"`reason` must be 1 to {MAX_REASON} characters")
         note = await self._memory.tools(self._queue).call(
             "memory_store",
             {
@@ -445,12 +535,12 @@ class JobQueue:
         )
 
 
-async def _list_all(tools: RecordedCalls, tag: str) -> list[dict[str, Any]]:
-    """Every item carrying ``tag`` in reach, newest first (recorded pages)."""
+async def _list_all(tools: RecordedCalls, label: str) -> list[dict[str, Any]]:
+    """Every item carrying the tag ``label`` in reach, newest first (recorded pages)."""
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
-        arguments: dict[str, Any] = {"filter": {"tags_any": [tag]}, "limit": _LIST_LIMIT}
+        arguments: dict[str, Any] = {"filter": {"tags_any": [label]}, "limit": _LIST_LIMIT}
         if cursor is not None:
             arguments["cursor"] = cursor
         page = await tools.call("memory_list", arguments)
@@ -462,3 +552,7 @@ async def _list_all(tools: RecordedCalls, tag: str) -> list[dict[str, Any]]:
 
 def _child(place: str, segment: str) -> str:
     return segment if not place else f"{place}/{segment}"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

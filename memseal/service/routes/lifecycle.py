@@ -21,7 +21,9 @@ A post-turn also queues the turn's belief build in the agent's job queue
 ``GET /v1/jobs`` is the queue's status for the agent's token; ``POST
 /v1/admin/jobs/run`` runs an agent's pending jobs for an admin whose reach
 covers the agent (``memseal serve --worker PLACE`` runs them in the
-background instead).
+background instead). ``POST /v1/admin/jobs/requeue`` makes a job that failed
+pending again for such an admin: a signed note in the queue naming the job
+and the admin's reason.
 """
 
 from __future__ import annotations
@@ -110,6 +112,14 @@ class RunJobsIn(_Struct):
 
     place: str
     limit: int | None = None
+
+
+class RequeueIn(_Struct):
+    """Which agent's queue (its node), which job, and why it is re-queued."""
+
+    place: str
+    job: str
+    reason: str = "re-queued by an admin"
 
 
 async def _body(request: Request, kind: type[_T]) -> _T:
@@ -303,12 +313,31 @@ async def run_jobs(request: Request, who: Admin, memory: MemoryDep) -> Response:
     The outcome of each pending job of the agent at ``place``, oldest first.
     """
     body = await _body(request, RunJobsIn)
-    place = Namespace(body.place, field="place")
+    outcomes = await _admin_queue(who, memory, body.place).run_pending(limit=body.limit)
+    return json_response({"outcomes": [msgspec.to_builtins(o) for o in outcomes]})
+
+
+@router.post(
+    "/v1/admin/jobs/requeue",
+    summary="Re-queue an agent's failed background job (a signed note naming the reason)",
+    openapi_extra=_BODY,
+)
+async def requeue_job(request: Request, who: Admin, memory: MemoryDep) -> Response:
+    """
+    \f
+    The job ``job`` of the agent at ``place`` pending again, and the note that says why.
+    """
+    body = await _body(request, RequeueIn)
+    requeued = await _admin_queue(who, memory, body.place).requeue(body.job, reason=body.reason)
+    return json_response(msgspec.to_builtins(requeued))
+
+
+def _admin_queue(who: Principal, memory: Any, value: str) -> JobQueue:
+    """The queue of the agent node ``value``, for an admin whose reach covers it."""
+    place = Namespace(value, field="place")
     if len(place.segments) < 2 or place.segments[-1][0] != "agent":
         raise InvalidRequest("`place` must be an agent node, like team:acme/agent:writer")
     if not _covers(who.scope.reach, Reach.subtree(place.text)):
         raise ApiError(403, "forbidden", f"the admin's reach does not cover subtree:{place.text}")
     tenant = "/".join(f"{k}:{n}" for k, n in place.segments[:-1])
-    layout = MemoryLayout(tenant=tenant)
-    outcomes = await queue_for(memory, layout, place.segments[-1][1]).run_pending(limit=body.limit)
-    return json_response({"outcomes": [msgspec.to_builtins(o) for o in outcomes]})
+    return queue_for(memory, MemoryLayout(tenant=tenant), place.segments[-1][1])

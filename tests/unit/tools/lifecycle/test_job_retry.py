@@ -1,0 +1,84 @@
+"""The retry policy and the folding of a job's markers into its state (pure functions)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from memseal.tools.lifecycle import RetryPolicy
+from memseal.tools.lifecycle._retry import (
+    FailureMark,
+    RequeueMark,
+    attempt_run,
+    decode_failure,
+    decode_requeue,
+    encode_mark,
+    job_state,
+)
+
+JOB = "a" * 32
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+def _mark(
+    attempt: int, *, round: int = 0, retry_at: str | None = "later", job: str = JOB
+) -> FailureMark:
+    return FailureMark(
+        v=1,
+        job=job,
+        round=round,
+        attempt=attempt,
+        run=attempt_run(job, round, attempt),
+        at="2026-12-01T09:00:00.000000Z",
+        error=f"boom {round}.{attempt}",
+        retry_at=retry_at,
+    )
+
+
+def test_the_backoff_doubles_from_the_base_up_to_the_cap_and_stops_at_the_last_attempt() -> None:
+    policy = RetryPolicy(max_attempts=6, base_seconds=5, max_seconds=30)
+    assert [policy.delay(n) for n in range(1, 7)] == [5, 10, 20, 30, 30, 30]
+    assert policy.retry_at(1, T0) == T0 + timedelta(seconds=5)
+    assert policy.retry_at(5, T0) == T0 + timedelta(seconds=30)
+    assert policy.retry_at(6, T0) is None  # the sixth attempt was the last
+    assert RetryPolicy().max_attempts == 5
+    # Far past the cap: no overflow, the cap.
+    assert RetryPolicy(max_attempts=1_000).delay(999) == 3_600
+
+
+def test_markers_fold_into_pending_then_failed_and_a_requeue_opens_a_new_round() -> None:
+    fresh = job_state(JOB, done=False, done_run=None, failures=[], requeues=[])
+    assert (fresh.state, fresh.attempts, fresh.run_id) == ("pending", 0, f"job-{JOB}")
+    once = job_state(JOB, done=False, done_run=None, failures=[_mark(1)], requeues=[])
+    assert (once.state, once.attempts, once.not_before) == ("pending", 1, "later")
+    assert once.run_id == f"job-{JOB}.0.2" and once.last_error == "boom 0.1"
+    capped = [_mark(1), _mark(2), _mark(3, retry_at=None)]
+    failed = job_state(JOB, done=False, done_run=None, failures=capped, requeues=[])
+    assert (failed.state, failed.attempts, failed.run_id) == ("failed", 3, f"job-{JOB}.0.3")
+    requeue = RequeueMark(v=1, job=JOB, round=1, at="t", reason="fixed")
+    again = job_state(JOB, done=False, done_run=None, failures=capped, requeues=[requeue])
+    assert (again.state, again.round, again.attempts, again.not_before) == ("pending", 1, 0, None)
+    assert again.run_id == f"job-{JOB}.1.1"
+    done = job_state(JOB, done=True, done_run="job-x.1.1", failures=capped, requeues=[requeue])
+    assert (done.state, done.run_id) == ("done", "job-x.1.1")
+
+
+def test_two_markers_of_one_attempt_count_once_and_the_one_that_gives_up_wins() -> None:
+    # Two workers, one on a stale view, both recorded attempt 2.
+    marks = [_mark(1), _mark(2), _mark(2, retry_at=None)]
+    state = job_state(JOB, done=False, done_run=None, failures=marks, requeues=[])
+    assert (state.state, state.attempts) == ("failed", 2)
+    # Another job's markers, and another round's, are not this job's attempts.
+    others = [_mark(1, job="b" * 32), _mark(4, round=7)]
+    state = job_state(JOB, done=False, done_run=None, failures=others, requeues=[])
+    assert (state.state, state.attempts) == ("pending", 0)
+
+
+def test_markers_decode_strictly_and_a_foreign_text_is_no_marker() -> None:
+    mark = _mark(2)
+    assert decode_failure(encode_mark(mark)) == mark
+    requeue = RequeueMark(v=1, job=JOB, round=1, at="t", reason="fixed")
+    assert decode_requeue(encode_mark(requeue)) == requeue
+    for text in ("", "job done", '{"v": 1}', encode_mark(requeue), None, 3):
+        assert decode_failure(text) is None
+    assert decode_requeue(encode_mark(mark)) is None
+    assert decode_failure(encode_mark(_mark(0))) is None  # attempts count from 1

@@ -27,13 +27,21 @@ is skipped and logged (logger ``memseal.tools.context``); an empty engine
 (nothing in reach) yields an empty document. Every read is confined to
 the reach (from the :class:`ContextSpec`, or from the scope when compiling
 for a :class:`MemoryTools`) and to the trust floor.
+
+context.md is one preset of :class:`~memseal.tools.lifecycle.ContextPack`,
+``context_md``: :func:`context_pack` reads and fits the pack (each answered
+brief a prose section citing the ids its answer cites, then the learnings
+section, every item with its id and trust) and
+:meth:`ContextDocument.markdown` renders it as the document above, which is
+what :func:`compile` returns, byte for byte as before the pack existed (a
+golden test pins it). ``to_json()`` of the pack is the JSON form.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Final, Protocol
 
@@ -45,21 +53,27 @@ from memseal.engine.trust import check_min_trust
 from memseal.ledger.entry import format_time
 from memseal.ledger.errors import InvalidRequest
 
+from .lifecycle.pack import CHARS_PER_TOKEN, ContextPack, PackItem, PackSection
 from .scope import ToolScope
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "CONTEXT_MD",
     "DEFAULT_BRIEFS",
     "DEFAULT_BUDGET_TOKENS",
     "Brief",
+    "ContextDocument",
     "ContextSpec",
     "compile",
+    "context_pack",
+    "render_context_md",
 ]
 
 log = logging.getLogger("memseal.tools.context")
 
 DEFAULT_BUDGET_TOKENS: Final = 1_500
-CHARS_PER_TOKEN: Final = 4
+#: The name of context.md's preset of ContextPack.
+CONTEXT_MD: Final = "context_md"
 _LEARNINGS_PAGE: Final = 50
 
 
@@ -151,9 +165,9 @@ class ScopedTools(Protocol):
         """The scope whose reach and default trust the brief keeps to."""
 
 
-async def _answered_briefs(engine: Engine, spec: ContextSpec) -> list[tuple[str, list[str]]]:
-    """Each brief that recall answered with citations: its section and the ids it cites."""
-    briefs: list[tuple[str, list[str]]] = []
+async def _answered_briefs(engine: Engine, spec: ContextSpec) -> list[PackSection]:
+    """Each brief that recall answered with citations: a prose section citing its ids."""
+    briefs: list[PackSection] = []
     for brief in spec.briefs:
         try:
             recollection = await engine.recall(
@@ -165,13 +179,19 @@ async def _answered_briefs(engine: Engine, spec: ContextSpec) -> list[tuple[str,
         if not recollection.citations or recollection.answer == NO_ANSWER:
             continue
         briefs.append(
-            (f"## {brief.title}\n{recollection.answer}", [c.id for c in recollection.citations])
+            PackSection(
+                reach="own",
+                title=brief.title,
+                items=(),
+                answer=recollection.answer,
+                cites=tuple(c.id for c in recollection.citations),
+            )
         )
     return briefs
 
 
-async def _learnings(engine: Engine, spec: ContextSpec) -> list[tuple[str, str]]:
-    """The learnings section's lines with their ids, in the order the brief shows them."""
+async def _learnings(engine: Engine, spec: ContextSpec) -> list[PackItem]:
+    """The learnings section's items, in the order the brief shows them."""
     if not spec.learnings:
         return []
     try:
@@ -190,7 +210,152 @@ async def _learnings(engine: Engine, spec: ContextSpec) -> list[tuple[str, str]]
         key=lambda i: (i.observed_at[:10], i.confidence or 0.0, i.seq),
         reverse=True,
     )
-    return [(_learning_line(i.kind, i.confidence, i.text), i.id) for i in ordered]
+    return [
+        PackItem(
+            id=i.id,
+            kind=i.kind,
+            text=i.text,
+            trust=i.trust,
+            observed_at=i.observed_at,
+            ledger_ref=i.seq,
+            confidence=i.confidence,
+            as_of=i.seq,
+        )
+        for i in ordered
+    ]
+
+
+def render_context_md(pack: ContextPack, *, generated_at: str, engine: str) -> str:
+    """A ``context_md`` pack as the context.md document: frontmatter (``generated_at``,
+    ``engine``, its own ``tokens``, the ``refs`` it cites in order), the title, each prose
+    section's answer, and item sections as ``- (kind, confidence) text`` lines."""
+    sections = []
+    for section in pack.sections:
+        if section.answer is not None:
+            sections.append(f"## {section.title}\n{section.answer}")
+        else:
+            lines = [_learning_line(i.kind, i.confidence, i.text) for i in section.items]
+            sections.append(f"## {section.title}\n" + "\n".join(lines))
+    refs = list(dict.fromkeys(pack.ids))
+    return _document(generated_at, engine, refs, pack.title, sections)
+
+
+class ContextDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """context.md as data: its ``context_md`` pack and the frontmatter's time and engine."""
+
+    pack: ContextPack
+    generated_at: str
+    engine: str
+
+    def markdown(self) -> str:
+        """The context.md text (empty when memory had nothing to say in the budget)."""
+        if not self.pack.sections and self.pack.tokens == 0:
+            return ""
+        return render_context_md(self.pack, generated_at=self.generated_at, engine=self.engine)
+
+
+def _engine_of(source: Engine | ScopedTools, spec: ContextSpec) -> tuple[Engine, ContextSpec]:
+    if isinstance(source, Engine):
+        return source, spec
+    given, scope = getattr(source, "engine", None), getattr(source, "scope", None)
+    if not isinstance(given, Engine) or not isinstance(scope, ToolScope):
+        raise InvalidRequest("`source` must be an Engine or memory tools (memory.tools(scope))")
+    return given, msgspec.structs.replace(spec, reach=scope.reach, min_trust=scope.default_trust)
+
+
+def _fitted(
+    spec: ContextSpec, briefs: list[PackSection], learned: list[PackItem], render: _Render
+) -> ContextPack:
+    """The pack within the budget: learnings dropped first, from the end; then briefs,
+    from the last; the first brief clipped last of all; nothing if even that is over."""
+    budget = spec.budget_tokens * CHARS_PER_TOKEN
+    total = len(briefs) + len(learned)
+
+    def pack(kept_briefs: int, kept_learnings: int) -> ContextPack:
+        sections = list(briefs[:kept_briefs])
+        if kept_learnings:
+            sections.append(
+                PackSection(reach="own", title="Learnings", items=tuple(learned[:kept_learnings]))
+            )
+        shell = ContextPack(
+            preset=CONTEXT_MD,
+            title=spec.title,
+            query="",
+            budget_tokens=spec.budget_tokens,
+            tokens=0,
+            sections=tuple(sections),
+            dropped=total - kept_briefs - kept_learnings,
+        )
+        tokens = math.ceil(len(render(shell)) / CHARS_PER_TOKEN)
+        return msgspec.structs.replace(shell, tokens=tokens)
+
+    def length(fitted: ContextPack) -> int:
+        return len(render(fitted))
+
+    kept_briefs, kept_learnings = len(briefs), len(learned)
+    fitted = pack(kept_briefs, kept_learnings)
+    while length(fitted) > budget and kept_learnings:
+        kept_learnings -= 1
+        fitted = pack(kept_briefs, kept_learnings)
+    while length(fitted) > budget and kept_briefs > 1:
+        kept_briefs -= 1
+        fitted = pack(kept_briefs, kept_learnings)
+    if length(fitted) > budget and kept_briefs == 1:
+        # Clip the one brief left, on a word boundary, to the room there is.
+        answer = briefs[0].answer or ""
+        over = length(fitted) - budget
+        room = max(len(answer) - over - 1, 0)
+        cut = answer[:room]
+        if " " in cut:
+            cut = cut[: cut.rfind(" ")]
+        briefs[0] = msgspec.structs.replace(briefs[0], answer=f"{cut}…")
+        fitted = pack(1, 0)
+    if length(fitted) > budget:
+        # Not even the frontmatter fits: nothing useful can be said.
+        return msgspec.structs.replace(fitted, sections=(), tokens=0, dropped=total)
+    return fitted
+
+
+_Render = Callable[[ContextPack], str]
+
+
+async def context_pack(
+    source: Engine | ScopedTools,
+    spec: ContextSpec | None = None,
+    *,
+    now: datetime | None = None,
+) -> ContextDocument:
+    """context.md as its ``context_md`` pack (see the module docstring): the briefs and
+    learnings of ``source`` fitted into the budget, with the frontmatter's fields.
+
+    With tools (a :class:`MemoryTools`, or ``memory.tools(scope)``), their scope's
+    reach and default trust apply (a ``spec`` given too keeps its own briefs and
+    budget, and the scope's reach). ``now`` stamps ``generated_at`` (default: the current time).
+    """
+    engine, spec = _engine_of(source, _check(spec if spec is not None else ContextSpec()))
+    briefs = await _answered_briefs(engine, spec)
+    learned = await _learnings(engine, spec)
+    stamp = format_time(now if now is not None else datetime.now(UTC))
+    modes = engine.modes
+    described = f"memseal {'hybrid' if 'hybrid' in modes else modes[0] if modes else 'none'}"
+    if engine.embedder_id is not None:
+        described += f" {engine.embedder_id}"
+    if not briefs and not learned:
+        empty = ContextPack(
+            preset=CONTEXT_MD,
+            title=spec.title,
+            query="",
+            budget_tokens=spec.budget_tokens,
+            tokens=0,
+            sections=(),
+        )
+        return ContextDocument(pack=empty, generated_at=stamp, engine=described)
+
+    def render(pack: ContextPack) -> str:
+        return render_context_md(pack, generated_at=stamp, engine=described)
+
+    fitted = _fitted(spec, briefs, learned, render)
+    return ContextDocument(pack=fitted, generated_at=stamp, engine=described)
 
 
 async def compile(
@@ -199,60 +364,11 @@ async def compile(
     *,
     now: datetime | None = None,
 ) -> str:
-    """The context.md brief of what ``source`` holds (see the module docstring).
+    """The context.md brief of what ``source`` holds (see the module docstring): the
+    markdown of :func:`context_pack`.
 
     With tools (a :class:`MemoryTools`, or ``memory.tools(scope)``), their scope's
     reach and default trust apply (a ``spec`` given too keeps its own briefs and
     budget, and the scope's reach). ``now`` stamps ``generated_at`` (default: the current time).
     """
-    spec = _check(spec if spec is not None else ContextSpec())
-    if isinstance(source, Engine):
-        engine = source
-    else:
-        given, scope = getattr(source, "engine", None), getattr(source, "scope", None)
-        if not isinstance(given, Engine) or not isinstance(scope, ToolScope):
-            raise InvalidRequest("`source` must be an Engine or memory tools (memory.tools(scope))")
-        engine = given
-        spec = msgspec.structs.replace(spec, reach=scope.reach, min_trust=scope.default_trust)
-    budget = spec.budget_tokens * CHARS_PER_TOKEN
-
-    briefs = await _answered_briefs(engine, spec)
-    learned = await _learnings(engine, spec)
-    if not briefs and not learned:
-        return ""
-    stamp = format_time(now if now is not None else datetime.now(UTC))
-    modes = engine.modes
-    described = f"memseal {'hybrid' if 'hybrid' in modes else modes[0] if modes else 'none'}"
-    if engine.embedder_id is not None:
-        described += f" {engine.embedder_id}"
-
-    def render(kept_briefs: int, kept_learnings: int) -> str:
-        sections = [text for text, _ in briefs[:kept_briefs]]
-        refs: list[str] = [ref for _, ids in briefs[:kept_briefs] for ref in ids]
-        if kept_learnings:
-            lines = [line for line, _ in learned[:kept_learnings]]
-            sections.append("## Learnings\n" + "\n".join(lines))
-            refs.extend(ref for _, ref in learned[:kept_learnings])
-        return _document(stamp, described, list(dict.fromkeys(refs)), spec.title, sections)
-
-    kept_briefs, kept_learnings = len(briefs), len(learned)
-    text = render(kept_briefs, kept_learnings)
-    while len(text) > budget and kept_learnings:
-        kept_learnings -= 1
-        text = render(kept_briefs, kept_learnings)
-    while len(text) > budget and kept_briefs > 1:
-        kept_briefs -= 1
-        text = render(kept_briefs, kept_learnings)
-    if len(text) > budget and kept_briefs == 1:
-        # Clip the one brief left, on a word boundary, to the room there is.
-        heading, _, answer = briefs[0][0].partition("\n")
-        over = len(text) - budget
-        room = max(len(answer) - over - 1, 0)
-        cut = answer[:room]
-        if " " in cut:
-            cut = cut[: cut.rfind(" ")]
-        briefs[0] = (f"{heading}\n{cut}…", briefs[0][1])
-        text = render(1, 0)
-    if len(text) > budget:
-        return ""  # not even the frontmatter fits: nothing useful can be said
-    return text
+    return (await context_pack(source, spec, now=now)).markdown()

@@ -43,9 +43,8 @@ from memseal.engine import ITEM_KINDS, LEARNING_KINDS, Trust
 from memseal.engine.trust import check_min_trust
 from memseal.ledger.errors import InvalidRequest
 
-from ..context import CHARS_PER_TOKEN
-
 __all__ = [
+    "CHARS_PER_TOKEN",
     "LEARNINGS",
     "PRESETS",
     "PRE_TURN",
@@ -68,6 +67,8 @@ ReachName = Literal["own", "team", "brain", "thread"]
 #: The reaches a pack may read, in the order sections are usually shown.
 REACHES: Final[tuple[ReachName, ...]] = ("thread", "own", "team", "brain")
 MAX_ITEM_CHARS: Final = 800
+#: What a budget counts a token as: four characters (context.md's count, and every pack's).
+CHARS_PER_TOKEN: Final = 4
 #: The tag a compaction summary carries: the seq of the newest turn it folded.
 THROUGH_TAG: Final = "through:"
 _LIMIT_MAX: Final = 50
@@ -169,16 +170,22 @@ class PackItem(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PackSection(msgspec.Struct, frozen=True, kw_only=True):
-    """A section: the reach it was read from, its title and the items kept."""
+    """A section: the reach it was read from, its title and the items kept.
+
+    A prose section (context.md's briefs: a recall's answer) has no items but an
+    ``answer`` and the ids it ``cites``.
+    """
 
     reach: ReachName
     title: str
     items: tuple[PackItem, ...]
+    answer: str | None = None
+    cites: tuple[str, ...] = ()
 
     @property
     def ids(self) -> tuple[str, ...]:
         """The ids this section cites."""
-        return tuple(item.id for item in self.items)
+        return (*self.cites, *(item.id for item in self.items))
 
 
 class ContextPack(msgspec.Struct, frozen=True, kw_only=True):
@@ -224,12 +231,13 @@ def _line(item: PackItem) -> str:
 
 def render_markdown(title: str, sections: Sequence[PackSection]) -> str:
     """The markdown of a pack's sections (empty when there are none)."""
-    shown = [s for s in sections if s.items]
+    shown = [s for s in sections if s.items or s.answer]
     if not shown:
         return ""
     parts = [f"# {title}"]
     for section in shown:
-        parts.append(f"## {section.title}\n" + "\n".join(_line(i) for i in section.items))
+        body = section.answer if section.answer else "\n".join(_line(i) for i in section.items)
+        parts.append(f"## {section.title}\n{body}")
     return "\n\n".join(parts) + "\n"
 
 

@@ -138,3 +138,34 @@ async def test_compiling_for_tools_respects_their_scope(engine: Engine, clock: C
     strict = tools.with_scope(ToolScope.placed_at(PLACE, default_trust="verified"))
     only = await compile(strict, ContextSpec(briefs=(Brief(title="All", question="note"),)))
     assert checked in only and mine not in only
+
+
+async def test_context_md_is_the_context_md_preset_of_a_context_pack(
+    engine: Engine, clock: Clock
+) -> None:
+    from memseal.tools.context import CONTEXT_MD, context_pack
+
+    ids = await _fill(engine, clock)
+    document = await context_pack(engine, now=NOW)
+    pack = document.pack
+    text = document.markdown()
+    assert text == await compile(engine, now=NOW)
+    assert (pack.preset, pack.title, pack.budget_tokens) == (CONTEXT_MD, "Memory context", 1_500)
+    meta = _frontmatter(text)
+    # The pack's count and citations are the document's own.
+    assert pack.tokens == int(meta["tokens"]) and pack.dropped == 0
+    assert list(dict.fromkeys(pack.ids)) == re.findall(r"[0-9a-f]{32}", meta["refs"])
+    *briefs, learnings = pack.sections
+    assert [s.title for s in briefs] == [b.title for b in DEFAULT_BRIEFS]
+    assert all(s.answer and s.cites and not s.items for s in briefs)
+    assert learnings.title == "Learnings" and learnings.answer is None
+    assert {i.id for i in learnings.items} == set(ids.values())
+    assert all(i.trust == "unverified" for i in learnings.items)
+    # The pack's own forms: markdown citing ids and trust, and JSON.
+    assert f"[{ids['user']}]" in pack.markdown() and "; unverified)" in pack.markdown()
+    assert b'"preset":"context_md"' in pack.to_json()
+    # Under a small budget the pack says how much it left out, and an empty one is empty.
+    small = (await context_pack(engine, ContextSpec(budget_tokens=250), now=NOW)).pack
+    assert small.dropped > 0 and small.tokens <= 250
+    nothing = await context_pack(engine, ContextSpec(budget_tokens=10), now=NOW)
+    assert nothing.pack.sections == () and nothing.markdown() == ""

@@ -16,6 +16,7 @@ import sys
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -317,3 +318,31 @@ def test_the_worker_runs_the_pending_jobs_once(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=False, env=env,
     )  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+async def test_a_belief_names_the_day_its_turn_meant_and_refers_to_finds_it(
+    tmp_path: Path,
+) -> None:
+    from clock import Clock
+
+    clock = Clock()  # the turn is said on Monday 2026-11-30
+    async with memseal.open(
+        tmp_path / "d", embedder=None, checkpoint_interval=None, clock=clock
+    ) as memory:
+        turn = await _turn(memory, "We decided yesterday to use Go.")
+        queue = JobQueue(memory, SCOPE)
+        await queue.enqueue("beliefs", thread="t1", source_ids=[turn])
+        clock.set(datetime(2026, 12, 3, 9, 0, tzinfo=UTC))  # the job runs days later
+        (outcome,) = await queue.run_pending()
+        (belief,) = await _beliefs(memory)
+        assert belief["text"] == "Decided: use Go (on 2026-11-29)."
+        assert belief["meta"]["observed_at"].startswith("2026-12-03")
+        found = await memory.tools(SCOPE).call(
+            "memory_fetch",
+            {
+                "query": "decided Go",
+                "refers_to": {"from": "2026-11-29", "to": "2026-11-29"},
+                "filter": {"tags_any": ["belief"]},
+            },
+        )
+        assert [hit["id"] for hit in found["hits"]][:1] == list(outcome.learned)

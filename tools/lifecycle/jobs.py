@@ -449,8 +449,10 @@ class JobQueue:
         turns: list[SourceTurn] = []
         for item in got.get("items", ()):
             text = item.get("text")
+            at = (item.get("meta") or {}).get("observed_at")
             if isinstance(text, str):
-                turns.extend(parse_turns(item["id"], text))
+                # The turn's time: the days it names are read from when it was said.
+                turns.extend(parse_turns(item["id"], text, at if isinstance(at, str) else None))
         try:
             beliefs = list(await self._extractor.extract(turns))
         except MemsealError:

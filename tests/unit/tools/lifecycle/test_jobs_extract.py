@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from memseal.ledger.errors import InvalidRequest
 from memseal.tools.lifecycle import Belief, RuleExtractor, SourceTurn, parse_turns
 
 
@@ -64,3 +67,60 @@ def test_stored_conversation_text_parses_back_into_turns() -> None:
         ("c1", "user", "I live in Porto.\nsecond line"),
         ("c1", "assistant", "Noted."),
     ]
+
+
+WEDNESDAY = "2026-12-02T09:00:00Z"  # 2026-12-02 is a Wednesday
+
+
+async def _dated(text: str, at: str | None = WEDNESDAY, **options: object) -> list[Belief]:
+    turn = SourceTurn(item="t0", role="user", text=text, at=at)
+    return list(await RuleExtractor(**options).extract([turn]))  # type: ignore[arg-type]
+
+
+async def test_days_named_relative_to_the_turn_become_its_refers_to() -> None:
+    cases = {
+        "We decided yesterday to use Go.": ("Decided: use Go (on 2026-12-01).", "2026-12-01"),
+        "I moved to Lisbon last Tuesday.": (
+            "The user lives in Lisbon (on 2026-12-01).",
+            "2026-12-01",
+        ),
+        "Let's go with uvicorn on 3 March.": (
+            "Decided: use uvicorn (on 2026-03-03).",
+            "2026-03-03",
+        ),
+        "We decided to ship on Friday.": ("Decided: ship (on 2026-12-04).", "2026-12-04"),
+        "We will use Rust in 3 days.": ("Decided: use Rust (on 2026-12-05).", "2026-12-05"),
+        "We decided the day before yesterday to pause.": (
+            "Decided: pause (on 2026-11-30).",
+            "2026-11-30",
+        ),
+        "We decided two weeks ago to freeze.": ("Decided: freeze (on 2026-11-18).", "2026-11-18"),
+    }
+    for said, (text, day) in cases.items():
+        (belief,) = await _dated(said)
+        assert (belief.text, belief.refers_to) == (text, (day,)), said
+    # The same turn read again gives the same belief: deterministic.
+    assert await _dated("We decided yesterday to use Go.") == await _dated(
+        "We decided yesterday to use Go."
+    )
+
+
+async def test_days_are_read_in_the_extractors_zone_and_only_with_a_turn_time() -> None:
+    from zoneinfo import ZoneInfo
+
+    late = "2026-12-02T23:30:00Z"  # already 3 December in Auckland
+    (utc,) = await _dated("We decided yesterday to use Go.", at=late)
+    (nz,) = await _dated(
+        "We decided yesterday to use Go.", at=late, zone=ZoneInfo("Pacific/Auckland")
+    )
+    assert (utc.refers_to, nz.refers_to) == (("2026-12-01",), ("2026-12-02",))
+    # No time for the turn: the phrase stays, and no day is claimed.
+    (undated,) = await _dated("We decided yesterday to use Go.", at=None)
+    assert (undated.text, undated.refers_to) == ("Decided: yesterday to use Go.", ())
+    # A bare weekday is no day, and a full date stays in the text and is named.
+    (monday,) = await _dated("My favourite day is Monday.")
+    assert (monday.text, monday.refers_to) == ("The user's favourite day is Monday.", ())
+    (absolute,) = await _dated("We decided on 2026-11-01 to freeze.")
+    assert absolute.refers_to == ("2026-11-01",) and "2026-11-01" in absolute.text
+    with pytest.raises(InvalidRequest, match="`zone`"):
+        RuleExtractor(zone="Europe/Lisbon")  # type: ignore[arg-type]

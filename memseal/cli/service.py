@@ -161,6 +161,7 @@ async def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memseal.service.app import create_app
+    from memseal.service.workers import parse_worker
 
     folder = Path(args.data)
     store, shown = store_display(args)
@@ -197,8 +198,8 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"  OpenAPI: {url}/docs", flush=True)
         for witness in args.witness:
             print(f"  witness: {witness.partition(',')[0]}", flush=True)
-        for place in args.worker:
-            print(f"  worker:  runs the background jobs of {place}", flush=True)
+        for worker in args.worker:
+            print(f"  worker:  {parse_worker(worker).describe()}", flush=True)
         app = _Startup(made_app, lock)
         config = uvicorn.Config(
             app,
@@ -404,9 +405,10 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--worker",
         action="append",
         default=[],
-        metavar="PLACE",
+        metavar="PLACE[,reach=R][,trust=T][,attempts=N]",
         help="run the background jobs of this agent node (team:acme/agent:w) in the "
-        "service's loop; repeat for more agents",
+        "service's loop, reading subtree:PLACE (the only reach accepted) at trust T "
+        "(default unverified), N attempts a failing job (default 5); repeat for more agents",
     )
     serve.add_argument(
         "--worker-interval",

@@ -26,10 +26,10 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
-from memseal.engine import Embedder, Namespace
+from memseal.engine import Embedder
 from memseal.ledger.errors import InvalidRequest, MemsealError
 from memseal.memory import open as open_memory
-from memseal.tools.lifecycle import JobQueue, MemoryLayout
+from memseal.tools.lifecycle import JobQueue
 from memseal.witness.client import WitnessRelay, parse_witness_option
 
 from .errors import ApiError, error_body, from_memseal
@@ -38,6 +38,7 @@ from .models import ERRORS
 from .routes import ROUTERS, lifecycle
 from .state import Service
 from .tokens import TokenStore
+from .workers import WorkerScope, parse_worker
 
 __all__ = ["CONSOLE", "DOC_ASSETS", "create_app"]
 
@@ -68,7 +69,9 @@ def create_app(
     goes to those witnesses, and the checkpoint route serves it with their cosignatures.
 
     ``workers`` names agent nodes (``team:acme/agent:writer``) whose background jobs the
-    service runs itself, every ``worker_interval`` seconds, as ``memseal worker`` would.
+    service runs itself, every ``worker_interval`` seconds, as ``memseal worker`` would;
+    each may state its scope (``PLACE,reach=...,trust=...,attempts=N``, see
+    :mod:`memseal.service.workers`).
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int):
         raise InvalidRequest("`max_body` must be a number of bytes")
@@ -152,34 +155,26 @@ def create_app(
     return app
 
 
-def _worker_layouts(workers: Iterable[str]) -> list[tuple[MemoryLayout, str]]:
-    """The (layout, agent) of each agent node ``serve --worker`` names, checked now."""
+def _worker_layouts(workers: Iterable[str]) -> list[WorkerScope]:
+    """The scope of each worker ``serve --worker`` names, checked now."""
     if isinstance(workers, str):
         raise InvalidRequest("`workers` must be a list of agent nodes, not one string")
-    found: list[tuple[MemoryLayout, str]] = []
-    for place in workers:
-        node = Namespace(place, field="--worker")
-        if len(node.segments) < 2 or node.segments[-1][0] != "agent":
-            raise InvalidRequest(
-                f"`--worker` {place!r:.60} must be an agent node, like team:acme/agent:writer"
-            )
-        tenant = "/".join(f"{k}:{n}" for k, n in node.segments[:-1])
-        found.append((MemoryLayout(tenant=tenant), node.segments[-1][1]))
-    return found
+    return [parse_worker(place) for place in workers]
 
 
-async def _work(memory: Any, queues: list[tuple[MemoryLayout, str]], interval: float) -> None:
-    """Run every named agent's pending jobs, then wait ``interval`` seconds; until cancelled.
+async def _work(memory: Any, queues: list[WorkerScope], interval: float) -> None:
+    """Run every named agent's due jobs, then wait ``interval`` seconds; until cancelled.
 
-    A failing job stays pending (its outcome says why) and one the loop cannot run at all
-    is logged: the service keeps serving either way.
+    A failing job is retried after its backoff, up to its worker's attempts, and one the
+    loop cannot run at all is logged: the service keeps serving either way.
     """
     while True:
-        for layout, agent in queues:
+        for worker in queues:
             try:
-                outcomes = await JobQueue(memory, layout.learnings_writer(agent)).run_pending()
+                queue = JobQueue(memory, worker.scope, retry=worker.retry)
+                outcomes = await queue.run_pending()
             except MemsealError as exc:
-                log.warning("worker: the jobs of %s: %s", layout.agent(agent), exc)
+                log.warning("worker: the jobs of %s: %s", worker.place, exc)
                 continue
             for outcome in outcomes:
                 if outcome.state == "done":

@@ -154,6 +154,16 @@ def test_serve_with_a_worker_runs_the_queued_jobs_in_the_background(tmp_path: Pa
         (["team:acme"], 1.0, "agent node"),
         ("team:acme/agent:a", 1.0, "not one string"),
         ([AGENT], 0.0, "worker_interval"),
+        ([f"{AGENT},reach=subtree:team:acme"], 1.0, "another agent's beliefs"),
+        ([f"{AGENT},reach=all"], 1.0, f"must be subtree:{AGENT}"),
+        ([f"{AGENT},reach=exact:{AGENT}"], 1.0, f"must be subtree:{AGENT}"),
+        ([f"{AGENT},reach=nowhere"], 1.0, "reach` must be of:NS"),
+        ([f"{AGENT},trust=gold"], 1.0, "`trust` 'gold'"),
+        ([f"{AGENT},attempts=0"], 1.0, "`max_attempts`"),
+        ([f"{AGENT},attempts=many"], 1.0, "`attempts`"),
+        ([f"{AGENT},colour=red"], 1.0, "is not one of reach="),
+        ([f"{AGENT},attempts=2,attempts=3"], 1.0, "given twice"),
+        ([""], 1.0, "agent node"),
     ],
 )
 def test_a_bad_worker_is_refused_naming_it(
@@ -161,6 +171,40 @@ def test_a_bad_worker_is_refused_naming_it(
 ) -> None:
     with pytest.raises(InvalidRequest, match=message):
         create_app(tmp_path, workers=workers, worker_interval=interval)  # type: ignore[arg-type]
+
+
+def test_a_workers_explicit_scope_is_the_one_its_builds_run_under(tmp_path: Path) -> None:
+    from memseal.service.workers import parse_worker
+
+    worker = parse_worker(f"{AGENT},reach=subtree:{AGENT},trust=verified,attempts=2")
+    assert (worker.place, worker.retry.max_attempts) == (AGENT, 2)
+    assert worker.scope.place == AGENT and worker.scope.default_trust == "verified"
+    assert worker.describe() == (
+        f"builds beliefs at {AGENT}, reads subtree:{AGENT} at trust verified and above, "
+        f"queue {AGENT}/queue:jobs, at most 2 attempts a job"
+    )
+    assert parse_worker(AGENT).scope == parse_worker(f"{AGENT},reach=subtree:{AGENT}").scope
+    from test_service_support import ServerThread
+
+    # A worker reading only verified turns: an unverified turn's build fails, once, signed.
+    with ServerThread(
+        tmp_path / "data", workers=[f"{AGENT},trust=verified,attempts=1"], worker_interval=0.1
+    ) as server:
+        token = server.token("agent", AGENT, reach="subtree:team:acme")
+        with server.client(token) as c:
+            (job,) = _turns(c, ["My favourite editor is vim."])
+            deadline = time.monotonic() + 60
+            while True:
+                status = c.get("/v1/jobs").json()
+                if status["failed"]:
+                    break
+                assert time.monotonic() < deadline, status
+                time.sleep(0.1)
+            (failed,) = status["failed"]
+            assert failed["id"] == job and failed["attempts"] == 1
+            assert "not in reach or gone" in failed["last_error"]
+            found = c.post("/v1/tools/memory_list", json={"filter": {"tags_any": ["belief"]}})
+            assert found.json()["result"]["items"] == []
 
 
 def test_serve_refuses_a_bad_worker_before_making_anything(tmp_path: Path) -> None:

@@ -13,7 +13,9 @@
 * :class:`JobQueue` (``jobs``, ``_extract``): the background belief builds:
   jobs queued as signed entries, each run as its own recorded run, idempotent
   across crashes, beliefs citing their source turns; a failing job's attempts
-  recorded as signed markers, retried with backoff up to a cap (``_retry``).
+  recorded as signed markers, retried with backoff up to a cap (``_retry``);
+  a model extractor plugs in (``_model_extract``), its outputs recorded in the
+  job's run and replayed from it.
 
 It composes tools and recall and reaches runs and memories through small
 protocols (:class:`Recorder`, :class:`RunOpener`, :class:`RecordingMemory`)
@@ -23,6 +25,7 @@ imports still go one way. See docs/lifecycle.md.
 
 from ._chunking import DEFAULT_BUDGET, Chunk, chunk_id, chunk_text, kind_of
 from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
+from ._model_extract import BeliefModel, ModelExtractor
 from ._retry import DEFAULT_MAX_ATTEMPTS
 from .agent_memory import (
     AgentMemory,
@@ -75,6 +78,7 @@ __all__ = [
     "SESSION_START",
     "AgentMemory",
     "Belief",
+    "BeliefModel",
     "Brain",
     "BriefingSource",
     "BuildRequest",
@@ -89,6 +93,7 @@ __all__ = [
     "JobOutcome",
     "JobQueue",
     "MemoryLayout",
+    "ModelExtractor",
     "PackItem",
     "PackPreset",
     "PackSection",

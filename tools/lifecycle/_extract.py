@@ -79,7 +79,12 @@ class Belief(msgspec.Struct, frozen=True, kw_only=True):
 
 @runtime_checkable
 class Extractor(Protocol):
-    """What draws beliefs from turns (the rules, or a model the host plugs in)."""
+    """What draws beliefs from turns (the rules, or a model the host plugs in).
+
+    The plug-in point for a model: an extractor that does not set ``deterministic =
+    True`` has its output recorded in the job's run and replayed from it (see
+    :mod:`._model_extract`).
+    """
 
     async def extract(self, turns: Sequence[SourceTurn]) -> Sequence[Belief]:
         """The beliefs ``turns`` state, in order (a later one may supersede an earlier)."""
@@ -244,6 +249,9 @@ class RuleExtractor:
 
     ``zone`` is where the days a turn names are read (default UTC), as a session's is.
     """
+
+    #: The same turns give the same beliefs: a job need not record what it drew.
+    deterministic: Final = True
 
     def __init__(self, *, zone: tzinfo = UTC) -> None:
         if not isinstance(zone, tzinfo):

@@ -53,7 +53,13 @@ import msgspec
 
 from memseal.engine import Reach
 from memseal.engine.items import MAX_TAGS
-from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound, StorageError
+from memseal.ledger.errors import (
+    Conflict,
+    InvalidRequest,
+    MemsealError,
+    NotFound,
+    StorageError,
+)
 
 from ..scope import ToolScope
 from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
@@ -75,6 +81,7 @@ from ._job_records import (
     spec_decoder,
     tag,
 )
+from ._model_extract import is_deterministic, planned
 from ._retry import (
     MAX_ERROR_CHARS,
     FailureMark,
@@ -335,7 +342,7 @@ class JobQueue:
         except Conflict as exc:
             return JobOutcome(id=job.id, run_id=run_id, state="busy", error=str(exc))
         try:
-            learned, superseded = await self._build(tools, job)
+            learned, superseded = await self._build(tools, job, mode)
         except Conflict as exc:
             return JobOutcome(id=job.id, run_id=run_id, state="busy", error=str(exc))
         except MemsealError as exc:
@@ -439,7 +446,28 @@ class JobQueue:
             await tools.close()
         return Requeued(note=note["id"], job=await self.job(job_id), run_id=run_id)
 
-    async def _build(self, tools: RecordedCalls, job: JobInfo) -> tuple[list[str], list[str]]:
+    async def _extract(self, job: JobInfo, turns: Sequence[SourceTurn]) -> list[Belief]:
+        try:
+            return list(await self._extractor.extract(turns))
+        except MemsealError:
+            raise
+        except Exception as exc:
+            raise StorageError(
+                f"job {job.id}: extractor {type(self._extractor).__name__} failed: {exc}"
+            ) from exc
+
+    async def _beliefs(
+        self, tools: RecordedCalls, job: JobInfo, turns: Sequence[SourceTurn], mode: str
+    ) -> list[Belief]:
+        """What the job writes: the extractor's beliefs, or for an extractor that is not
+        deterministic (a model) the plan its run recorded (see :mod:`._model_extract`)."""
+        if is_deterministic(self._extractor):
+            return await self._extract(job, turns)
+        return await planned(tools, job.id, lambda: self._extract(job, turns), mode)
+
+    async def _build(
+        self, tools: RecordedCalls, job: JobInfo, mode: str = "resume"
+    ) -> tuple[list[str], list[str]]:
         got = await tools.call("memory_get", {"ids": list(job.source_ids)})
         missing = [*got.get("missing", ()), *got.get("filtered", ())]
         if missing:
@@ -453,14 +481,7 @@ class JobQueue:
             if isinstance(text, str):
                 # The turn's time: the days it names are read from when it was said.
                 turns.extend(parse_turns(item["id"], text, at if isinstance(at, str) else None))
-        try:
-            beliefs = list(await self._extractor.extract(turns))
-        except MemsealError:
-            raise
-        except Exception as exc:
-            raise StorageError(
-                f"job {job.id}: extractor {type(self._extractor).__name__} failed: {exc}"
-            ) from exc
+        beliefs = await self._beliefs(tools, job, turns, mode)
         learned: list[str] = []
         superseded: list[str] = []
         for belief in beliefs:

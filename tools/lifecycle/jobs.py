@@ -235,24 +235,30 @@ class JobQueue:
             await tools.close()
 
     async def _status(self, tools: RecordedCalls) -> QueueStatus:
-        queued = await _list_all(tools, JOB_TAG)
+        # One listing of the queue's items (jobs and markers): an idle worker's look at
+        # its queue is one recorded page, not one a kind.
+        everything = await _list_all(tools, JOB_TAG, DONE_TAG, FAILED_TAG, REQUEUE_TAG)
+        queued: list[dict[str, Any]] = []
         done: dict[str, str | None] = {}
-        for item in await _list_all(tools, DONE_TAG):
+        failures: list[FailureMark] = []
+        requeues: list[RequeueMark] = []
+        for item in everything:
             tags = [t for t in item.get("meta", {}).get("tags", ()) if isinstance(t, str)]
-            run = next((t[len("run:") :] for t in tags if t.startswith("run:")), None)
-            for label in tags:
-                if label.startswith("done:"):
-                    done[label[len("done:") :]] = run
-        failures = [
-            mark
-            for mark in (decode_failure(i.get("text")) for i in await _list_all(tools, FAILED_TAG))
-            if mark is not None
-        ]
-        requeues = [
-            mark
-            for mark in (decode_requeue(i.get("text")) for i in await _list_all(tools, REQUEUE_TAG))
-            if mark is not None
-        ]
+            if JOB_TAG in tags:
+                queued.append(item)
+            elif DONE_TAG in tags:
+                run = next((t[len("run:") :] for t in tags if t.startswith("run:")), None)
+                for label in tags:
+                    if label.startswith("done:"):
+                        done[label[len("done:") :]] = run
+            elif FAILED_TAG in tags:
+                failure = decode_failure(item.get("text"))
+                if failure is not None:
+                    failures.append(failure)
+            elif REQUEUE_TAG in tags:
+                requeue = decode_requeue(item.get("text"))
+                if requeue is not None:
+                    requeues.append(requeue)
         pending: list[JobInfo] = []
         failed: list[JobInfo] = []
         finished: list[JobInfo] = []
@@ -558,12 +564,13 @@ class JobQueue:
         )
 
 
-async def _list_all(tools: RecordedCalls, label: str) -> list[dict[str, Any]]:
-    """Every item carrying the tag ``label`` in reach, newest first (recorded pages)."""
+async def _list_all(tools: RecordedCalls, *labels: str) -> list[dict[str, Any]]:
+    """Every item carrying one of the tags ``labels`` in reach, newest first (recorded
+    pages)."""
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
-        arguments: dict[str, Any] = {"filter": {"tags_any": [label]}, "limit": _LIST_LIMIT}
+        arguments: dict[str, Any] = {"filter": {"tags_any": list(labels)}, "limit": _LIST_LIMIT}
         if cursor is not None:
             arguments["cursor"] = cursor
         page = await tools.call("memory_list", arguments)

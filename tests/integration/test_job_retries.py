@@ -275,3 +275,89 @@ def test_the_cli_shows_a_failed_job_with_its_error_and_requeues_it(tmp_path: Pat
     ):
         refused = _cli(*bad, "--data", str(data))
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+
+
+class Crash(BaseException):
+    """The process dying mid-build (no error the queue handles, so no marker)."""
+
+
+class CrashingMemory:
+    """The memory, but a job's first belief write raises :class:`Crash` once it commits."""
+
+    def __init__(self, memory: memseal.Memory) -> None:
+        self.memory = memory
+
+    def tools(self, scope: ToolScope | None = None, **options: Any) -> Any:
+        return _CrashingTools(self.memory.tools(scope, **options))
+
+
+class _CrashingTools:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def call(self, name: str, arguments: Any = None, **options: Any) -> Any:
+        result = await self.inner.call(name, arguments, **options)
+        if str(options.get("key") or "").startswith("learn:"):
+            raise Crash
+        return result
+
+    async def close(self, *, check: bool = True) -> None:
+        await self.inner.close(check=check)
+
+
+class TwoFacts:
+    """A deterministic extractor that fails its first call, then finds two beliefs."""
+
+    deterministic = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def extract(self, turns: Sequence[SourceTurn]) -> list[Belief]:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("cold start")
+        item = turns[0].item
+        return [
+            Belief(text="The user likes tea.", sources=(item,)),
+            Belief(text="The user likes jazz.", sources=(item,)),
+        ]
+
+
+async def test_a_retry_killed_mid_build_resumes_its_own_run_and_writes_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    async with _open(tmp_path / "d") as memory:
+        turn = await _turn(memory, "I like tea and jazz.")
+        extractor = TwoFacts()
+        queue = JobQueue(memory, SCOPE, extractor=extractor, retry=POLICY, clock=clock)
+        job = await queue.enqueue("beliefs", thread="t1", source_ids=[turn])
+        (first,) = await queue.run_pending()
+        assert first.state == "failed"
+        clock.now += timedelta(seconds=10)
+        crashing = JobQueue(
+            CrashingMemory(memory),  # type: ignore[arg-type]
+            SCOPE,
+            extractor=extractor,
+            retry=POLICY,
+            clock=clock,
+        )
+        with pytest.raises(Crash):
+            await crashing.run_pending()  # attempt 2 dies after its first belief
+        # No marker for a killed attempt: it is still attempt 2, in the same run.
+        (pending,) = (await queue.status()).pending
+        assert (pending.attempts, pending.run_id) == (1, f"job-{job.id}.0.2")
+        before = await memory.ledger.size()
+        (done,) = await queue.run_pending()
+        assert (done.state, done.run_id, len(done.learned)) == ("done", pending.run_id, 2)
+        kinds = await _kinds_since(memory, before)
+        assert kinds["memory_stored"] == 2  # the second belief and the done marker
+        page = await memory.tools(SCOPE).call(
+            "memory_list", {"filter": {"tags_any": ["belief"]}, "limit": 50}
+        )
+        assert sorted(item["text"] for item in page["items"]) == [
+            "The user likes jazz.",
+            "The user likes tea.",
+        ]
+        await memory.verify(deep=True)

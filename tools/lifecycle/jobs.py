@@ -346,11 +346,15 @@ class JobQueue:
         try:
             tools = self._memory.tools(self._scope, run_id=run_id, mode=mode)
         except Conflict as exc:
-            return JobOutcome(id=job.id, run_id=run_id, state="busy", error=str(exc))
+            return JobOutcome(
+                id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
+            )
         try:
             learned, superseded = await self._build(tools, job, mode)
         except Conflict as exc:
-            return JobOutcome(id=job.id, run_id=run_id, state="busy", error=str(exc))
+            return JobOutcome(
+                id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
+            )
         except MemsealError as exc:
             if mode == "strict":
                 return JobOutcome(id=job.id, run_id=run_id, state="failed", error=str(exc))

@@ -20,14 +20,14 @@ from typing import Any, Final
 import msgspec
 
 from memseal.engine.explore import CLOSED_FACETS
-from memseal.ledger.entry import RESIDUE_SALT, decode_residue, text_owners
+from memseal.ledger.entry import RESIDUE_SALT, Entry, decode_residue, text_owners
 from memseal.ledger.errors import VerificationError
-from memseal.ledger.store import SqlStore
+from memseal.ledger.store import Record, SqlStore
 
 from .calls import decode_tool_call, decode_tool_call_payload
 from .results import restore
 
-__all__ = ["check_facet_mentions", "check_mentions"]
+__all__ = ["MentionsWanted", "check_facet_mentions", "check_mentions"]
 
 _OURS: Final = frozenset(
     {
@@ -52,25 +52,24 @@ def _implied(kind: str, body: Any) -> set[str]:
     return set()
 
 
-async def check_mentions(store: SqlStore, size: int) -> None:
-    """Raise :class:`VerificationError` (step ``mentions``) unless the table's item refs
-    are exactly those the first ``size`` signed entries imply."""
-    found: dict[int, set[str]] = {}
-    for ref, seq in await store.rows("SELECT ref, seq FROM mentions ORDER BY seq"):
-        if not str(ref).startswith("facet:"):
-            found.setdefault(int(seq), set()).add(str(ref))
-    # 1. what each entry of ours implies (nothing once its payload is erased)
-    wanted: dict[int, set[str]] = {}
-    ours: set[int] = set()
-    async for record in store.scan(0, size):
+class MentionsWanted:
+    """The item refs the signed entries imply, collected entry by entry in one scan."""
+
+    def __init__(self) -> None:
+        self.wanted: dict[int, set[str]] = {}
+        self.ours: set[int] = set()
+
+    def add(self, record: Record, entry: Entry | None = None) -> None:
+        """Note what ``record`` implies; ``entry`` is its decoded entry, if the caller has it."""
+        # 1. what each entry of ours implies (nothing once its payload is erased)
         try:
-            entry = record.entry()
+            entry = record.entry() if entry is None else entry
             body = msgspec.json.decode(bytes(entry.body))
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-            continue
+            return
         if entry.kind not in _OURS:
-            continue
-        ours.add(record.seq)
+            return
+        self.ours.add(record.seq)
         if record.payload is not None and record.salt == RESIDUE_SALT:
             # A forget cut this payload: what it kept is indexed under the kept texts' owners.
             owners = text_owners(body)
@@ -80,27 +79,45 @@ async def check_mentions(store: SqlStore, size: int) -> None:
                 kept = {}
             refs = {o for ref in kept if (o := owners.get(ref)) is not None}
             if refs:
-                wanted[record.seq] = refs
+                self.wanted[record.seq] = refs
         elif record.payload is not None:
             refs = _implied(entry.kind, body)
             if refs:
-                wanted[record.seq] = refs
-    # 2. missing and extra rows, plainly
-    for seq in sorted((set(found) & ours) | set(wanted)):
-        missing = wanted.get(seq, set()) - found.get(seq, set())
-        extra = found.get(seq, set()) - wanted.get(seq, set())
-        if missing or extra:
-            parts = []
-            if missing:
-                parts.append(f"{len(missing)} missing ({', '.join(sorted(missing))})")
-            if extra:
-                parts.append(f"{len(extra)} extra ({', '.join(sorted(extra))})")
-            raise VerificationError(
-                f"the mentions table disagrees with the signed entry at seq {seq}: "
-                f"{'; '.join(parts)} (a forget would miss or misplace its payload)",
-                seq=seq,
-                step="mentions",
-            )
+                self.wanted[record.seq] = refs
+
+    async def check(self, store: SqlStore) -> None:
+        """Raise :class:`VerificationError` (step ``mentions``) unless the table's item refs
+        are exactly those collected."""
+        found: dict[int, set[str]] = {}
+        for ref, seq in await store.rows("SELECT ref, seq FROM mentions ORDER BY seq"):
+            if not str(ref).startswith("facet:"):
+                found.setdefault(int(seq), set()).add(str(ref))
+        wanted, ours = self.wanted, self.ours
+        # 2. missing and extra rows, plainly
+        for seq in sorted((set(found) & ours) | set(wanted)):
+            missing = wanted.get(seq, set()) - found.get(seq, set())
+            extra = found.get(seq, set()) - wanted.get(seq, set())
+            if missing or extra:
+                parts = []
+                if missing:
+                    parts.append(f"{len(missing)} missing ({', '.join(sorted(missing))})")
+                if extra:
+                    parts.append(f"{len(extra)} extra ({', '.join(sorted(extra))})")
+                raise VerificationError(
+                    f"the mentions table disagrees with the signed entry at seq {seq}: "
+                    f"{'; '.join(parts)} (a forget would miss or misplace its payload)",
+                    seq=seq,
+                    step="mentions",
+                )
+
+
+async def check_mentions(store: SqlStore, size: int) -> None:
+    """Raise :class:`VerificationError` (step ``mentions``) unless the table's item refs
+    are exactly those the first ``size`` signed entries imply."""
+    collected = MentionsWanted()
+    async for record in store.scan(0, size):
+        collected.add(record)
+    await collected.check(store)
 
 
 async def check_facet_mentions(

@@ -55,7 +55,7 @@ from memseal.ledger.errors import (
 from memseal.ledger.store import Record, SqlStore, WriteTxn
 from memseal.ledger.verify import check_payload, signature_verifies
 
-from ._mentions import check_mentions
+from ._mentions import MentionsWanted
 from .calls import (
     RUN_STARTED,
     TOOL_CALL,
@@ -244,9 +244,9 @@ class _Steps:
         self.keys: dict[int, str] = {}  # seq -> call key, for keyed calls
         self.first_error: VerificationError | None = None
 
-    def add(self, record: Record, run_id: str | None) -> None:
+    def add(self, record: Record, run_id: str | None, entry: Entry | None = None) -> None:
         try:
-            entry = record.entry()
+            entry = record.entry() if entry is None else entry
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return  # the ledger's own verify names an entry that does not decode
         if entry.kind != TOOL_CALL:
@@ -320,11 +320,7 @@ class _Derived:
         self.redactions: dict[int, int] = {}  # redacted seq -> the first entry redacting it
         self.starts: dict[str, int] = {}  # run id -> its first signed run_started entry
 
-    def add(self, record: Record) -> None:
-        try:
-            entry = record.entry()
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-            return
+    def add(self, record: Record, entry: Entry) -> None:
         for earlier in entry.redacts:
             self.redactions.setdefault(earlier, record.seq)
         if entry.kind == RUN_STARTED:
@@ -348,10 +344,17 @@ async def verify_derived(store: SqlStore, size: int | None = None) -> None:
     total = (await store.head()).size if size is None else size
     steps = _Steps()
     derived = _Derived()
-    # 1. every signed call decodes and carries the memo key of its run and step
+    mentions = MentionsWanted()
+    # 1. every signed call decodes and carries the memo key of its run and step. One scan
+    # feeds every check below (the mentions' too), each entry decoded once.
     async for record in store.scan(0, total):
-        steps.add(record, None)
-        derived.add(record)
+        try:
+            entry = record.entry()
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            continue  # the ledger's own verify names an entry that does not decode
+        steps.add(record, None, entry)
+        derived.add(record, entry)
+        mentions.add(record, entry)
     # 2. a replacement supersedes an earlier call of its own step; 3. one current call a step
     current = steps.current()
     # 3b. a call key names one step of its run: a key at two current calls is ambiguous
@@ -372,7 +375,7 @@ async def verify_derived(store: SqlStore, size: int | None = None) -> None:
                 step="redaction",
             )
     # 8. the mentions index, through which a forget finds the payloads it erases
-    await check_mentions(store, total)
+    await mentions.check(store)
 
 
 def _check_keys(steps: _Steps, current: Mapping[tuple[str, int], int]) -> None:

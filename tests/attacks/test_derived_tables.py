@@ -11,13 +11,17 @@ signed entries imply and reports missing and extra rows.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 from attack_db import rows, run
 
 import memseal
 from memseal.engine import Learning
 from memseal.ledger.errors import VerificationError
+from memseal.ledger.store import Record
 from memseal.memory import Memory
+from memseal.replay.provenance import verify_derived
 
 PLACE = "team:acme/agent:writer"
 SECRET = "the vault path is ops/deploy/zebra"
@@ -108,6 +112,32 @@ async def test_deleted_mentions_row_fails_verify_before_a_forget_leaves_text(
     run(memory, "DELETE FROM mentions WHERE ref = ? AND seq = ?", (item, cited[-1][0]))
     with pytest.raises(VerificationError, match="mentions table") as caught:
         await memory.verify()
+    assert caught.value.step == "mentions" and caught.value.seq == cited[-1][0]
+
+
+async def test_derived_check_reads_the_log_once_and_still_finds_a_deleted_mention(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scope = memseal.ToolScope.placed_at(PLACE)
+    _, stored = await memory.call("memory_store", {"learning": {"text": SECRET}}, scope=scope)
+    await memory.call("memory_fetch", {"query": "zebra", "mode": "exact"}, scope=scope)
+    store = memory.ledger.store
+    size = (await store.head()).size
+    scans: list[tuple[int, int | None]] = []
+    real_scan = store.scan
+
+    def counted(start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
+        scans.append((start, stop))
+        return real_scan(start, stop)
+
+    monkeypatch.setattr(store, "scan", counted)
+    await verify_derived(store, size)
+    # The memo, runs, redactions and mentions checks share one pass over the log.
+    assert scans == [(0, size)]
+    cited = rows(memory, "SELECT seq FROM mentions WHERE ref = ? ORDER BY seq", (stored["id"],))
+    run(memory, "DELETE FROM mentions WHERE ref = ? AND seq = ?", (stored["id"], cited[-1][0]))
+    with pytest.raises(VerificationError, match="mentions table") as caught:
+        await verify_derived(store, size)
     assert caught.value.step == "mentions" and caught.value.seq == cited[-1][0]
 
 

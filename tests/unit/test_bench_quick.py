@@ -31,7 +31,16 @@ def test_bench_quick_prints_one_table_of_every_row(tmp_path: Path) -> None:
         "sequential recorded memory_fetch",
         "replay hit",
         "full verify",
+        "bare pynacl verify on",
+        "inclusion proof",
+        "stored hashes one proof reads",
+        "memory_fetch exact",
+        "bare FTS5 query, same table",
     ):
         assert any(row in line for line in table), row
+    assert table[0].split("|")[5].strip() == "met"
     medians = json.loads(out.read_text())["medians"]
     assert medians["store"] > 0 and medians["verify"] > 0
+    # A proof reads O(log n) stored hashes: the leaf, the root's subtrees and the path.
+    assert 0 < medians["proof_hashes"] <= 2 * 11 + 2
+    assert medians["fetch_scale_p95"] > 0 and medians["bare_fts_p95"] > 0

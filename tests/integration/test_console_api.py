@@ -1,0 +1,96 @@
+"""The API routes the console's admin and auditor pages use, over real HTTP: an admin's
+forget (confirmed by the id typed twice, within the admin's reach), and the run bundle an
+auditor exports (only of runs inside its reach)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from test_service_support import ServerThread, assert_error
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    with ServerThread(tmp_path_factory.mktemp("console-api") / "data") as running:
+        yield running
+
+
+def store(c: httpx.Client, text: str, **headers: str) -> str:
+    r = c.post("/v1/tools/memory_store", json={"learning": {"text": text}}, headers=headers)
+    assert r.status_code == 200, r.text
+    return str(r.json()["result"]["id"])
+
+
+def listed(c: httpx.Client) -> list[str]:
+    r = c.post("/v1/tools/memory_list", json={"limit": 50})
+    assert r.status_code == 200, r.text
+    return [i["id"] for i in r.json()["result"]["items"]]
+
+
+def size(admin: httpx.Client) -> int:
+    return int(admin.get("/v1/ledger").json()["size"])
+
+
+def test_an_admins_forget_is_a_signed_entry_that_erases_the_items_payloads(
+    server: ServerThread,
+) -> None:
+    with server.client(server.token("agent", "team:fgt/agent:x")) as agent:
+        item = store(agent, "the staging password is hunter2")
+        with server.client(server.admin) as admin:
+            stored = admin.get(f"/v1/ledger/entries?item={item}").json()["entries"][0]
+            assert stored["payload"] is not None
+            r = admin.post(f"/v1/admin/items/{item}/forget", json={"confirm": item})
+            assert r.status_code == 200, r.text
+            done = r.json()
+            assert done["id"] == item and len(done["seqs"]) == 1
+            assert stored["seq"] in done["redacted"]
+            entry = admin.get(f"/v1/ledger/entries/{done['seqs'][0]}").json()
+            assert entry["kind"] == "memory_forgotten"
+            assert entry["header"]["body"]["items"] == [item]
+            again = admin.get(f"/v1/ledger/entries/{stored['seq']}").json()
+            assert again["payload"] is None and again["redacted"]
+            assert again["redacted_by"] == done["seqs"][0]
+            # Forgotten once: a second forget finds nothing to forget.
+            gone = admin.post(f"/v1/admin/items/{item}/forget", json={"confirm": item})
+            assert_error(gone, 404, "not_found")
+        assert item not in listed(agent)
+        fetched = agent.post("/v1/tools/memory_fetch", json={"query": "staging password"})
+        assert "hunter2" not in fetched.text
+
+
+def test_a_forget_without_the_id_typed_again_is_refused_naming_the_field(
+    server: ServerThread,
+) -> None:
+    with server.client(server.token("agent", "team:fgt2/agent:x")) as agent:
+        item = store(agent, "kept: the forget was never confirmed")
+        with server.client(server.admin) as admin:
+            before = size(admin)
+            other = item[:-1] + ("1" if item.endswith("0") else "0")
+            for body in ({}, {"confirm": ""}, {"confirm": other}, {"confirm": 7}):
+                r = admin.post(f"/v1/admin/items/{item}/forget", json=body)
+                message = assert_error(r, 400, "invalid_request")["error"]["message"]
+                assert "`confirm`" in message, message
+            bad = admin.post("/v1/admin/items/n%20o/forget", json={"confirm": "n o"})
+            assert "`item_id`" in assert_error(bad, 400, "invalid_request")["error"]["message"]
+            assert size(admin) == before  # nothing signed, nothing erased
+        assert item in listed(agent)
+
+
+def test_only_an_admin_forgets_and_only_within_its_reach(server: ServerThread) -> None:
+    with server.client(server.token("agent", "team:fgt3-corp/agent:x")) as agent:
+        theirs = store(agent, "another tenant's note")
+        placed = server.client(server.token("admin", "team:fgt3"))
+        auditor = server.client(server.token("auditor", "/"))
+        with placed, auditor:
+            body = {"confirm": theirs}
+            assert_error(placed.post(f"/v1/admin/items/{theirs}/forget", json=body), 404)
+            assert_error(auditor.post(f"/v1/admin/items/{theirs}/forget", json=body), 403)
+            assert_error(agent.post(f"/v1/admin/items/{theirs}/forget", json=body), 403)
+        assert theirs in listed(agent)
+        # The payload still names the item: nothing was erased by the refused calls.
+        with server.client(server.admin) as admin:
+            entries = admin.get(f"/v1/ledger/entries?item={theirs}").json()["entries"]
+        assert b"another tenant" in base64.b64decode(entries[0]["payload"] or "")

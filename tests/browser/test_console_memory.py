@@ -8,7 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from browser.console_support import ACME_TEXT, Server, shoot, sign_in
+from browser.console_support import (
+    ACME_TEXT,
+    CORP_TEXT,
+    REJECT_TEXT,
+    Server,
+    responses,
+    shoot,
+    sign_in,
+)
+
+from memseal.replay.bundle import verify_bundle
 
 FORGET_TEXT = "the acme test card number is 4242"
 
@@ -78,3 +88,44 @@ def test_a_forget_the_api_refuses_shows_its_error_and_forgets_nothing(
     with _agent(server) as agent:
         still = agent.post("/v1/tools/memory_list", json={}).json()["result"]["items"]
     assert item in [i["id"] for i in still]
+
+
+def test_an_auditor_lists_and_searches_the_items_in_its_reach_and_no_other(
+    server: Server, page: Any, artifacts: Path
+) -> None:
+    seen = responses(page)
+    sign_in(page, server, server.tokens["auditor"], "#/memory")
+    listed = page.get_by_role("table", name="Items in your reach")
+    listed.wait_for()
+    text = listed.inner_text()
+    assert ACME_TEXT in text and "team:acme/agent:writer" in text
+    # No trust action: an auditor reads.
+    assert page.get_by_role("button", name="Forget", exact=True).count() == 0
+    page.get_by_role("searchbox", name="Search").fill("vault deploy")
+    page.get_by_label("Mode").select_option("exact")
+    page.get_by_role("button", name="Search", exact=True).click()
+    hits = page.get_by_role("table", name="Hits (exact)")
+    hits.wait_for()
+    assert ACME_TEXT in hits.inner_text()
+    shoot(page, artifacts, "memory-auditor")
+    page.get_by_role("searchbox", name="Search").fill("roadmap globex")
+    page.get_by_role("button", name="Search", exact=True).click()
+    page.get_by_text("No items here.").wait_for()
+    for body in [page.content(), *seen]:
+        assert CORP_TEXT not in body
+
+
+def test_an_auditor_exports_a_run_bundle_from_the_timeline_and_it_verifies(
+    server: Server, page: Any, tmp_path: Path
+) -> None:
+    sign_in(page, server, server.tokens["auditor"], "#/runs/acme-nightly")
+    page.get_by_role("table", name="Timeline").wait_for()
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Export the bundle").click()
+    saved = tmp_path / "acme-nightly.bundle"
+    info.value.save_as(saved)
+    assert verify_bundle(saved.read_bytes(), server.vkey()).run_id == "acme-nightly"
+    assert REJECT_TEXT.encode() not in saved.read_bytes()  # payloads are base64, as stored
+    # Another tenant's run: the API answers as if there were none, and the page says so.
+    page.goto(f"{server.url}/#/runs/corp-secret")
+    page.get_by_text("no run corp-secret in your reach").wait_for()

@@ -94,3 +94,63 @@ def test_only_an_admin_forgets_and_only_within_its_reach(server: ServerThread) -
         with server.client(server.admin) as admin:
             entries = admin.get(f"/v1/ledger/entries?item={theirs}").json()["entries"]
         assert b"another tenant" in base64.b64decode(entries[0]["payload"] or "")
+
+
+def test_an_auditor_lists_and_searches_only_the_items_in_its_reach(server: ServerThread) -> None:
+    with server.client(server.token("agent", "team:aud/agent:x")) as mine:
+        kept = store(mine, "the aud rollout is on tuesday")
+    with server.client(server.token("agent", "team:aud-corp/agent:y")) as theirs:
+        hidden = store(theirs, "aud-corp rollout is secret")
+    with server.client(server.token("auditor", "team:aud")) as auditor:
+        page = auditor.get("/v1/ledger/items").json()
+        assert [i["id"] for i in page["items"]] == [kept]
+        assert page["items"][0]["trust"] == "unverified" and page["next_cursor"] is None
+        found = auditor.get("/v1/ledger/items", params={"query": "rollout", "mode": "exact"})
+        assert found.status_code == 200, found.text
+        assert [i["id"] for i in found.json()["items"]] == [kept]
+        assert "secret" not in found.text and hidden not in found.text
+        for bad, name in (
+            ({"min_trust": "rejected"}, "min_trust"),
+            ({"limit": "0"}, "limit"),
+            ({"query": "x", "mode": "fuzzy"}, "mode"),
+            ({"cursor": "nope"}, "cursor"),
+        ):
+            r = auditor.get("/v1/ledger/items", params=bad)
+            message = assert_error(r, 400, "invalid_request")["error"]["message"]
+            assert name in message, (bad, message)
+    with server.client(server.token("agent", "team:aud/agent:z")) as agent:
+        assert_error(agent.get("/v1/ledger/items"), 403, "forbidden")
+
+
+def test_an_auditor_exports_the_bundle_of_a_run_in_its_reach_only(server: ServerThread) -> None:
+    from memseal.replay.bundle import verify_bundle
+
+    writer = server.client(server.token("agent", "team:exp/agent:w"))
+    team = server.client(server.token("agent", "team:exp"))
+    other = server.client(server.token("agent", "team:exp-corp/agent:w"))
+    auditor = server.client(server.token("auditor", "team:exp"))
+    narrow = server.client(server.token("auditor", "team:exp/agent:w"))
+    with writer, team, other, auditor, narrow:
+        r = writer.post("/v1/runs/exp-own/tools/memory_store", json={"learning": {"text": "w1"}})
+        assert r.status_code == 200, r.text
+        r = other.post("/v1/runs/exp-corp/tools/memory_store", json={"learning": {"text": "c"}})
+        assert r.status_code == 200, r.text
+        vkey = (server.folder / "keys" / "ledger.vkey").read_text().strip()
+        for who in (auditor, narrow):
+            got = who.get("/v1/runs/exp-own/export")
+            assert got.status_code == 200, got.text
+            assert verify_bundle(got.content, vkey).run_id == "exp-own"
+        # Another tenant's run: not in the auditor's reach, not even by name.
+        assert_error(auditor.get("/v1/runs/exp-corp/export"), 404, "not_found")
+        assert_error(auditor.get("/v1/runs/never-was/export"), 404, "not_found")
+        # A run whose result cites an item above the narrow auditor's subtree (the writer
+        # reads its team's node): its bundle would carry that item's text, so it is refused.
+        store(team, "exp team note: the budget is 42")
+        r = writer.post("/v1/runs/exp-cite/tools/memory_fetch", json={"query": "budget"})
+        assert r.status_code == 200 and "budget is 42" in r.text, r.text
+        refused = narrow.get("/v1/runs/exp-cite/export")
+        message = assert_error(refused, 403, "forbidden")["error"]["message"]
+        assert "outside your reach" in message and "42" not in refused.text
+        wide = auditor.get("/v1/runs/exp-cite/export")
+        assert wide.status_code == 200, wide.text
+        assert verify_bundle(wide.content, vkey).run_id == "exp-cite"

@@ -53,7 +53,54 @@ async function agentMemory() {
   return section;
 }
 
-async function adminMemory(args) {
+// The items in reach for an auditor or an admin, through GET /v1/ledger/items: the API
+// applies the token's reach, the page only shows what comes back.
+function ledgerItems(me) {
+  const out = h("div", { "aria-live": "polite" });
+  const qIn = h("input", { type: "search", size: 40 });
+  const modeSel = h("select", {}, ["hybrid", "exact", "semantic"].map((m) => h("option", { value: m }, m)));
+  const floorSel = h("select", {}, ["stale", "unverified", "verified"].map((m) => h("option", { value: m }, m)));
+  async function show(params, caption) {
+    try {
+      const r = await api(`/v1/ledger/items${query({ ...params, min_trust: floorSel.value, limit: 50 })}`);
+      const rows = r.items.map((it) => [
+        me.role === "admin" ? h("a", { href: `#/memory/${encodeURIComponent(it.id)}` }, it.id) : h("code", {}, it.id),
+        badge(it.trust, it.trust),
+        it.kind,
+        it.namespace,
+        short(it.text || "", 120),
+        h("a", { href: `#/ledger/${it.seq}` }, String(it.seq)),
+        it.score === undefined ? "" : String(Math.round(it.score * 1000) / 1000),
+      ]);
+      out.replaceChildren(h("div", {},
+        table(r.mode ? `${caption} (${r.mode})` : caption, ["id", "trust", "kind", "namespace", "text", "stored at seq", "score"], rows),
+        rows.length ? null : h("p", { class: "muted" }, "No items here."),
+        r.next_cursor ? h("button", { type: "button", class: "quiet", onclick: () => show({ ...params, cursor: r.next_cursor }, caption) }, "Next page") : null,
+      ));
+    } catch (err) {
+      out.replaceChildren(errorBox(err));
+    }
+  }
+  const list = () => show({}, "Items in your reach");
+  const form = h("form", { "aria-label": "Search memory", onsubmit: (ev) => { ev.preventDefault(); show({ query: qIn.value, mode: modeSel.value }, "Hits"); } },
+    field("Search", qIn), field("Mode", modeSel), field("Lowest trust", floorSel), h("button", { type: "submit" }, "Search"),
+    h("button", { type: "button", class: "quiet", onclick: list }, "List all"));
+  return { element: h("div", {}, form, out), list };
+}
+
+async function auditorMemory(me) {
+  const items = ledgerItems(me);
+  await items.list();
+  return h(
+    "section",
+    { "aria-labelledby": "memory-title" },
+    h("h2", { id: "memory-title" }, "Memory"),
+    h("p", { class: "muted" }, "The items inside your reach, as the API lists them for this token (an auditor reads; it has no tools and changes nothing)."),
+    items.element,
+  );
+}
+
+async function adminMemory(args, me) {
   const idIn = h("input", { type: "text", size: 40, value: args[0] || "" });
   const reasonIn = h("input", { type: "text", size: 50 });
   const out = h("div", { "aria-live": "polite" });
@@ -169,9 +216,16 @@ async function adminMemory(args) {
     history,
   );
   if (args[0]) await showHistory();
+  else {
+    const items = ledgerItems(me);
+    section.append(h("h3", {}, "Items in your reach"), items.element);
+    await items.list();
+  }
   return section;
 }
 
 export async function render({ me, args }) {
-  return me.role === "agent" ? agentMemory() : adminMemory(args);
+  if (me.role === "agent") return agentMemory();
+  if (me.role === "auditor") return auditorMemory(me);
+  return adminMemory(args, me);
 }

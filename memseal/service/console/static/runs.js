@@ -192,9 +192,9 @@ async function runPage(runId, me) {
   await load();
   const dl = h("div");
   section.append(
-    me.role === "agent"
-      ? h("button", { type: "button", onclick: () => exportBundle(runId, dl) }, "Export the bundle")
-      : h("p", { class: "muted" }, "Bundles are exported by the run's own agent token (GET /v1/runs/{run}/export, or memseal export)."),
+    // The API decides: an auditor gets the bundle of a run in its reach whose payloads it
+    // may all read, and a refusal naming why otherwise.
+    h("button", { type: "button", onclick: () => exportBundle(runId, dl) }, "Export the bundle"),
     dl,
     status,
     body,

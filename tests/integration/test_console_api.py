@@ -154,3 +154,31 @@ def test_an_auditor_exports_the_bundle_of_a_run_in_its_reach_only(server: Server
         wide = auditor.get("/v1/runs/exp-cite/export")
         assert wide.status_code == 200, wide.text
         assert verify_bundle(wide.content, vkey).run_id == "exp-cite"
+
+
+def test_a_runs_memo_is_listed_for_an_auditor_in_reach_only(server: ServerThread) -> None:
+    writer = server.client(server.token("agent", "team:memo/agent:w"))
+    other = server.client(server.token("agent", "team:memo-corp/agent:w"))
+    auditor = server.client(server.token("auditor", "team:memo"))
+    with writer, other, auditor:
+        for text in ("m0", "m1", "m2"):
+            r = writer.post(
+                "/v1/runs/memo-run/tools/memory_store", json={"learning": {"text": text}}
+            )
+            assert r.status_code == 200, r.text
+        r = other.post("/v1/runs/memo-corp/tools/memory_list", json={})
+        assert r.status_code == 200, r.text
+        got = auditor.get("/v1/ledger/memos", params={"run": "memo-run", "limit": 2}).json()
+        assert [m["step"] for m in got["memos"]] == [0, 1] and got["next_after"] == 1
+        rest = auditor.get("/v1/ledger/memos", params={"run": "memo-run", "after": 1}).json()
+        assert [m["step"] for m in rest["memos"]] == [2] and rest["next_after"] is None
+        calls = auditor.get("/v1/ledger/entries", params={"run": "memo-run"}).json()["entries"]
+        signed = {
+            e["header"]["body"]["step"]: e["seq"] for e in calls if "step" in e["header"]["body"]
+        }
+        assert {m["step"]: m["seq"] for m in got["memos"] + rest["memos"]} == signed
+        assert_error(auditor.get("/v1/ledger/memos", params={"run": "memo-corp"}), 404)
+        assert_error(auditor.get("/v1/ledger/memos", params={"run": "never"}), 404)
+        missing = assert_error(auditor.get("/v1/ledger/memos"), 400, "invalid_request")
+        assert "run" in missing["error"]["message"]
+        assert_error(writer.get("/v1/ledger/memos", params={"run": "memo-run"}), 403)

@@ -1,4 +1,5 @@
-"""The auditor's read of memory: the items inside its reach, listed or searched.
+"""The auditor's reads for the console: the items inside its reach, listed or searched, and
+a run's memo (which signed entry each recorded step replays on resume).
 
 An agent reads memory through its own tools, each read a signed tool call
 (``/v1/tools/memory_list``...). An auditor has no tools: it audits. It
@@ -9,6 +10,11 @@ page needs: the current items with their trust, newest first or ranked by a
 search. The reach is the token's, applied by the engine's own scoped reads;
 a rejected item is never listed (as no read returns one), the lowest trust
 shown by default is ``stale``.
+
+A memo hit (a step answered from its record on resume) writes no entry, so
+the ledger cannot say when one happened; what it holds is the memo itself:
+each recorded step maps to the signed call a resume replays. The memo route
+lists that map for a run whose starting place is inside the caller's reach.
 """
 
 from __future__ import annotations
@@ -19,15 +25,20 @@ import msgspec
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from memseal.ledger.errors import NotFound
+
 from ..deps import Auditor, MemoryDep
 from ..models import json_response
+from .runs import in_reach
 
-__all__ = ["MAX_ITEMS", "items", "router"]
+__all__ = ["MAX_ITEMS", "MAX_MEMOS", "items", "memos", "router"]
 
 router = APIRouter(tags=["audit"])
 
 #: The most items one page lists.
 MAX_ITEMS: Final = 100
+#: The most memo rows one page lists.
+MAX_MEMOS: Final = 1000
 
 
 def _item(value: Any, score: float | None = None) -> dict[str, Any]:
@@ -72,4 +83,34 @@ async def items(
             "mode": found.mode,
             "next_cursor": found.next_cursor,
         }
+    )
+
+
+@router.get(
+    "/v1/ledger/memos",
+    summary="A run's memo: the signed call each recorded step replays on resume",
+)
+async def memos(
+    who: Auditor,
+    memory: MemoryDep,
+    # A query parameter, not a path segment: a run id may hold "/" (a lifecycle session's
+    # runs are SESSION/REACH), which no single path segment carries.
+    run: Annotated[str, Query(min_length=1, max_length=200, description="the run")],
+    after: Annotated[int, Query(ge=-1, le=2**53)] = -1,
+    limit: Annotated[int, Query(ge=1, le=MAX_MEMOS)] = MAX_MEMOS,
+) -> Response:
+    """
+    \f
+    The memo rows of ``run`` from step ``after + 1``, and where the next page starts.
+    """
+    if not await in_reach(memory, who, run):
+        raise NotFound(f"no run {run!r} in your reach")
+    rows = await memory.ledger.store.rows(
+        "SELECT step, seq FROM memos WHERE run_id = ? AND step > ? ORDER BY step LIMIT ?",
+        (run, after, limit + 1),
+    )
+    shown = [{"step": int(step), "seq": int(seq)} for step, seq in rows[:limit]]
+    more = len(rows) > limit
+    return json_response(
+        {"run_id": run, "memos": shown, "next_after": shown[-1]["step"] if more else None}
     )

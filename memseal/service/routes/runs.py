@@ -30,7 +30,16 @@ from ..models import ARGUMENTS_BODY, RunStatusOut, ToolResultOut, json_response
 from ..tokens import Principal
 from .tools import recorded_call
 
-__all__ = ["RunId", "attachment", "call_in_run", "close_run", "export_run", "router", "run_status"]
+__all__ = [
+    "RunId",
+    "attachment",
+    "call_in_run",
+    "close_run",
+    "export_run",
+    "in_reach",
+    "router",
+    "run_status",
+]
 
 router = APIRouter(tags=["runs"])
 
@@ -95,7 +104,7 @@ async def export_run(
     if who.role == "agent":
         if not await service.runs.check_owner(run_id, who.scope):
             raise NotFound(f"no run {run_id!r} in this scope")
-    elif not await _in_reach(memory, who, run_id):
+    elif not await in_reach(memory, who, run_id):
         # Told as an agent placed elsewhere is: the run's id is not learnt from the answer.
         raise NotFound(f"no run {run_id!r} in your reach")
     keys = await memory.key_history()
@@ -124,7 +133,7 @@ async def close_run(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
     return json_response({"run_id": run_id, "closed": closed})
 
 
-async def _in_reach(memory: Memory, who: Principal, run_id: str) -> bool:
+async def in_reach(memory: Memory, who: Principal, run_id: str) -> bool:
     """Whether the place that started ``run_id`` is inside ``who``'s reach."""
     store = memory.ledger.store
     rows = await store.rows("SELECT started_seq FROM runs WHERE run_id = ?", (run_id,))

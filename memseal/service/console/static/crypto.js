@@ -2,6 +2,8 @@
 // RFC 6962 / RFC 9162 hashing with WebCrypto SHA-256, C2SP signed notes and memseal entry
 // signatures with WebCrypto Ed25519 (see docs/formats.md and docs/ledger.md).
 
+import { blake3Hex } from "./blake3.js";
+
 const enc = new TextEncoder();
 const subtle = globalThis.crypto && globalThis.crypto.subtle;
 
@@ -277,14 +279,51 @@ export function parseConsistency(text) {
 
 const ENTRY_CONTEXT = enc.encode("memseal/entry/v1\u0000");
 
+// An entry's payload against the payload_hash its signed bytes carry (`signedHash`, read
+// from the verified entry, never from the server's decoded header): BLAKE3 of the 16-byte
+// salt and the payload. A residue (what a forget left: salt "", {"texts": {ref: [salt,
+// text]}}) is checked text by text: each text hashes with its salt to its ref, and the
+// signed entry carries the ref as {"$t": ref}. Returns "whole" or "residue".
+export function checkPayload(seq, payloadB64, saltHex, signedHash, leafText) {
+  const payload = b64decode(payloadB64, `entry ${seq}'s payload`);
+  if (typeof signedHash !== "string") throw new Failure("payload hash", "a payload is served, but the signed entry commits to none", seq);
+  if (saltHex === "") {
+    let texts;
+    try {
+      texts = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload)).texts;
+    } catch (err) {
+      texts = null;
+    }
+    if (texts === null || typeof texts !== "object" || Array.isArray(texts)) throw new Failure("payload hash", "the residue is not a JSON object of texts", seq);
+    for (const [ref, pair] of Object.entries(texts)) {
+      if (!Array.isArray(pair) || pair.length !== 2 || !/^[0-9a-f]{32}$/.test(pair[0]) || typeof pair[1] !== "string") {
+        throw new Failure("payload hash", `residue text ${ref.slice(0, 12)} is not [salt, text]`, seq);
+      }
+      if (blake3Hex(concat(hexBytes(pair[0]), enc.encode(pair[1]))) !== ref) {
+        throw new Failure("payload hash", `residue text ${ref.slice(0, 12)} does not hash to its ref`, seq);
+      }
+      if (!leafText.includes(`{"$t":"${ref}"}`)) throw new Failure("payload hash", `residue text ${ref.slice(0, 12)} is not referenced by the signed entry`, seq);
+    }
+    return "residue";
+  }
+  if (typeof saltHex !== "string" || !/^[0-9a-f]{32}$/.test(saltHex)) throw new Failure("payload hash", "the payload's salt is not 16 bytes of hex", seq);
+  const computed = blake3Hex(concat(hexBytes(saltHex), payload));
+  if (computed !== signedHash) {
+    throw new Failure("payload hash", `BLAKE3 of the salt and payload is ${computed.slice(0, 12)}…, not the signed payload_hash ${signedHash.slice(0, 12)}…`, seq);
+  }
+  return "whole";
+}
+
 // One entry's own checks: its bytes name `seq` and chain to `prev`, its key is trusted, its
-// Ed25519 signature over "memseal/entry/v1" 0x00 leaf-hash verifies. Returns the leaf hash
-// and the decoded entry. Payload hashes are blake3, which WebCrypto lacks: not checked here.
+// Ed25519 signature over "memseal/entry/v1" 0x00 leaf-hash verifies. Returns the leaf hash,
+// the decoded entry and its text (payloads: checkPayload, with the entry's payload_hash).
 export async function verifyEntry(seq, leafB64, sigB64, prevHex, keys) {
   const leaf = b64decode(leafB64, `entry ${seq}'s bytes`);
   let entry;
+  let text;
   try {
-    entry = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(leaf));
+    text = new TextDecoder("utf-8", { fatal: true }).decode(leaf);
+    entry = JSON.parse(text);
   } catch (err) {
     throw new Failure("format", "the entry bytes are not UTF-8 JSON", seq);
   }
@@ -300,5 +339,5 @@ export async function verifyEntry(seq, leafB64, sigB64, prevHex, keys) {
   if (sig.length !== 64 || !(await ed25519Verify(k.key, sig, concat(ENTRY_CONTEXT, lh)))) {
     throw new Failure("signature", `the Ed25519 signature by key ${entry.key} does not verify`, seq);
   }
-  return { leafHash: lh, entry, key: k };
+  return { leafHash: lh, entry, text, key: k };
 }

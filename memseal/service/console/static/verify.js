@@ -3,7 +3,7 @@
 // supplies bytes; its own verdict is never read.
 import { api, query } from "./api.js";
 import {
-  Failure, b64decode, cosignatures, ed25519Available, hex, leafHash, parseConsistency, parseNote, parseTlogProof,
+  Failure, b64decode, checkPayload, cosignatures, ed25519Available, hex, leafHash, parseConsistency, parseNote, parseTlogProof,
   parseVkey, treeRoot, verifyCheckpoint, verifyConsistency, verifyEntry, verifyInclusion, equal,
 } from "./crypto.js";
 import { errorBox, field, h } from "./ui.js";
@@ -132,6 +132,7 @@ export async function render() {
       const whole = start === 0 && end === size && size <= WHOLE_TREE;
       const leaves = [];
       let last = null;
+      const payloads = { whole: 0, residue: 0, withheld: 0, erased: 0 };
       for (let s = start; s < end; s += PAGE) {
         const page = await api(`/v1/ledger/entries${query({ start: s, limit: Math.min(PAGE, end - s) })}`);
         for (const e of page.entries) {
@@ -145,6 +146,10 @@ export async function render() {
             keys.set(next.id, next);
             checks.ok(`seq ${e.seq}: key rotated from ${r.key.id} to ${next.id}`);
           }
+          // 2b. The payload, when this token may read it, against the signed payload_hash.
+          if (e.payload) payloads[checkPayload(e.seq, e.payload, e.salt, r.entry.payload_hash, r.text)] += 1;
+          else if (e.payload_withheld) payloads.withheld += 1;
+          else if (e.redacted) payloads.erased += 1;
           prev = hex(r.leafHash);
           if (whole) leaves.push(r.leafHash);
           last = { seq: e.seq, leafHash: r.leafHash };
@@ -153,6 +158,10 @@ export async function render() {
         progress.textContent = `Checked ${last.seq - start + 1} of ${end - start} entries…`;
       }
       checks.ok(`entries ${start} to ${end - 1}: bytes, chain and Ed25519 signatures (${end - start} entries)`);
+      checks.ok(`payloads: ${payloads.whole} whole payloads hash (BLAKE3 of salt and payload, computed here) to their signed payload_hash${payloads.residue ? `, ${payloads.residue} residues of a forget text by text` : ""}`);
+      if (payloads.withheld || payloads.erased) {
+        checks.note(`payloads not checked: ${payloads.withheld} withheld from this token (outside its reach), ${payloads.erased} erased by a signed forget`);
+      }
       const cp = await verifyCheckpoint(note, keys, info.origin);
       checks.ok(`checkpoint of size ${cp.size}: signed by ${cp.signer.name}+${cp.signer.id}`);
       for (const c of cosignatures(note)) {
@@ -169,7 +178,6 @@ export async function render() {
         await verifyInclusion(last.seq, cp.size, last.leafHash, proof.hashes, cp.root);
         checks.ok(`inclusion: entry ${last.seq} is in the checkpoint's tree, so the chain puts every entry of the range there`);
       }
-      checks.note("not checked here: payload hashes (blake3, which WebCrypto lacks); memseal verify checks them");
       current = cp;
       keepBtn.disabled = false;
       checks.pass(`Verified in this browser: entries ${start}–${end - 1} and the checkpoint of size ${cp.size}.`);

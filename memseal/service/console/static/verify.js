@@ -4,12 +4,13 @@
 import { api, query } from "./api.js";
 import {
   Failure, b64decode, checkPayload, cosignatures, ed25519Available, hex, leafHash, parseConsistency, parseNote, parseTlogProof,
-  parseVkey, treeRoot, verifyCheckpoint, verifyConsistency, verifyEntry, verifyInclusion, equal,
+  parseVkey, parseWitnessVkey, treeRoot, verifyCheckpoint, verifyCosignatures, verifyConsistency, verifyEntry, verifyInclusion, equal,
 } from "./crypto.js";
 import { errorBox, field, h } from "./ui.js";
 
 const PINNED = "memseal.pinned";
 const KEPT = "memseal.kept";
+const WITNESSES = "memseal.witnesses";
 const PAGE = 200;
 // A whole tree up to this size is rebuilt in the browser (RFC 6962 root from every leaf);
 // a larger range is bound to the checkpoint by its chain and the last entry's inclusion.
@@ -31,6 +32,17 @@ async function trustedKeys(text) {
     keys.set(k.id, k);
   }
   if (!keys.size) throw new Failure("key", "paste or pin at least one vkey (memseal keys show)");
+  return keys;
+}
+
+// The witness keys the user trusts, kept apart from the log's: a witness key is never
+// accepted as a log key, nor a log key as a witness's.
+async function witnessKeys(text) {
+  const keys = new Map();
+  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const k = await parseWitnessVkey(line);
+    keys.set(k.id, k);
+  }
   return keys;
 }
 
@@ -96,6 +108,15 @@ export async function render() {
     keyNote,
     h("p", { class: "muted" }, `The server says its first key is ${info.trust_root} and its current key ${info.vkey}.`),
   );
+  const witnessBox = h("textarea", { rows: 2, spellcheck: "false" });
+  witnessBox.value = localStorage.getItem(WITNESSES) || "";
+  const witnessNote = h("p", { class: "muted", "aria-live": "polite" });
+  root.append(
+    field("Witness vkeys (one a line; optional)", witnessBox),
+    h("button", { type: "button", class: "quiet", onclick: () => { localStorage.setItem(WITNESSES, witnessBox.value.trim()); witnessNote.textContent = "Witness keys pinned in this browser."; } }, "Pin these witness keys"),
+    witnessNote,
+    h("p", { class: "muted" }, "A witness key (cosignature/v1, type 0x04; memseal witness init prints it) is checked against the checkpoint's cosignature lines: each witness given here must cosign it."),
+  );
 
   // 2. The checkpoint and a range of entries.
   // A large ledger starts on its last 1,000 entries (set From seq to 0 for all of it).
@@ -112,6 +133,7 @@ export async function render() {
     keepBtn.disabled = true;
     try {
       const keys = await trustedKeys(keysBox.value);
+      const witnesses = await witnessKeys(witnessBox.value);
       const note = await api("/v1/ledger/checkpoint", { text: true });
       cpText.textContent = note;
       // The size is read before the signature is checked (the range is bounded by it);
@@ -164,8 +186,14 @@ export async function render() {
       }
       const cp = await verifyCheckpoint(note, keys, info.origin);
       checks.ok(`checkpoint of size ${cp.size}: signed by ${cp.signer.name}+${cp.signer.id}`);
+      // 4b. The witnesses' cosignatures, against the witness keys given (never the log's).
+      const checked = new Set();
+      for (const c of await verifyCosignatures(note, witnesses)) {
+        checked.add(c.id);
+        checks.ok(`cosigned by witness ${c.name}+${c.id} at ${c.time}: its cosignature/v1 verifies`);
+      }
       for (const c of cosignatures(note)) {
-        checks.note(`cosigned by witness ${c.name}+${c.id} at ${c.time} (not checked here; memseal verify --witness VKEY checks it)`);
+        if (!checked.has(c.id)) checks.note(`cosigned by witness ${c.name}+${c.id} at ${c.time} (not checked: give its witness vkey above)`);
       }
       if (whole) {
         const computed = await treeRoot(leaves);

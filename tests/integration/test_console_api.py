@@ -1,21 +1,32 @@
 """The API routes the console's admin and auditor pages use, over real HTTP: an admin's
 forget (confirmed by the id typed twice, within the admin's reach), and the run bundle an
-auditor exports (only of runs inside its reach)."""
+auditor exports (only of runs inside its reach), a run's memo; on the folder's SQLite file and
+on PostgreSQL when the test server is there."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from stores import ADAPTERS, drop_schemas, fresh_url
 from test_service_support import ServerThread, assert_error
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    with ServerThread(tmp_path_factory.mktemp("console-api") / "data") as running:
-        yield running
+@pytest.fixture(scope="module", params=ADAPTERS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerThread]:
+    adapter: str = request.param
+    url, schema = (None, None) if adapter == "sqlite" else fresh_url("consoleapi", adapter)
+    try:
+        with ServerThread(tmp_path_factory.mktemp("console-api") / "data", store=url) as running:
+            yield running
+    finally:
+        if schema is not None:
+            asyncio.run(drop_schemas([schema], adapter))
 
 
 def store(c: httpx.Client, text: str, **headers: str) -> str:

@@ -81,3 +81,22 @@ def _timeline(page: Any) -> str:
     timeline = page.get_by_role("table", name="Timeline")
     timeline.wait_for()
     return str(timeline.inner_text())
+
+
+def test_the_timeline_counts_the_memo_hits_this_server_answered(server: Server, page: Any) -> None:
+    agent = server.tokens["agent"]
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {agent}"}, timeout=60
+    ) as c:
+        for headers in ({}, {"X-Memseal-Step": "0"}, {"X-Memseal-Step": "0"}):
+            r = c.post("/v1/runs/served-run/tools/memory_list", json={}, headers=headers)
+            assert r.status_code == 200, r.text
+    sign_in(page, server, server.tokens["auditor"], "#/runs/served-run")
+    timeline = page.get_by_role("table", name="Timeline")
+    timeline.wait_for()
+    (row,) = [
+        r for r in timeline.locator("tbody tr").all() if r.locator("td").first.inner_text() == "0"
+    ]
+    marks = row.locator("td").nth(4).inner_text()
+    assert "memo hit ×2 on this server" in marks and "live ×1 on this server" in marks, marks
+    assert page.get_by_text("This server holds the run").count() == 1

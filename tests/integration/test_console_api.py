@@ -193,3 +193,32 @@ def test_a_runs_memo_is_listed_for_an_auditor_in_reach_only(server: ServerThread
         missing = assert_error(auditor.get("/v1/ledger/memos"), 400, "invalid_request")
         assert "run" in missing["error"]["message"]
         assert_error(writer.get("/v1/ledger/memos", params={"run": "memo-run"}), 403)
+
+
+def test_the_memo_route_counts_what_this_server_answered_from_the_memo_and_live(
+    server: ServerThread,
+) -> None:
+    agent = server.client(server.token("agent", "team:tally/agent:w"))
+    auditor = server.client(server.token("auditor", "team:tally"))
+    with agent, auditor:
+        path = "/v1/runs/tally-run/tools/memory_list"
+        calls = [
+            ({}, ""),
+            ({"X-Memseal-Step": "0"}, ""),
+            ({"X-Memseal-Step": "0"}, "?revalidate=true"),
+            ({}, ""),
+        ]
+        for headers, query in calls:
+            r = agent.post(path + query, json={}, headers=headers)
+            assert r.status_code == 200, r.text
+        got = auditor.get("/v1/ledger/memos", params={"run": "tally-run"}).json()
+        assert got["held_here"] is True
+        counted = {m["step"]: (m["replayed_here"], m["live_here"]) for m in got["memos"]}
+        # Step 0: live, then replayed (the retry), then live again (revalidated); step 1 live.
+        assert counted == {0: (1, 2), 1: (0, 1)}, got
+        # Released, the run is no longer held here: the ledger still has its memo, the
+        # counts are gone with the held run.
+        assert agent.delete("/v1/runs/tally-run").json()["closed"] is True
+        after = auditor.get("/v1/ledger/memos", params={"run": "tally-run"}).json()
+        assert after["held_here"] is False and len(after["memos"]) == 2
+        assert all(m["replayed_here"] is None for m in after["memos"])

@@ -14,7 +14,9 @@ shown by default is ``stale``.
 A memo hit (a step answered from its record on resume) writes no entry, so
 the ledger cannot say when one happened; what it holds is the memo itself:
 each recorded step maps to the signed call a resume replays. The memo route
-lists that map for a run whose starting place is inside the caller's reach.
+lists that map for a run whose starting place is inside the caller's reach,
+with, for a run this process holds, how many calls of each step it answered
+from the memo and how many live (see :mod:`memseal.service.registry`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from fastapi.responses import Response
 
 from memseal.ledger.errors import NotFound
 
-from ..deps import Auditor, MemoryDep
+from ..deps import Auditor, MemoryDep, ServiceDep
 from ..models import json_response
 from .runs import in_reach
 
@@ -93,6 +95,7 @@ async def items(
 async def memos(
     who: Auditor,
     memory: MemoryDep,
+    service: ServiceDep,
     # A query parameter, not a path segment: a run id may hold "/" (a lifecycle session's
     # runs are SESSION/REACH), which no single path segment carries.
     run: Annotated[str, Query(min_length=1, max_length=200, description="the run")],
@@ -109,8 +112,25 @@ async def memos(
         "SELECT step, seq FROM memos WHERE run_id = ? AND step > ? ORDER BY step LIMIT ?",
         (run, after, limit + 1),
     )
-    shown = [{"step": int(step), "seq": int(seq)} for step, seq in rows[:limit]]
+    # What this process answered in the run while it holds it (memo hits leave no entry).
+    here = service.runs.answered_here(run)
+    shown = []
+    for step, seq in rows[:limit]:
+        counted = None if here is None else here.get(int(step), (0, 0))
+        shown.append(
+            {
+                "step": int(step),
+                "seq": int(seq),
+                "replayed_here": None if counted is None else counted[0],
+                "live_here": None if counted is None else counted[1],
+            }
+        )
     more = len(rows) > limit
     return json_response(
-        {"run_id": run, "memos": shown, "next_after": shown[-1]["step"] if more else None}
+        {
+            "run_id": run,
+            "held_here": here is not None,
+            "memos": shown,
+            "next_after": shown[-1]["step"] if more else None,
+        }
     )

@@ -162,7 +162,7 @@ function diff(old, neu) {
 // The timeline of the run entries loaded so far: each call with its step, tool, argument
 // summary and outcome; a replacement marked revalidated (with the field diff against the
 // call it supersedes) or forked (after a signed divergence), the replaced call superseded.
-export function timeline(entries, memo = new Map()) {
+export function timeline(entries, memo = new Map(), here = new Map()) {
   const bySeq = new Map(entries.map((e) => [e.seq, e]));
   const supersededBy = new Map();
   const forks = [];
@@ -186,7 +186,12 @@ export function timeline(entries, memo = new Map()) {
       // Every call entry was a live call, recorded; the one the step's memo points at is
       // what a resume replays (a memo hit), a superseded one no longer.
       const marks = [badge("live, recorded")];
-      if (memo.get(b.step) === e.seq) marks.push(badge("memo: a resume replays this", "ok"));
+      if (memo.get(b.step) === e.seq) {
+        marks.push(badge("memo: a resume replays this", "ok"));
+        const [replayed, live] = here.get(b.step) || [0, 0];
+        if (replayed) marks.push(badge(`memo hit ×${replayed} on this server`, "ok"));
+        if (live) marks.push(badge(`live ×${live} on this server`));
+      }
       let note = "";
       if (supersededBy.has(e.seq)) marks.push(badge(`superseded by seq ${supersededBy.get(e.seq)}`, "warn"));
       if (typeof b.supersedes === "number") {
@@ -219,10 +224,17 @@ async function runPage(runId, me) {
     life ? h("p", {}, badge(`lifecycle: ${life.kind}`, "lifecycle"), ` ${life.label}`) : null,
   );
   // The memo: which signed call each recorded step replays on resume (paged by step).
+  // For a run this server holds, also how each step's calls were answered here.
   const memo = new Map();
+  const here = new Map();
+  let heldHere = false;
   for (let after = -1, i = 0; after !== null && i < 20; i++) {
     const page = await api(`/v1/ledger/memos${query({ run: runId, after })}`);
-    for (const m of page.memos) memo.set(m.step, m.seq);
+    heldHere = page.held_here;
+    for (const m of page.memos) {
+      memo.set(m.step, m.seq);
+      if (m.replayed_here !== null) here.set(m.step, [m.replayed_here, m.live_here]);
+    }
     after = page.next_after;
   }
   const entries = [];
@@ -238,10 +250,11 @@ async function runPage(runId, me) {
       got += page.entries.length;
       next = page.next;
     }
-    const rows = timeline(entries, memo);
+    const rows = timeline(entries, memo, here);
     body.replaceChildren(
       table("Timeline", ["step", "tool", "arguments", "outcome", "marks", "seq"], rows.map((r) => r.cells)),
       h("p", { class: "muted" }, "Every row is a signed entry: each call ran live and was recorded. A memo hit (a step answered from its record on resume) writes no entry; the call marked \u201cmemo\u201d is the one a resume of its step replays, byte for byte, instead of running it again."),
+      heldHere ? h("p", { class: "muted" }, "This server holds the run: \u201cmemo hit \u00d7N on this server\u201d counts the calls of a step it answered from the memo since it opened the run, \u201clive \u00d7N\u201d those it ran live.") : null,
     );
     more.hidden = next === null;
     status.textContent = next === null ? `All ${entries.length} entries of the run loaded.` : `${entries.length} entries loaded; the ledger goes on from seq ${next}.`;

@@ -32,6 +32,8 @@ def test_the_timeline_marks_the_call_each_steps_memo_replays(
     # the calls they superseded.
     assert {seq for seq, on in marked.items() if on} == set(memo.values())
     assert len(marked) > len(memo)
+    # Nothing the page builds shows as the text "null" (an absent part appended as such).
+    assert "null" not in page.locator("main").inner_text()
     shoot(page, artifacts, "run-memo")
 
 

@@ -221,8 +221,8 @@ async function runPage(runId, me) {
   const life = lifecycleRun(runId);
   section.append(
     h("p", {}, found.leased ? badge("leased", "warn") : badge("idle"), ` ${found.mode} at ${found.place}; ${found.recorded_steps} recorded steps; started ${found.started_at}`),
-    life ? h("p", {}, badge(`lifecycle: ${life.kind}`, "lifecycle"), ` ${life.label}`) : null,
   );
+  if (life) section.append(h("p", {}, badge(`lifecycle: ${life.kind}`, "lifecycle"), ` ${life.label}`));
   // The memo: which signed call each recorded step replays on resume (paged by step).
   // For a run this server holds, also how each step's calls were answered here.
   const memo = new Map();
@@ -251,11 +251,11 @@ async function runPage(runId, me) {
       next = page.next;
     }
     const rows = timeline(entries, memo, here);
-    body.replaceChildren(
+    body.replaceChildren(h("div", {},
       table("Timeline", ["step", "tool", "arguments", "outcome", "marks", "seq"], rows.map((r) => r.cells)),
       h("p", { class: "muted" }, "Every row is a signed entry: each call ran live and was recorded. A memo hit (a step answered from its record on resume) writes no entry; the call marked \u201cmemo\u201d is the one a resume of its step replays, byte for byte, instead of running it again."),
       heldHere ? h("p", { class: "muted" }, "This server holds the run: \u201cmemo hit \u00d7N on this server\u201d counts the calls of a step it answered from the memo since it opened the run, \u201clive \u00d7N\u201d those it ran live.") : null,
-    );
+    ));
     more.hidden = next === null;
     status.textContent = next === null ? `All ${entries.length} entries of the run loaded.` : `${entries.length} entries loaded; the ledger goes on from seq ${next}.`;
   }

@@ -21,6 +21,8 @@ __all__ = [
     "EntryOut",
     "ErrorDetail",
     "ErrorResponse",
+    "ForgetIn",
+    "ForgetOut",
     "LedgerOut",
     "ReasonIn",
     "RunStatusOut",
@@ -152,6 +154,20 @@ class ReasonIn(_Documented):
     """The body of a trust change: why."""
 
     reason: str = Field(min_length=1, max_length=2000)
+
+
+class ForgetIn(_Documented):
+    """The body of an admin's forget: the item id typed again, so no slip erases an item."""
+
+    confirm: str = Field(min_length=1, max_length=200, description="the item id, again")
+
+
+class ForgetOut(_Documented):
+    """An admin's forget: the signed memory_forgotten entries and the payloads they erased."""
+
+    id: str
+    seqs: list[int] = Field(description="the signed memory_forgotten entries")
+    redacted: list[int] = Field(description="the seqs whose payloads the forget erased")
 
 
 class TrustChangeOut(_Documented):

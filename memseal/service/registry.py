@@ -14,6 +14,13 @@ own scope, so a held run never lends its scope to anyone:
 
 Idle runs beyond :data:`MAX_OPEN_RUNS` are closed, oldest first; a closed
 run is opened again on its next call.
+
+A memo hit writes no entry, so the ledger never says when a step was answered
+from its record. For the runs it holds, the registry counts it itself: each
+unkeyed call this process answered, per step, as *replayed* (the step had a
+memo and was not revalidated: in ``resume`` mode any other call at a recorded
+step is a divergence, refused) or *live*. The counts live as long as the
+held run (:meth:`RunRegistry.answered_here`); a keyed call is not counted.
 """
 
 from __future__ import annotations
@@ -61,6 +68,9 @@ class _Held:
     busy: int = 0
     steps: set[int] = field(default_factory=set)
     used: float = field(default_factory=time.monotonic)
+    #: Per step: how many calls this process answered from the memo, and how many live.
+    replayed: dict[int, int] = field(default_factory=dict)
+    live: dict[int, int] = field(default_factory=dict)
 
 
 class RunRegistry:
@@ -154,12 +164,20 @@ class RunRegistry:
             taken = run.step_of(key)
             assert taken is not None  # a keyed call that returned was recorded at a step
             return taken, result
+        memo: bool | None  # None: not known, the call is not counted
         if step is None:
+            candidate = run.next_step
+            memo = await self._has_memo(run_id, candidate)
+            # No await from here to the call: the run takes its next step when the call
+            # starts, and one taken meanwhile by another request leaves this one uncounted.
             step = run.next_step
+            if step != candidate:
+                memo = None
             awaitable = run.call(name, arguments, revalidate=revalidate)
         else:
             if not 0 <= step <= MAX_STEP:
                 raise InvalidRequest(f"`step` must be 0 to {MAX_STEP}")
+            memo = await self._has_memo(run_id, step)
             if step in held.steps:
                 raise Conflict(f"run {run_id!r} step {step} is already being called")
             if step < run.steps_issued:
@@ -170,10 +188,30 @@ class RunRegistry:
         held.busy += 1
         held.steps.add(step)
         try:
-            return step, await awaitable
+            result = await awaitable
+            if memo is not None:
+                tally = held.replayed if memo and not revalidate else held.live
+                tally[step] = tally.get(step, 0) + 1
+            return step, result
         finally:
             held.busy -= 1
             held.steps.discard(step)
+
+    async def _has_memo(self, run_id: str, step: int) -> bool:
+        """Whether ``step`` of ``run_id`` has a memo (read before its call)."""
+        rows = await self._memory.ledger.store.rows(
+            "SELECT 1 FROM memos WHERE run_id = ? AND step = ?", (run_id, step)
+        )
+        return bool(rows)
+
+    def answered_here(self, run_id: str) -> dict[int, tuple[int, int]] | None:
+        """Per step, the (replayed, live) unkeyed calls this process answered in ``run_id``
+        since it opened the run; None when it does not hold the run."""
+        held = self._held.get(run_id)
+        if held is None:
+            return None
+        steps = sorted(held.replayed.keys() | held.live.keys())
+        return {s: (held.replayed.get(s, 0), held.live.get(s, 0)) for s in steps}
 
     async def _reopen(self, run_id: str, held: _Held) -> Run:
         async with self._lock:

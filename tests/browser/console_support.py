@@ -164,3 +164,17 @@ def sign_in(page: Any, server: Server, token: str, where: str = "") -> None:
     page.get_by_label("API token").fill(token)
     page.get_by_role("button", name="Sign in").click()
     page.locator("#who").get_by_role("button", name="Sign out").wait_for()
+
+
+def responses(page: Any) -> list[str]:
+    """Every response body the page receives from here on (what it could show or keep)."""
+    bodies: list[str] = []
+
+    def keep(response: Any) -> None:
+        try:
+            bodies.append(f"{response.url}\n{response.text()}")
+        except Exception:  # a redirect or a download has no body to read
+            bodies.append(response.url)
+
+    page.on("response", keep)
+    return bodies

@@ -18,6 +18,7 @@ from browser.console_support import (
     REJECT_TEXT,
     Server,
     in_thread,
+    responses,
     shoot,
     sign_in,
 )
@@ -25,20 +26,6 @@ from browser.console_support import (
 import memseal
 
 PAGES = ["overview", "ledger", "verify", "runs", "memory", "tokens"]
-
-
-def responses(page: Any) -> list[str]:
-    """Every response body the page receives from here on (what it could show or keep)."""
-    bodies: list[str] = []
-
-    def keep(response: Any) -> None:
-        try:
-            bodies.append(f"{response.url}\n{response.text()}")
-        except Exception:  # a redirect or a download has no body to read
-            bodies.append(response.url)
-
-    page.on("response", keep)
-    return bodies
 
 
 def nav_links(page: Any) -> list[str]:
@@ -72,7 +59,7 @@ def test_auditor_sees_only_its_tenants_runs_and_payloads(
     seen = responses(page)
     sign_in(page, server, server.tokens["auditor"], "#/runs")
     page.get_by_role("table", name="Runs in your reach, newest first").wait_for()
-    assert nav_links(page) == ["Overview", "Ledger", "Verify here", "Runs"]
+    assert nav_links(page) == ["Overview", "Ledger", "Verify here", "Runs", "Memory"]
     runs = page.locator("main").inner_text()
     assert "acme-nightly" in runs and "corp-secret" not in runs
     page.goto(f"{server.url}/#/ledger")

@@ -13,7 +13,7 @@ from typing import Final
 
 from fastapi import APIRouter
 
-from . import admin, browse, ledger, ops, runs, tools
+from . import admin, audit, browse, ledger, ops, runs, tools
 
 __all__ = ["ROUTERS"]
 
@@ -24,4 +24,5 @@ ROUTERS: Final[tuple[APIRouter, ...]] = (
     ledger.router,
     admin.router,
     browse.router,
+    audit.router,
 )

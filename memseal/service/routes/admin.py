@@ -1,8 +1,8 @@
-"""The admin's routes: tokens (make, list, revoke) and item trust (promote, reject, stale).
+"""The admin's routes: tokens (make, list, revoke), item trust (promote, reject, stale), forget.
 
-An admin's reach bounds both: it manages only tokens placed within it (see
-:func:`memseal.service.tokens.check_mint`) and changes the trust only of items
-inside it.
+An admin's reach bounds all three: it manages only tokens placed within it (see
+:func:`memseal.service.tokens.check_mint`) and changes the trust of, or
+forgets, only items inside it.
 """
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
+from memseal.engine.items import check_ids
+from memseal.ledger.errors import InvalidRequest, NotFound
 from memseal.memory import Memory
 
 from ..deps import Admin, MemoryDep, ServiceDep, fields
 from ..models import (
+    ForgetIn,
+    ForgetOut,
     ReasonIn,
     TokenIn,
     TokenInfoOut,
@@ -30,7 +34,7 @@ from ..models import (
 )
 from ..tokens import Principal, check_mint, scope_from
 
-__all__ = ["TRUST_ACTIONS", "add_token", "list_tokens", "revoke_token", "router"]
+__all__ = ["TRUST_ACTIONS", "add_token", "forget_item", "list_tokens", "revoke_token", "router"]
 
 router = APIRouter(tags=["admin"])
 
@@ -138,3 +142,33 @@ for _action, _summary in TRUST_ACTIONS:
         response_model=TrustChangeOut,
         openapi_extra=fields_doc(ReasonIn),
     )(_trust_route(_action))
+
+
+@router.post(
+    "/v1/admin/items/{item_id}/forget",
+    summary="Forget an item: a signed memory_forgotten entry erases every payload naming it",
+    response_model=ForgetOut,
+    openapi_extra=fields_doc(ForgetIn),
+)
+async def forget_item(
+    who: Admin,
+    item_id: Annotated[str, PathParam(max_length=200)],
+    body: Annotated[ForgetIn, fields(ForgetIn)],
+    memory: MemoryDep,
+) -> Response:
+    """
+    \f
+    Forget ``item_id`` (whatever its trust) if it is inside the admin's reach.
+    """
+    try:
+        (target,) = check_ids([item_id])
+    except InvalidRequest:
+        raise InvalidRequest("`item_id` is not an item id") from None
+    # Forgetting cannot be undone: the body repeats the id, so a console click or a
+    # script's wrong variable never erases an item nobody named twice.
+    if body.confirm != target:
+        raise InvalidRequest("`confirm` must repeat the item id of the path, exactly")
+    done = await memory.engine.forget(ids=[target], reach=who.scope.reach)
+    if target not in done.forgotten:
+        raise NotFound(f"no item {target!r} in your reach")
+    return json_response({"id": target, "seqs": list(done.seqs), "redacted": list(done.redacted)})

@@ -2,7 +2,11 @@
 
 A run id belongs to the scope that started it (see
 :mod:`memseal.service.registry`): a caller placed elsewhere is told there is
-no such run.
+no such run. The export is also an auditor's (and an admin's): of a run whose
+starting place is inside its reach, and only when every payload the bundle
+holds is one the ledger routes would show it (see
+:mod:`memseal.service.ledger_view`), so a bundle never carries another
+tenant's words to an auditor.
 """
 
 from __future__ import annotations
@@ -11,17 +15,31 @@ import re
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+import msgspec
+from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
 from memseal.ledger.errors import NotFound
+from memseal.memory import Memory
 
-from ..deps import Agent, KeyHeader, MemoryDep, Revalidate, ServiceDep, StepHeader
+from ..deps import Agent, KeyHeader, MemoryDep, Revalidate, ServiceDep, StepHeader, role
+from ..errors import ApiError
+from ..ledger_view import EntryView
 from ..models import ARGUMENTS_BODY, RunStatusOut, ToolResultOut, json_response
+from ..tokens import Principal
 from .tools import recorded_call
 
-__all__ = ["RunId", "attachment", "call_in_run", "close_run", "export_run", "router", "run_status"]
+__all__ = [
+    "RunId",
+    "attachment",
+    "call_in_run",
+    "close_run",
+    "export_run",
+    "in_reach",
+    "router",
+    "run_status",
+]
 
 router = APIRouter(tags=["runs"])
 
@@ -71,19 +89,30 @@ async def run_status(who: Agent, run_id: RunId, service: ServiceDep) -> Response
     response_class=Response,
     responses={200: {"content": {"application/json": {}}}},
 )
-async def export_run(who: Agent, run_id: RunId, service: ServiceDep, memory: MemoryDep) -> Response:
+async def export_run(
+    who: Annotated[Principal, Depends(role("agent", "auditor", "admin"))],
+    run_id: RunId,
+    service: ServiceDep,
+    memory: MemoryDep,
+) -> Response:
     """
     \f
     The session bundle of ``run_id``, as a download.
     """
     from memseal.replay.bundle import encode_bundle, export_bundle
 
-    if not await service.runs.check_owner(run_id, who.scope):
-        raise NotFound(f"no run {run_id!r} in this scope")
+    if who.role == "agent":
+        if not await service.runs.check_owner(run_id, who.scope):
+            raise NotFound(f"no run {run_id!r} in this scope")
+    elif not await in_reach(memory, who, run_id):
+        # Told as an agent placed elsewhere is: the run's id is not learnt from the answer.
+        raise NotFound(f"no run {run_id!r} in your reach")
     keys = await memory.key_history()
     bundle = await export_bundle(
         memory.ledger, keys, run_id, embedders=await memory.engine.embedders()
     )
+    if who.role != "agent":
+        await _check_payloads(memory, who, run_id, [e.seq for e in bundle.entries if e.payload])
     return Response(
         encode_bundle(bundle),
         media_type="application/json",
@@ -102,6 +131,41 @@ async def close_run(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
     """
     closed = await service.runs.close_run(run_id, who.scope)
     return json_response({"run_id": run_id, "closed": closed})
+
+
+async def in_reach(memory: Memory, who: Principal, run_id: str) -> bool:
+    """Whether the place that started ``run_id`` is inside ``who``'s reach."""
+    store = memory.ledger.store
+    rows = await store.rows("SELECT started_seq FROM runs WHERE run_id = ?", (run_id,))
+    if not rows:
+        return False
+    body = msgspec.json.decode(bytes((await store.read(int(rows[0][0]))).entry().body))
+    place = body.get("place") if isinstance(body, dict) else None
+    reach = who.scope.reach
+    if reach is None:
+        return True
+    try:
+        return isinstance(place, str) and reach.admits(place)
+    except Exception:
+        # A place the reach cannot even parse is not one it admits.
+        return False
+
+
+async def _check_payloads(memory: Memory, who: Principal, run_id: str, seqs: list[int]) -> None:
+    """Refuse a bundle holding a payload the ledger routes would withhold from ``who``
+    (a result citing an item of a place beyond its reach, such an item's own entries)."""
+    store = memory.ledger.store
+    view = EntryView(store, who.scope.reach)
+    for start in range(0, len(seqs), 200):
+        shown = await view.render([await store.read(s) for s in seqs[start : start + 200]])
+        withheld = [e["seq"] for e in shown if e.get("payload_withheld")]
+        if withheld:
+            raise ApiError(
+                403,
+                "forbidden",
+                f"run {run_id!r}: the bundle holds payloads outside your reach "
+                f"(seq {withheld[0]}); export it with the run's own agent token",
+            )
 
 
 def attachment(run_id: str) -> str:

@@ -7,7 +7,7 @@ const PAGES = [
   { path: "ledger", title: "Ledger", roles: ["auditor", "admin"], load: () => import("./ledger.js") },
   { path: "verify", title: "Verify here", roles: ["auditor", "admin"], load: () => import("./verify.js") },
   { path: "runs", title: "Runs", roles: ["agent", "auditor", "admin"], load: () => import("./runs.js") },
-  { path: "memory", title: "Memory", roles: ["agent", "admin"], load: () => import("./memory.js") },
+  { path: "memory", title: "Memory", roles: ["agent", "auditor", "admin"], load: () => import("./memory.js") },
   { path: "tokens", title: "Tokens", roles: ["admin"], load: () => import("./tokens.js") },
 ];
 

@@ -2,6 +2,8 @@
 // RFC 6962 / RFC 9162 hashing with WebCrypto SHA-256, C2SP signed notes and memseal entry
 // signatures with WebCrypto Ed25519 (see docs/formats.md and docs/ledger.md).
 
+import { blake3Hex } from "./blake3.js";
+
 const enc = new TextEncoder();
 const subtle = globalThis.crypto && globalThis.crypto.subtle;
 
@@ -158,6 +160,8 @@ export async function parseVkey(text) {
   }
   const [name, id] = parts;
   const raw = b64decode(parts[2], "the vkey's key");
+  // A witness's key (type 0x04) is never a log key, whatever its bytes.
+  if (raw[0] === ALG_COSIGNATURE_V1) throw new Failure("key", `${name}+${id} is a witness's cosignature key (type 0x04), not a log key: give it as a witness key`);
   if (raw.length !== 33 || raw[0] !== 1) throw new Failure("key", "the vkey is not an Ed25519 key (0x01 and 32 bytes)");
   const pub = raw.slice(1);
   const computed = (await sha256(concat(enc.encode(name), new Uint8Array([0x0a, 0x01]), pub))).slice(0, 4);
@@ -236,8 +240,8 @@ export async function verifyCheckpoint(note, keys, origin = null) {
 
 // The witness cosignatures (C2SP cosignature/v1) a note claims: each line whose signature
 // is 8 timestamp bytes and 64 signature bytes, as {name, id, time} (time: ISO 8601 text, or
-// "invalid time" past what a Date holds, since any line can say anything). Shown, not
-// checked: `memseal verify --witness VKEY` checks them against the witness's key.
+// "invalid time" past what a Date holds, since any line can say anything). Shown only:
+// verifyCosignatures checks them against the witness keys the user gives.
 export function cosignatures(note) {
   return parseNote(note).sigs.filter((s) => s.sig.length === 72).map((s) => {
     let seconds = 0;
@@ -245,6 +249,56 @@ export function cosignatures(note) {
     const when = new Date(seconds * 1000);
     return { name: s.name, id: s.id, time: Number.isNaN(when.getTime()) ? "invalid time" : when.toISOString() };
   });
+}
+
+// C2SP tlog-cosignature: a witness key is name+<key id>+base64(0x04 || 32-byte Ed25519 key),
+// its id SHA-256(name || 0x0A || 0x04 || key)[:4], so it never matches a log key's id.
+export const ALG_COSIGNATURE_V1 = 0x04;
+const MAX_TIMESTAMP = (1n << 63n) - 1n;
+// How far in the future a cosignature's time may lie (clock drift), as memseal verify allows.
+const MAX_FUTURE_SKEW = 300;
+
+export async function parseWitnessVkey(text) {
+  const m = /^([^+\s]+)\+([^+]*)\+(\S+)$/.exec(text.trim());
+  if (!m || !/^[0-9a-f]{8}$/.test(m[2])) throw new Failure("witness key", "a witness vkey reads name+<8 hex digits>+base64");
+  const [, name, id] = m;
+  const raw = b64decode(m[3], "the witness vkey's key");
+  if (raw[0] === 1) throw new Failure("witness key", `${name}+${id} is a log's note key (type 0x01), not a witness's cosignature key (0x04)`);
+  if (raw.length !== 33 || raw[0] !== ALG_COSIGNATURE_V1) throw new Failure("witness key", `${name}+${id} is not a cosignature/v1 key (0x04 and 32 bytes)`);
+  const pub = raw.slice(1);
+  const computed = (await sha256(concat(enc.encode(name), new Uint8Array([0x0a, ALG_COSIGNATURE_V1]), pub))).slice(0, 4);
+  if (hex(computed) !== id) throw new Failure("witness key", `the witness vkey's key id ${id} is not the one its name and key give (${hex(computed)})`);
+  const key = await subtle.importKey("raw", pub, { name: "Ed25519" }, false, ["verify"]);
+  return { text: text.trim(), name, id, key };
+}
+
+// The cosignatures of `note` by the trusted witnesses `witnesses` (a Map id -> parsed witness
+// vkey), each checked: 8 big-endian timestamp bytes (at most 2^63-1, not past now + 5 min)
+// and an Ed25519 signature over "cosignature/v1\ntime <t>\n" and the note's text. A line of
+// a trusted witness that fails is a failure naming it; so is a trusted witness with no line.
+// Lines of other keys are ignored, as the signed-note rules say. Returns [{name, id, time}].
+export async function verifyCosignatures(note, witnesses, now = Date.now() / 1000) {
+  const { text, sigs } = parseNote(note);
+  const verified = new Map();
+  for (const s of sigs) {
+    const w = witnesses.get(s.id);
+    if (!w || w.name !== s.name) continue;
+    const who = `${w.name}+${w.id}`;
+    if (s.sig.length !== 72) throw new Failure("cosignature", `the cosignature by ${who} is not 8 + 64 bytes`);
+    let t = 0n;
+    for (let i = 0; i < 8; i++) t = (t << 8n) | BigInt(s.sig[i]);
+    if (t > MAX_TIMESTAMP) throw new Failure("cosignature", `the cosignature by ${who} has a timestamp past 2^63-1`);
+    if (t > BigInt(Math.floor(now + MAX_FUTURE_SKEW))) throw new Failure("cosignature", `the cosignature by ${who} is dated in the future (${t})`);
+    const message = enc.encode(`cosignature/v1\ntime ${t}\n${text}`);
+    if (!(await ed25519Verify(w.key, s.sig.slice(8), message))) {
+      throw new Failure("cosignature", `the cosignature by ${who} does not verify`);
+    }
+    verified.set(w.id, { name: w.name, id: w.id, time: new Date(Number(t) * 1000).toISOString() });
+  }
+  for (const w of witnesses.values()) {
+    if (!verified.has(w.id)) throw new Failure("cosignature", `no cosignature by the witness ${w.name}+${w.id}`);
+  }
+  return [...verified.values()];
 }
 
 // A C2SP tlog-proof: the header, optional extra, index, hashes, a blank line, the note.
@@ -277,14 +331,51 @@ export function parseConsistency(text) {
 
 const ENTRY_CONTEXT = enc.encode("memseal/entry/v1\u0000");
 
+// An entry's payload against the payload_hash its signed bytes carry (`signedHash`, read
+// from the verified entry, never from the server's decoded header): BLAKE3 of the 16-byte
+// salt and the payload. A residue (what a forget left: salt "", {"texts": {ref: [salt,
+// text]}}) is checked text by text: each text hashes with its salt to its ref, and the
+// signed entry carries the ref as {"$t": ref}. Returns "whole" or "residue".
+export function checkPayload(seq, payloadB64, saltHex, signedHash, leafText) {
+  const payload = b64decode(payloadB64, `entry ${seq}'s payload`);
+  if (typeof signedHash !== "string") throw new Failure("payload hash", "a payload is served, but the signed entry commits to none", seq);
+  if (saltHex === "") {
+    let texts;
+    try {
+      texts = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload)).texts;
+    } catch (err) {
+      texts = null;
+    }
+    if (texts === null || typeof texts !== "object" || Array.isArray(texts)) throw new Failure("payload hash", "the residue is not a JSON object of texts", seq);
+    for (const [ref, pair] of Object.entries(texts)) {
+      if (!Array.isArray(pair) || pair.length !== 2 || !/^[0-9a-f]{32}$/.test(pair[0]) || typeof pair[1] !== "string") {
+        throw new Failure("payload hash", `residue text ${ref.slice(0, 12)} is not [salt, text]`, seq);
+      }
+      if (blake3Hex(concat(hexBytes(pair[0]), enc.encode(pair[1]))) !== ref) {
+        throw new Failure("payload hash", `residue text ${ref.slice(0, 12)} does not hash to its ref`, seq);
+      }
+      if (!leafText.includes(`{"$t":"${ref}"}`)) throw new Failure("payload hash", `residue text ${ref.slice(0, 12)} is not referenced by the signed entry`, seq);
+    }
+    return "residue";
+  }
+  if (typeof saltHex !== "string" || !/^[0-9a-f]{32}$/.test(saltHex)) throw new Failure("payload hash", "the payload's salt is not 16 bytes of hex", seq);
+  const computed = blake3Hex(concat(hexBytes(saltHex), payload));
+  if (computed !== signedHash) {
+    throw new Failure("payload hash", `BLAKE3 of the salt and payload is ${computed.slice(0, 12)}…, not the signed payload_hash ${signedHash.slice(0, 12)}…`, seq);
+  }
+  return "whole";
+}
+
 // One entry's own checks: its bytes name `seq` and chain to `prev`, its key is trusted, its
-// Ed25519 signature over "memseal/entry/v1" 0x00 leaf-hash verifies. Returns the leaf hash
-// and the decoded entry. Payload hashes are blake3, which WebCrypto lacks: not checked here.
+// Ed25519 signature over "memseal/entry/v1" 0x00 leaf-hash verifies. Returns the leaf hash,
+// the decoded entry and its text (payloads: checkPayload, with the entry's payload_hash).
 export async function verifyEntry(seq, leafB64, sigB64, prevHex, keys) {
   const leaf = b64decode(leafB64, `entry ${seq}'s bytes`);
   let entry;
+  let text;
   try {
-    entry = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(leaf));
+    text = new TextDecoder("utf-8", { fatal: true }).decode(leaf);
+    entry = JSON.parse(text);
   } catch (err) {
     throw new Failure("format", "the entry bytes are not UTF-8 JSON", seq);
   }
@@ -300,5 +391,5 @@ export async function verifyEntry(seq, leafB64, sigB64, prevHex, keys) {
   if (sig.length !== 64 || !(await ed25519Verify(k.key, sig, concat(ENTRY_CONTEXT, lh)))) {
     throw new Failure("signature", `the Ed25519 signature by key ${entry.key} does not verify`, seq);
   }
-  return { leafHash: lh, entry, key: k };
+  return { leafHash: lh, entry, text, key: k };
 }

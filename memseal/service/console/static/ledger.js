@@ -1,7 +1,20 @@
 // Ledger: entries paged and filtered (the API scans a bounded window per request), one
 // entry's header, signed bytes, signature, key, payload (when in reach), redaction, proofs.
 import { api, query } from "./api.js";
+import { checkPayload } from "./crypto.js";
 import { decodeB64Text, errorBox, field, h, pre, pretty, short, table } from "./ui.js";
+
+// The shown payload against the payload_hash in the entry's own bytes, computed here (the
+// entry's signature is Verify here's to check: this says the payload is the one signed for).
+function payloadCheck(e, signed) {
+  try {
+    const how = checkPayload(e.seq, e.payload, e.salt, JSON.parse(signed).payload_hash, signed);
+    const what = how === "residue" ? "each text the forget left hashes to the ref the entry signs" : "BLAKE3 of the salt and payload, computed here, is the payload_hash in the entry's bytes";
+    return h("p", { class: "ok", "data-payload-check": "pass" }, `✓ payload: ${what}`);
+  } catch (err) {
+    return h("p", { class: "bad", role: "alert", "data-payload-check": "fail" }, `✗ seq ${e.seq}: payload hash: ${err.message}`);
+  }
+}
 
 const KINDS = ["", "memory_stored", "trust_changed", "memory_forgotten", "memory_tool_call", "run_started", "run_forked", "key_rotated", "note"];
 const LIMIT = 50;
@@ -88,7 +101,7 @@ async function detail(seq) {
   const oldIn = h("input", { type: "number", min: 1 });
   const b = e.header.body || {};
   let payload;
-  if (e.payload) payload = pre(pretty(decodeB64Text(e.payload)), "Payload");
+  if (e.payload) payload = h("div", {}, payloadCheck(e, signed), pre(pretty(decodeB64Text(e.payload)), "Payload"));
   else payload = h("p", { class: e.redacted ? "bad" : "muted" }, payloadStatus(e), e.redacted && e.redacted_by !== null && e.redacted_by !== undefined ? [" (", h("a", { href: `#/ledger/${e.redacted_by}` }, `seq ${e.redacted_by}`), ")"] : null);
   const links = [];
   if (b.run_id) links.push(h("a", { href: `#/runs/${encodeURIComponent(b.run_id)}` }, `run ${b.run_id}`));

@@ -53,7 +53,54 @@ async function agentMemory() {
   return section;
 }
 
-async function adminMemory(args) {
+// The items in reach for an auditor or an admin, through GET /v1/ledger/items: the API
+// applies the token's reach, the page only shows what comes back.
+function ledgerItems(me) {
+  const out = h("div", { "aria-live": "polite" });
+  const qIn = h("input", { type: "search", size: 40 });
+  const modeSel = h("select", {}, ["hybrid", "exact", "semantic"].map((m) => h("option", { value: m }, m)));
+  const floorSel = h("select", {}, ["stale", "unverified", "verified"].map((m) => h("option", { value: m }, m)));
+  async function show(params, caption) {
+    try {
+      const r = await api(`/v1/ledger/items${query({ ...params, min_trust: floorSel.value, limit: 50 })}`);
+      const rows = r.items.map((it) => [
+        me.role === "admin" ? h("a", { href: `#/memory/${encodeURIComponent(it.id)}` }, it.id) : h("code", {}, it.id),
+        badge(it.trust, it.trust),
+        it.kind,
+        it.namespace,
+        short(it.text || "", 120),
+        h("a", { href: `#/ledger/${it.seq}` }, String(it.seq)),
+        it.score === undefined ? "" : String(Math.round(it.score * 1000) / 1000),
+      ]);
+      out.replaceChildren(h("div", {},
+        table(r.mode ? `${caption} (${r.mode})` : caption, ["id", "trust", "kind", "namespace", "text", "stored at seq", "score"], rows),
+        rows.length ? null : h("p", { class: "muted" }, "No items here."),
+        r.next_cursor ? h("button", { type: "button", class: "quiet", onclick: () => show({ ...params, cursor: r.next_cursor }, caption) }, "Next page") : null,
+      ));
+    } catch (err) {
+      out.replaceChildren(errorBox(err));
+    }
+  }
+  const list = () => show({}, "Items in your reach");
+  const form = h("form", { "aria-label": "Search memory", onsubmit: (ev) => { ev.preventDefault(); show({ query: qIn.value, mode: modeSel.value }, "Hits"); } },
+    field("Search", qIn), field("Mode", modeSel), field("Lowest trust", floorSel), h("button", { type: "submit" }, "Search"),
+    h("button", { type: "button", class: "quiet", onclick: list }, "List all"));
+  return { element: h("div", {}, form, out), list };
+}
+
+async function auditorMemory(me) {
+  const items = ledgerItems(me);
+  await items.list();
+  return h(
+    "section",
+    { "aria-labelledby": "memory-title" },
+    h("h2", { id: "memory-title" }, "Memory"),
+    h("p", { class: "muted" }, "The items inside your reach, as the API lists them for this token (an auditor reads; it has no tools and changes nothing)."),
+    items.element,
+  );
+}
+
+async function adminMemory(args, me) {
   const idIn = h("input", { type: "text", size: 40, value: args[0] || "" });
   const reasonIn = h("input", { type: "text", size: 50 });
   const out = h("div", { "aria-live": "polite" });
@@ -63,6 +110,7 @@ async function adminMemory(args) {
     if (!id) return;
     try {
       const rows = [];
+      let forgetSeq = null;
       let next = 0;
       // Each request scans a bounded window of the log; stop after a few.
       for (let i = 0; next !== null && i < 20; i++) {
@@ -70,11 +118,13 @@ async function adminMemory(args) {
         for (const e of page.entries) {
           const b = e.header.body;
           const what = e.kind === "memory_stored" ? `stored in ${b.namespace} as ${b.trust}` : e.kind === "trust_changed" ? `trust ${b.previous} → ${b.trust}` : "forgotten";
+          if (e.kind === "memory_forgotten") forgetSeq = e.seq;
           rows.push([h("a", { href: `#/ledger/${e.seq}` }, String(e.seq)), e.at, e.kind, what, e.payload ? "actor and reason in the payload" : e.redacted ? `erased by the forget at seq ${e.redacted_by}` : e.payload_withheld ? "withheld" : ""]);
         }
         next = page.next;
       }
       history.replaceChildren(h("div", {},
+        forgetSeq === null ? null : h("p", { class: "bad", "data-forgotten": String(forgetSeq) }, badge("forgotten", "bad"), ` ${id} was forgotten by the signed entry `, h("a", { href: `#/ledger/${forgetSeq}` }, `seq ${forgetSeq}`), ": every payload naming it is erased."),
         table(`History of ${id}`, ["seq", "at", "kind", "what", "payload"], rows),
         next !== null ? h("p", { class: "muted" }, `Scanned up to seq ${next}; the Ledger page scans on.`) : null,
       ));
@@ -113,22 +163,69 @@ async function adminMemory(args) {
       },
     }, label);
   }
+  // Forget cannot be undone: the admin types the id again, and the API checks it too.
+  function forgetAction() {
+    return h("button", {
+      type: "button",
+      class: "danger",
+      onclick: () => {
+        const id = idIn.value.trim();
+        if (!id) {
+          out.replaceChildren(errorBox(new Error("give the item id")));
+          return;
+        }
+        const typed = h("input", { type: "text", size: 40, autocomplete: "off", spellcheck: "false" });
+        const confirmBtn = h("button", {
+          type: "button",
+          class: "danger",
+          disabled: true,
+          onclick: async () => {
+            try {
+              const r = await api(`/v1/admin/items/${encodeURIComponent(id)}/forget`, { method: "POST", body: { confirm: typed.value.trim() } });
+              const seq = r.seqs[r.seqs.length - 1];
+              out.replaceChildren(
+                h("p", { role: "status", class: "ok" }, `${id}: forgotten (signed entry `, h("a", { href: `#/ledger/${seq}` }, `seq ${seq}`), `; ${r.redacted.length} payloads erased)`),
+              );
+              await showHistory();
+            } catch (err) {
+              out.replaceChildren(errorBox(err));
+            }
+          },
+        }, `Confirm: Forget ${id}`);
+        typed.addEventListener("input", () => { confirmBtn.disabled = typed.value.trim() !== id; });
+        out.replaceChildren(
+          h("p", {}, `Forget item ${id}? This appends a signed memory_forgotten entry and erases every payload that names the item. It cannot be undone.`),
+          field("Type the item id to confirm", typed),
+          confirmBtn,
+          h("button", { type: "button", class: "quiet", onclick: () => out.replaceChildren() }, "Cancel"),
+        );
+        typed.focus();
+      },
+    }, "Forget");
+  }
   const section = h(
     "section",
     { "aria-labelledby": "memory-title" },
     h("h2", { id: "memory-title" }, "Memory"),
-    h("p", { class: "muted" }, "Trust actions on an item inside your reach, each a signed trust_changed entry. Item ids are in the Ledger (memory_stored entries)."),
+    h("p", { class: "muted" }, "Trust actions on an item inside your reach, each a signed trust_changed entry, and forget, a signed memory_forgotten entry. Item ids are in the Ledger (memory_stored entries)."),
     field("Item id", idIn),
     h("button", { type: "button", class: "quiet", onclick: showHistory }, "Show history"),
     field("Reason", reasonIn),
-    h("div", {}, action("promote", "Promote", ""), action("reject", "Reject", "danger"), action("stale", "Mark stale", "quiet")),
+    h("div", {}, action("promote", "Promote", ""), action("reject", "Reject", "danger"), action("stale", "Mark stale", "quiet"), forgetAction()),
     out,
     history,
   );
   if (args[0]) await showHistory();
+  else {
+    const items = ledgerItems(me);
+    section.append(h("h3", {}, "Items in your reach"), items.element);
+    await items.list();
+  }
   return section;
 }
 
 export async function render({ me, args }) {
-  return me.role === "agent" ? agentMemory() : adminMemory(args);
+  if (me.role === "agent") return agentMemory();
+  if (me.role === "auditor") return auditorMemory(me);
+  return adminMemory(args, me);
 }

@@ -6,6 +6,48 @@ import { badge, decodeB64Text, errorBox, field, h, short, table } from "./ui.js"
 const RUN_PAGE = 50;
 const ENTRY_PAGE = 200;
 
+// What a lifecycle run is, from the names memseal's lifecycle gives its runs (see
+// docs/lifecycle.md): a session's runs are SESSION/REACH, a background job's job-ID.
+// A label only: what the run holds is still read from its signed entries.
+const SESSION_REACHES = {
+  thread: "session reads and writes of the thread",
+  own: "session reads of the agent's node",
+  team: "session reads of the team's node",
+  brain: "session reads of the brain",
+  model: "the model's own tools",
+  queue: "job queue (builds queued per turn)",
+};
+
+export function lifecycleRun(id) {
+  const m = /^(.+)\/(thread|own|team|brain|model|queue)$/.exec(id);
+  if (m) return { kind: "session", label: `session ${m[1]}: ${SESSION_REACHES[m[2]]}` };
+  if (/^job-/.test(id)) return { kind: "job", label: `background job ${id.slice(4)}` };
+  if (/^queue-[0-9a-f]+$/.test(id)) return { kind: "job", label: "a job queued" };
+  if (/^retract-[0-9a-f]+$/.test(id)) return { kind: "job", label: "a retraction" };
+  if (/^brain-[0-9a-f]+$/.test(id)) return { kind: "brain", label: "a brain ingest" };
+  return null;
+}
+
+// The lifecycle moment a keyed call is: start, pre/N, post/N, compact/N, queue/N (a moment
+// that makes several calls keys them KEY/0, KEY/1...), and a job's learn: and supersede:.
+export function lifecycleStep(key) {
+  if (typeof key !== "string") return null;
+  if (/^start(\/.*)?$/.test(key)) return "session start";
+  const m = /^(pre|post|compact|queue)\/(\d+)(\/.*)?$/.exec(key);
+  if (m) {
+    const what = { pre: "context before the turn", post: "the turn logged", compact: "compaction", queue: "build queued" }[m[1]];
+    return `turn ${m[2]}: ${what}`;
+  }
+  if (key.startsWith("learn:")) return "job: a belief stored";
+  if (key.startsWith("supersede:")) return "job: a superseded belief forgotten";
+  return null;
+}
+
+function kindCell(id) {
+  const l = lifecycleRun(id);
+  return l ? [badge(`lifecycle: ${l.kind}`, "lifecycle"), ` ${l.label}`] : "run";
+}
+
 function runLink(id) {
   return h("a", { href: `#/runs/${encodeURIComponent(id)}` }, id);
 }
@@ -58,6 +100,7 @@ async function runList(before) {
   const page = await api(`/v1/ledger/runs${query({ before, limit: RUN_PAGE })}`);
   const rows = page.runs.map((r) => [
     runLink(r.run_id),
+    kindCell(r.run_id),
     r.leased ? badge("leased", "warn") : badge("idle"),
     r.leased ? `${r.holder || "?"} until ${new Date(r.lease_until * 1000).toISOString()}` : "—",
     r.mode || "",
@@ -70,7 +113,7 @@ async function runList(before) {
     "section",
     { "aria-labelledby": "runs-title" },
     h("h2", { id: "runs-title" }, "Runs"),
-    table("Runs in your reach, newest first", ["run", "status", "lease", "mode", "place", "steps", "last step", "started"], rows),
+    table("Runs in your reach, newest first", ["run", "kind", "status", "lease", "mode", "place", "steps", "last step", "started"], rows),
     rows.length ? null : h("p", { class: "muted" }, "No runs on this page."),
   );
   if (page.next_before !== null) {
@@ -119,7 +162,7 @@ function diff(old, neu) {
 // The timeline of the run entries loaded so far: each call with its step, tool, argument
 // summary and outcome; a replacement marked revalidated (with the field diff against the
 // call it supersedes) or forked (after a signed divergence), the replaced call superseded.
-export function timeline(entries) {
+export function timeline(entries, memo = new Map(), here = new Map()) {
   const bySeq = new Map(entries.map((e) => [e.seq, e]));
   const supersededBy = new Map();
   const forks = [];
@@ -140,7 +183,15 @@ export function timeline(entries) {
         cells: [String(b.step), "divergence", `recorded ${short(b.recorded, 14)} ≠ attempted ${short(b.attempted, 14)}`, "the run went live from here, as its host asked", [badge("diverged", "diverged")], seqLink],
       });
     } else if (e.kind === "memory_tool_call") {
-      const marks = [badge("recorded")];
+      // Every call entry was a live call, recorded; the one the step's memo points at is
+      // what a resume replays (a memo hit), a superseded one no longer.
+      const marks = [badge("live, recorded")];
+      if (memo.get(b.step) === e.seq) {
+        marks.push(badge("memo: a resume replays this", "ok"));
+        const [replayed, live] = here.get(b.step) || [0, 0];
+        if (replayed) marks.push(badge(`memo hit ×${replayed} on this server`, "ok"));
+        if (live) marks.push(badge(`live ×${live} on this server`));
+      }
       let note = "";
       if (supersededBy.has(e.seq)) marks.push(badge(`superseded by seq ${supersededBy.get(e.seq)}`, "warn"));
       if (typeof b.supersedes === "number") {
@@ -150,6 +201,8 @@ export function timeline(entries) {
         note = old ? diff(old.header.body, b).join("; ") : `supersedes seq ${b.supersedes}`;
       }
       if (b.key) marks.push(badge(`key ${short(b.key, 20)}`));
+      const moment = lifecycleStep(b.key);
+      if (moment) marks.push(badge(moment, "lifecycle"));
       rows.push({ seq: e.seq, cells: [String(b.step), b.tool, argSummary(e), [outcome(b), note ? h("div", { class: "muted" }, note) : null], marks, seqLink] });
     }
   }
@@ -165,9 +218,25 @@ async function runPage(runId, me) {
     return section;
   }
   const started = found.started_seq;
+  const life = lifecycleRun(runId);
   section.append(
     h("p", {}, found.leased ? badge("leased", "warn") : badge("idle"), ` ${found.mode} at ${found.place}; ${found.recorded_steps} recorded steps; started ${found.started_at}`),
   );
+  if (life) section.append(h("p", {}, badge(`lifecycle: ${life.kind}`, "lifecycle"), ` ${life.label}`));
+  // The memo: which signed call each recorded step replays on resume (paged by step).
+  // For a run this server holds, also how each step's calls were answered here.
+  const memo = new Map();
+  const here = new Map();
+  let heldHere = false;
+  for (let after = -1, i = 0; after !== null && i < 20; i++) {
+    const page = await api(`/v1/ledger/memos${query({ run: runId, after })}`);
+    heldHere = page.held_here;
+    for (const m of page.memos) {
+      memo.set(m.step, m.seq);
+      if (m.replayed_here !== null) here.set(m.step, [m.replayed_here, m.live_here]);
+    }
+    after = page.next_after;
+  }
   const entries = [];
   let next = started;
   const body = h("div");
@@ -181,20 +250,21 @@ async function runPage(runId, me) {
       got += page.entries.length;
       next = page.next;
     }
-    const rows = timeline(entries);
-    body.replaceChildren(
+    const rows = timeline(entries, memo, here);
+    body.replaceChildren(h("div", {},
       table("Timeline", ["step", "tool", "arguments", "outcome", "marks", "seq"], rows.map((r) => r.cells)),
-      h("p", { class: "muted" }, "Every row is a signed entry. A memo hit (a step answered from its record on resume) writes no entry, so it is not in this timeline."),
-    );
+      h("p", { class: "muted" }, "Every row is a signed entry: each call ran live and was recorded. A memo hit (a step answered from its record on resume) writes no entry; the call marked \u201cmemo\u201d is the one a resume of its step replays, byte for byte, instead of running it again."),
+      heldHere ? h("p", { class: "muted" }, "This server holds the run: \u201cmemo hit \u00d7N on this server\u201d counts the calls of a step it answered from the memo since it opened the run, \u201clive \u00d7N\u201d those it ran live.") : null,
+    ));
     more.hidden = next === null;
     status.textContent = next === null ? `All ${entries.length} entries of the run loaded.` : `${entries.length} entries loaded; the ledger goes on from seq ${next}.`;
   }
   await load();
   const dl = h("div");
   section.append(
-    me.role === "agent"
-      ? h("button", { type: "button", onclick: () => exportBundle(runId, dl) }, "Export the bundle")
-      : h("p", { class: "muted" }, "Bundles are exported by the run's own agent token (GET /v1/runs/{run}/export, or memseal export)."),
+    // The API decides: an auditor gets the bundle of a run in its reach whose payloads it
+    // may all read, and a refusal naming why otherwise.
+    h("button", { type: "button", onclick: () => exportBundle(runId, dl) }, "Export the bundle"),
     dl,
     status,
     body,

@@ -3,13 +3,14 @@
 // supplies bytes; its own verdict is never read.
 import { api, query } from "./api.js";
 import {
-  Failure, b64decode, cosignatures, ed25519Available, hex, leafHash, parseConsistency, parseNote, parseTlogProof,
-  parseVkey, treeRoot, verifyCheckpoint, verifyConsistency, verifyEntry, verifyInclusion, equal,
+  Failure, b64decode, checkPayload, cosignatures, ed25519Available, hex, leafHash, parseConsistency, parseNote, parseTlogProof,
+  parseVkey, parseWitnessVkey, treeRoot, verifyCheckpoint, verifyCosignatures, verifyConsistency, verifyEntry, verifyInclusion, equal,
 } from "./crypto.js";
 import { errorBox, field, h } from "./ui.js";
 
 const PINNED = "memseal.pinned";
 const KEPT = "memseal.kept";
+const WITNESSES = "memseal.witnesses";
 const PAGE = 200;
 // A whole tree up to this size is rebuilt in the browser (RFC 6962 root from every leaf);
 // a larger range is bound to the checkpoint by its chain and the last entry's inclusion.
@@ -31,6 +32,17 @@ async function trustedKeys(text) {
     keys.set(k.id, k);
   }
   if (!keys.size) throw new Failure("key", "paste or pin at least one vkey (memseal keys show)");
+  return keys;
+}
+
+// The witness keys the user trusts, kept apart from the log's: a witness key is never
+// accepted as a log key, nor a log key as a witness's.
+async function witnessKeys(text) {
+  const keys = new Map();
+  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const k = await parseWitnessVkey(line);
+    keys.set(k.id, k);
+  }
   return keys;
 }
 
@@ -96,6 +108,15 @@ export async function render() {
     keyNote,
     h("p", { class: "muted" }, `The server says its first key is ${info.trust_root} and its current key ${info.vkey}.`),
   );
+  const witnessBox = h("textarea", { rows: 2, spellcheck: "false" });
+  witnessBox.value = localStorage.getItem(WITNESSES) || "";
+  const witnessNote = h("p", { class: "muted", "aria-live": "polite" });
+  root.append(
+    field("Witness vkeys (one a line; optional)", witnessBox),
+    h("button", { type: "button", class: "quiet", onclick: () => { localStorage.setItem(WITNESSES, witnessBox.value.trim()); witnessNote.textContent = "Witness keys pinned in this browser."; } }, "Pin these witness keys"),
+    witnessNote,
+    h("p", { class: "muted" }, "A witness key (cosignature/v1, type 0x04; memseal witness init prints it) is checked against the checkpoint's cosignature lines: each witness given here must cosign it."),
+  );
 
   // 2. The checkpoint and a range of entries.
   // A large ledger starts on its last 1,000 entries (set From seq to 0 for all of it).
@@ -112,6 +133,7 @@ export async function render() {
     keepBtn.disabled = true;
     try {
       const keys = await trustedKeys(keysBox.value);
+      const witnesses = await witnessKeys(witnessBox.value);
       const note = await api("/v1/ledger/checkpoint", { text: true });
       cpText.textContent = note;
       // The size is read before the signature is checked (the range is bounded by it);
@@ -132,6 +154,7 @@ export async function render() {
       const whole = start === 0 && end === size && size <= WHOLE_TREE;
       const leaves = [];
       let last = null;
+      const payloads = { whole: 0, residue: 0, withheld: 0, erased: 0 };
       for (let s = start; s < end; s += PAGE) {
         const page = await api(`/v1/ledger/entries${query({ start: s, limit: Math.min(PAGE, end - s) })}`);
         for (const e of page.entries) {
@@ -145,6 +168,10 @@ export async function render() {
             keys.set(next.id, next);
             checks.ok(`seq ${e.seq}: key rotated from ${r.key.id} to ${next.id}`);
           }
+          // 2b. The payload, when this token may read it, against the signed payload_hash.
+          if (e.payload) payloads[checkPayload(e.seq, e.payload, e.salt, r.entry.payload_hash, r.text)] += 1;
+          else if (e.payload_withheld) payloads.withheld += 1;
+          else if (e.redacted) payloads.erased += 1;
           prev = hex(r.leafHash);
           if (whole) leaves.push(r.leafHash);
           last = { seq: e.seq, leafHash: r.leafHash };
@@ -153,10 +180,20 @@ export async function render() {
         progress.textContent = `Checked ${last.seq - start + 1} of ${end - start} entries…`;
       }
       checks.ok(`entries ${start} to ${end - 1}: bytes, chain and Ed25519 signatures (${end - start} entries)`);
+      checks.ok(`payloads: ${payloads.whole} whole payloads hash (BLAKE3 of salt and payload, computed here) to their signed payload_hash${payloads.residue ? `, ${payloads.residue} residues of a forget text by text` : ""}`);
+      if (payloads.withheld || payloads.erased) {
+        checks.note(`payloads not checked: ${payloads.withheld} withheld from this token (outside its reach), ${payloads.erased} erased by a signed forget`);
+      }
       const cp = await verifyCheckpoint(note, keys, info.origin);
       checks.ok(`checkpoint of size ${cp.size}: signed by ${cp.signer.name}+${cp.signer.id}`);
+      // 4b. The witnesses' cosignatures, against the witness keys given (never the log's).
+      const checked = new Set();
+      for (const c of await verifyCosignatures(note, witnesses)) {
+        checked.add(c.id);
+        checks.ok(`cosigned by witness ${c.name}+${c.id} at ${c.time}: its cosignature/v1 verifies`);
+      }
       for (const c of cosignatures(note)) {
-        checks.note(`cosigned by witness ${c.name}+${c.id} at ${c.time} (not checked here; memseal verify --witness VKEY checks it)`);
+        if (!checked.has(c.id)) checks.note(`cosigned by witness ${c.name}+${c.id} at ${c.time} (not checked: give its witness vkey above)`);
       }
       if (whole) {
         const computed = await treeRoot(leaves);
@@ -169,7 +206,6 @@ export async function render() {
         await verifyInclusion(last.seq, cp.size, last.leafHash, proof.hashes, cp.root);
         checks.ok(`inclusion: entry ${last.seq} is in the checkpoint's tree, so the chain puts every entry of the range there`);
       }
-      checks.note("not checked here: payload hashes (blake3, which WebCrypto lacks); memseal verify checks them");
       current = cp;
       keepBtn.disabled = false;
       checks.pass(`Verified in this browser: entries ${start}–${end - 1} and the checkpoint of size ${cp.size}.`);

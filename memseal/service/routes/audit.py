@@ -1,0 +1,136 @@
+"""The auditor's reads for the console: the items inside its reach, listed or searched, and
+a run's memo (which signed entry each recorded step replays on resume).
+
+An agent reads memory through its own tools, each read a signed tool call
+(``/v1/tools/memory_list``...). An auditor has no tools: it audits. It
+already sees every header and the payloads within its reach through the
+ledger routes (:mod:`memseal.service.ledger_view`), item texts included, so
+this route shows it nothing new, only in the shape the console's Memory
+page needs: the current items with their trust, newest first or ranked by a
+search. The reach is the token's, applied by the engine's own scoped reads;
+a rejected item is never listed (as no read returns one), the lowest trust
+shown by default is ``stale``.
+
+A memo hit (a step answered from its record on resume) writes no entry, so
+the ledger cannot say when one happened; what it holds is the memo itself:
+each recorded step maps to the signed call a resume replays. The memo route
+lists that map for a run whose starting place is inside the caller's reach,
+with, for a run this process holds, how many calls of each step it answered
+from the memo and how many live (see :mod:`memseal.service.registry`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from memseal.ledger.errors import NotFound
+
+from ..deps import Auditor, MemoryDep, ServiceDep
+from ..models import json_response
+from .runs import in_reach
+
+__all__ = ["MAX_ITEMS", "MAX_MEMOS", "items", "memos", "router"]
+
+router = APIRouter(tags=["audit"])
+
+#: The most items one page lists.
+MAX_ITEMS: Final = 100
+#: The most memo rows one page lists.
+MAX_MEMOS: Final = 1000
+
+
+def _item(value: Any, score: float | None = None) -> dict[str, Any]:
+    shown: dict[str, Any] = msgspec.to_builtins(value)
+    if score is not None:
+        shown["score"] = score
+    return shown
+
+
+@router.get(
+    "/v1/ledger/items",
+    summary=f"Items inside the caller's reach, newest first or by a search (up to {MAX_ITEMS})",
+)
+async def items(
+    who: Auditor,
+    memory: MemoryDep,
+    query: Annotated[
+        str | None, Query(min_length=1, max_length=2000, description="search for this")
+    ] = None,
+    mode: Annotated[Literal["exact", "semantic", "hybrid"] | None, Query()] = None,
+    min_trust: Annotated[Literal["stale", "unverified", "verified"], Query()] = "stale",
+    limit: Annotated[int, Query(ge=1, le=MAX_ITEMS)] = 50,
+    cursor: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+) -> Response:
+    """
+    \f
+    One page of the items in reach (``query``: ranked hits), and the cursor of the next.
+    """
+    engine = memory.engine
+    reach = who.scope.reach
+    if query is None:
+        page = await engine.list(reach=reach, min_trust=min_trust, limit=limit, cursor=cursor)
+        return json_response(
+            {"items": [_item(i) for i in page.items], "next_cursor": page.next_cursor}
+        )
+    found = await engine.fetch(
+        query, mode=mode, reach=reach, min_trust=min_trust, limit=limit, cursor=cursor
+    )
+    return json_response(
+        {
+            "items": [_item(h.item, h.score) for h in found.hits],
+            "mode": found.mode,
+            "next_cursor": found.next_cursor,
+        }
+    )
+
+
+@router.get(
+    "/v1/ledger/memos",
+    summary="A run's memo: the signed call each recorded step replays on resume",
+)
+async def memos(
+    who: Auditor,
+    memory: MemoryDep,
+    service: ServiceDep,
+    # A query parameter, not a path segment: a run id may hold "/" (a lifecycle session's
+    # runs are SESSION/REACH), which no single path segment carries.
+    run: Annotated[str, Query(min_length=1, max_length=200, description="the run")],
+    after: Annotated[int, Query(ge=-1, le=2**53)] = -1,
+    limit: Annotated[int, Query(ge=1, le=MAX_MEMOS)] = MAX_MEMOS,
+) -> Response:
+    """
+    \f
+    The memo rows of ``run`` from step ``after + 1``, and where the next page starts.
+    """
+    if not await in_reach(memory, who, run):
+        raise NotFound(f"no run {run!r} in your reach")
+    rows = await memory.ledger.store.rows(
+        "SELECT step, seq FROM memos WHERE run_id = ? AND step > ? ORDER BY step LIMIT ?",
+        (run, after, limit + 1),
+    )
+    # What this process answered in the run while it holds it (memo hits leave no entry).
+    here = service.runs.answered_here(run)
+    shown = []
+    for step, seq in rows[:limit]:
+        counted = None if here is None else here.get(int(step), (0, 0))
+        shown.append(
+            {
+                "step": int(step),
+                "seq": int(seq),
+                "replayed_here": None if counted is None else counted[0],
+                "live_here": None if counted is None else counted[1],
+            }
+        )
+    more = len(rows) > limit
+    return json_response(
+        {
+            "run_id": run,
+            "held_here": here is not None,
+            "memos": shown,
+            "next_after": shown[-1]["step"] if more else None,
+        }
+    )

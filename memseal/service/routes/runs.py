@@ -8,7 +8,7 @@ no such run.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -21,7 +21,16 @@ from ..deps import Agent, KeyHeader, MemoryDep, Revalidate, ServiceDep, StepHead
 from ..models import ARGUMENTS_BODY, RunStatusOut, ToolResultOut, json_response
 from .tools import recorded_call
 
-__all__ = ["RunId", "attachment", "call_in_run", "close_run", "export_run", "router", "run_status"]
+__all__ = [
+    "RunId",
+    "attachment",
+    "call_in_run",
+    "close_run",
+    "export_run",
+    "read_proof",
+    "router",
+    "run_status",
+]
 
 router = APIRouter(tags=["runs"])
 
@@ -88,6 +97,36 @@ async def export_run(who: Agent, run_id: RunId, service: ServiceDep, memory: Mem
         encode_bundle(bundle),
         media_type="application/json",
         headers={"Content-Disposition": attachment(run_id)},
+    )
+
+
+@router.get(
+    "/v1/runs/{run_id}/steps/{step}/read-proof",
+    summary="A self-contained proof of what one recorded read returned "
+    "(offline-verifiable; `memseal verify-read FILE`)",
+    response_class=Response,
+    responses={200: {"content": {"application/json": {}}}},
+)
+async def read_proof(
+    who: Agent,
+    run_id: RunId,
+    step: Annotated[int, PathParam(ge=0, le=2**31)],
+    service: ServiceDep,
+    memory: MemoryDep,
+    disclose: Literal["reach", "all"] = "reach",
+) -> Response:
+    """
+    \f
+    The read proof of step ``step`` of ``run_id``, as a download.
+    """
+    if not await service.runs.check_owner(run_id, who.scope):
+        raise NotFound(f"no run {run_id!r} in this scope")
+    data = await memory.prove_read(run_id, step, disclose=disclose)
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return Response(
+        data,
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{plain}-step{step}.read-proof"'},
     )
 
 

@@ -492,8 +492,16 @@ async def _rederive(
         try:
             new = await tools.call(found.call.tool, found.arguments)
         except MemsealError as exc:
+            missing = bool(proof.embedders) and (
+                embedder is None or embedder.id not in proof.embedders
+            )
+            hint = (
+                f" (the recorded embedder {', '.join(proof.embedders)} is not available here)"
+                if missing
+                else ""
+            )
             raise _fail(
-                f"the recorded read fails when re-derived: {type(exc).__name__}: {exc}",
+                f"the recorded read fails when re-derived: {type(exc).__name__}: {exc}{hint}",
                 "result",
                 found.seq,
                 "result",
@@ -549,6 +557,7 @@ def _compare(
     recorded: Any,
     derived: Any,
     *,
+    seq: int,
     withheld: int,
     embedder: Embedder | None,
     tolerance: float,
@@ -562,29 +571,39 @@ def _compare(
     if withheld:
         # A withheld text still counts in BM25's corpus statistics: no score can be
         # re-derived without it, but ids, order, texts and every other field must match.
-        why = (
-            f"scores not compared: {withheld} stored item(s) outside the read's reach are "
-            "withheld and BM25 statistics span the whole index (a proof made with "
-            "--disclose all compares them too); ids, order, texts and fields byte for byte"
-        )
         if _without_scores(recorded, derived) == recorded:
-            return "within tolerance", why
+            return "within tolerance", (
+                f"scores not compared: {withheld} stored item(s) outside the read's reach are "
+                "withheld and BM25 statistics span the whole index; ids, order, texts and "
+                "fields byte for byte (a proof made with --disclose all compares scores too)"
+            )
+        hint = (
+            f"{withheld} stored item(s) outside the read's reach are withheld, and their texts "
+            "weigh in BM25's statistics, so the ranking may need them: a proof made with "
+            "--disclose all re-derives the read exactly"
+        )
+        if other_embedder:
+            hint += f"; the recorded embedder {', '.join(proof.embedders)} is not available here"
     elif other_embedder:
-        why = (
-            f"scores within {tolerance:g}: the recorded embedder "
+        if _close_scores(recorded, derived, tolerance) == recorded:
+            return "within tolerance", (
+                f"scores within {tolerance:g}: the recorded embedder "
+                f"{', '.join(proof.embedders)} is not available here"
+            )
+        hint = (
+            f"scores compared within {tolerance:g}; the recorded embedder "
             f"{', '.join(proof.embedders)} is not available here"
         )
-        if _close_scores(recorded, derived, tolerance) == recorded:
-            return "within tolerance", why
     else:
-        why = ""
+        hint = ""
     lines = describe(recorded, derived)
     shown = "; ".join(lines[:6]) + (f"; ... ({len(lines) - 6} more)" if len(lines) > 6 else "")
     raise _fail(
         f"the re-derived result of step {proof.step} differs from the recorded one: "
-        f"{shown or 'the values differ'}" + (f" ({why})" if why else ""),
+        f"{shown or 'the values differ'}" + (f" ({hint})" if hint else ""),
         "result",
-        field="result",
+        seq,
+        "result",
     )
 
 
@@ -619,17 +638,15 @@ async def verify_read(
     chosen = choose_embedder(proof.embedders, embedder)
     derived = await _rederive(proof, walked, copied, found, chosen)
     # 7. compare: byte for byte, else (for a stated reason) as closely as that reason allows.
-    try:
-        how, why = _compare(
-            proof,
-            found.result,
-            derived,
-            withheld=_withheld(proof, walked, copied),
-            embedder=chosen,
-            tolerance=tolerance,
-        )
-    except ReadProofError as exc:
-        raise ReadProofError(str(exc), step=exc.step, seq=found.seq, field=exc.field) from None
+    how, why = _compare(
+        proof,
+        found.result,
+        derived,
+        seq=found.seq,
+        withheld=_withheld(proof, walked, copied),
+        embedder=chosen,
+        tolerance=tolerance,
+    )
     return VerifiedRead(
         run_id=proof.run_id,
         step=proof.step,

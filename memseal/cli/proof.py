@@ -6,8 +6,11 @@ VKEY`` checks it offline, with no data folder, and re-derives the read
 (see :mod:`memseal.replay.read_proof`). ``memseal prove`` (inclusion and
 consistency proofs of single entries) is another verb.
 
-Exit codes (DESIGN.md's CLI table): prove-read 0 written, 2 usage or I/O
-(an unknown run or step, a write, a read whose memory was forgotten since);
+Exit codes (DESIGN.md's CLI table): prove-read 0 written, 1 not written
+because the proof would not verify (it checks the proof as an auditor will,
+against the folder's first key: a read whose ranking needs texts outside its
+reach says to ``--disclose all``), 2 usage or I/O (an unknown run or step, a
+write, a read whose memory was forgotten since);
 verify-read 0 ok, 1 the proof fails (the message names the step, the seq
 and the field), 2 usage or I/O.
 """
@@ -98,6 +101,17 @@ async def _prove_read(args: argparse.Namespace) -> int:
         data = await memory.prove_read(args.run_id, args.step, disclose=args.disclose)
         first = (await memory.key_history())[0].text
     proof = decode_read_proof(data)
+    try:
+        # Check it as an auditor will before writing it: a read whose ranking needs texts
+        # outside its reach (BM25 statistics) fails here, with the hint to disclose them.
+        await verify_read(data, first)
+    except VerificationError as exc:
+        print(
+            f"memseal prove-read: not written, the proof would not verify: "
+            f"{' '.join(str(exc).split())}",
+            file=sys.stderr,
+        )
+        return FAILED
     Path(args.output).write_bytes(data)
     shared = sum(1 for e in proof.prefix if e.payload is not None)
     print(

@@ -187,21 +187,28 @@ def _walk(proof: ReadProof, trusted: Sequence[VerifierKey]) -> _Walked:
     return _Walked(entries=entries, size=size, root=at_size.root, latest=latest, keys=chain.used)
 
 
+def _rewrap(exc: VerificationError, seq: int, field: str) -> ReadProofError:
+    """The ledger check's error with the field of the proof added (its text said once)."""
+    where = f"seq {exc.seq}: " if exc.seq is not None else ""
+    message = str(exc).removeprefix(f"{where}{exc.step}: ")
+    return _fail(message, exc.step, seq, field)
+
+
 def _signed(item: ProofEntry, chain: KeyChain, field: str) -> Entry:
     try:
         entry = check_format(item.leaf, item.seq)
     except VerificationError as exc:
-        raise _fail(str(exc), exc.step, item.seq, f"{field}.leaf") from None
+        raise _rewrap(exc, item.seq, f"{field}.leaf") from None
     try:
         key = chain.signer_of(entry)
     except VerificationError as exc:
-        raise _fail(str(exc), exc.step, item.seq, f"{field}.leaf") from None
+        raise _rewrap(exc, item.seq, f"{field}.leaf") from None
     if not signature_verifies(key, leaf_hash(item.leaf), item.sig):
         raise _fail("Ed25519 signature does not verify", "signature", item.seq, f"{field}.sig")
     try:
         chain.hand_over(entry)
     except VerificationError as exc:
-        raise _fail(str(exc), exc.step, item.seq, f"{field}.leaf") from None
+        raise _rewrap(exc, item.seq, f"{field}.leaf") from None
     return entry
 
 
@@ -213,6 +220,7 @@ def _checkpoint(
     field: str,
 ) -> Checkpoint:
     """A checkpoint note whose every signature is by a key of the chain, one in force."""
+    label = "the later checkpoint" if field == "latest" else "the checkpoint at the observed size"
     try:
         opened = open_note(note, known)
         if opened.unverified:
@@ -224,11 +232,11 @@ def _checkpoint(
         checkpoint = parse_checkpoint(split_note(note)[0])
     except (VerificationError, InvalidRequest) as exc:
         raise _fail(
-            f"the {field} checkpoint does not verify: {exc}", "checkpoint", field=field
+            f"{label} does not verify: {exc}", "checkpoint", field=field
         ) from None
     if checkpoint.origin != origin:
         raise _fail(
-            f"the {field} checkpoint names origin {checkpoint.origin!r}, not {origin!r}",
+            f"{label} names origin {checkpoint.origin!r}, not {origin!r}",
             "checkpoint",
             field=field,
         )
@@ -409,7 +417,7 @@ def _check_payloads(proof: ReadProof, walked: _Walked, reach: set[int]) -> None:
             try:
                 absent = check_payload(entry, item.payload, item.salt)
             except VerificationError as exc:
-                raise _fail(str(exc), "payload hash", item.seq, field) from None
+                raise _rewrap(exc, item.seq, field) from None
             if where == "prefix" and item.seq in reach:
                 if item.proof is None:
                     raise _fail(

@@ -231,9 +231,7 @@ def _checkpoint(
             raise VerificationError("no signature by the key in force")
         checkpoint = parse_checkpoint(split_note(note)[0])
     except (VerificationError, InvalidRequest) as exc:
-        raise _fail(
-            f"{label} does not verify: {exc}", "checkpoint", field=field
-        ) from None
+        raise _fail(f"{label} does not verify: {exc}", "checkpoint", field=field) from None
     if checkpoint.origin != origin:
         raise _fail(
             f"{label} names origin {checkpoint.origin!r}, not {origin!r}",

@@ -105,7 +105,7 @@ class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
     why: str  # empty byte for byte; else why scores could differ
     reach: int  # prefix entries in the call's reach (their payloads disclosed)
     embedder: str | None
-    keys: tuple[str, ...]
+    keys: tuple[str, ...]  # the key chain walked from the trusted key (name+id)
 
     def line(self) -> str:
         """The one line ``memseal verify-read`` prints on success."""
@@ -184,7 +184,8 @@ def _walk(proof: ReadProof, trusted: Sequence[VerifierKey]) -> _Walked:
             "checkpoint",
             field="latest",
         )
-    return _Walked(entries=entries, size=size, root=at_size.root, latest=latest, keys=chain.used)
+    chained = tuple(f"{k.name}+{k.key_id.hex()}" for k in chain.known)
+    return _Walked(entries=entries, size=size, root=at_size.root, latest=latest, keys=chained)
 
 
 def _rewrap(exc: VerificationError, seq: int, field: str) -> ReadProofError:

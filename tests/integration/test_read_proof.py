@@ -22,6 +22,7 @@ from read_proof_support import (
     RUN,
     SCOPE,
     SEMANTIC,
+    edit,
     prove,
     record,
 )
@@ -169,20 +170,34 @@ async def test_a_proof_verifies_across_a_key_rotation_and_at_a_stored_checkpoint
 ) -> None:
     async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as m:
         first = m.vkey
+        stored = {"learning": {"text": "rotate the keys yearly"}}
         async with m.run("k", SCOPE) as run:
-            await run.call("memory_store", {"learning": {"text": "rotate the keys yearly"}})
-            await m.ledger.checkpoint()  # a stored checkpoint at the read's observed size
+            await run.call("memory_store", stored)
+            await run.call("memory_list", {})  # step 1: no checkpoint of its size is stored
+            await m.ledger.checkpoint()  # step 2's observed size has one
             await run.call("memory_list", {})
         await m.rotate_key()
-        async with m.run("k", SCOPE) as run:  # resumed: steps 0 and 1 replay from their memos
-            await run.call("memory_store", {"learning": {"text": "rotate the keys yearly"}})
+        async with m.run("k", SCOPE) as run:  # resumed: steps 0 to 2 replay from their memos
+            await run.call("memory_store", stored)
             await run.call("memory_list", {})
-            await run.call("memory_fetch", {"query": "keys"})  # step 2: after the rotation
-        before, after = await m.prove_read("k", 1), await m.prove_read("k", 2)
-    for data in (before, after):
-        verified = await verify_read(data, first)
+            await run.call("memory_list", {})
+            await run.call("memory_fetch", {"query": "keys"})  # step 3: after the rotation
+        proofs = [await m.prove_read("k", step) for step in (1, 2, 3)]
+        sizes = {c.size for c in await m.ledger.checkpoints()}
+    found = [decode_read_proof(p) for p in proofs]
+    observed = [len(p.prefix) for p in found]
+    assert observed[0] not in sizes and observed[1] in sizes  # signed now, and the stored one
+    assert any(e.seq >= observed[0] for e in found[0].later if e.payload is None)  # rotation
+    for data in proofs:
+        verified = await verify_read(data, first)  # the first key, through the hand-over
         assert verified.how == "byte for byte"
-    assert len(verified.keys) == 2
+        assert len(verified.keys) == 2
+    with pytest.raises(ReadProofError) as failed:  # the hand-over left out
+        await verify_read(
+            edit(proofs[0], later=tuple(e for e in found[0].later if e.payload is not None)),
+            first,
+        )
+    assert failed.value.step in ("unknown key", "checkpoint"), failed.value
 
 
 async def test_the_cli_round_trip_needs_no_data_folder(recorded: Any, tmp_path: Path) -> None:

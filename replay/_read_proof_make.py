@@ -10,7 +10,7 @@ every entry of the prefix, and the later entries a verifier needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 import msgspec
@@ -19,12 +19,20 @@ from memseal.ledger.checkpoint import Checkpoint, format_checkpoint, parse_check
 from memseal.ledger.entry import RESIDUE_SALT, Entry
 from memseal.ledger.errors import InvalidRequest, NotFound
 from memseal.ledger.log import KEY_ROTATED, Ledger
+from memseal.ledger.merkle import inclusion_proof
 from memseal.ledger.note import sign_note, split_note
 from memseal.ledger.store import Record
 from memseal.tools.catalog import READ_TOOLS
 
 from ._read_proof_format import FORMAT, ProofEntry, ReadProof, in_reach, scope_of
-from .calls import RUN_STARTED, TOOL_CALL, RunStarted, ToolCall, decode_tool_call
+from .calls import (
+    RUN_STARTED,
+    TOOL_CALL,
+    RunStarted,
+    ToolCall,
+    decode_tool_call,
+    decode_tool_call_payload,
+)
 
 __all__ = ["DISCLOSE", "Disclose", "prove_read"]
 
@@ -95,6 +103,15 @@ def _entry(record: Record, *, disclose: bool, proof: Sequence[bytes] | None) -> 
     )
 
 
+async def _paths(ledger: Ledger, seqs: Sequence[int], size: int) -> dict[int, tuple[bytes, ...]]:
+    """The RFC 6962 audit path of each of ``seqs`` in the tree of ``size`` entries."""
+
+    def work(read: Callable[[Sequence[int]], list[bytes]]) -> dict[int, tuple[bytes, ...]]:
+        return {seq: tuple(inclusion_proof(seq, size, read)) for seq in seqs}
+
+    return await ledger.store.tree_read(work)
+
+
 async def _checkpoint_at(ledger: Ledger, size: int) -> str:
     """A signed checkpoint of exactly ``size`` entries: the one the log stored, else one
     signed now by the ledger's key over the root its stored tree hashes give."""
@@ -134,13 +151,28 @@ async def prove_read(
         raise InvalidRequest(f"`step` must be a step number (0 or more), not {step!r}")
     if disclose not in DISCLOSE:
         raise InvalidRequest(f"`disclose` must be one of {', '.join(DISCLOSE)}, not {disclose!r}")
-    latest = await ledger.checkpoint()
-    latest_size = parse_checkpoint(split_note(latest)[0]).size
-    found = await _find(ledger, run_id, step, latest_size)
+    found = await _find(ledger, run_id, step, await ledger.size())
     if found.call is None and found.started is None:
         raise NotFound(f"no run {run_id!r} in this ledger")
     call_seq, call = _check_call(run_id, step, found)
     assert found.started is not None and found.started_seq is not None
+    call_record = await ledger.read(call_seq)
+    if call_record.payload is None or call_record.salt == RESIDUE_SALT:
+        raise InvalidRequest(
+            f"step {step}'s arguments or result texts were erased by a forget: the read "
+            "cannot be re-derived"
+        )
+    arguments = decode_tool_call_payload(call_record.payload).arguments
+    if isinstance(arguments, dict) and arguments.get("cursor") is not None:
+        # A cursor names its request by a ref keyed with the instance secret, which a proof
+        # must never carry: the page cannot be asked again anywhere else.
+        raise InvalidRequest(
+            f"step {step} continues from a `cursor`, which is keyed by this instance's secret: "
+            "a later page cannot be re-derived offline; prove the step that made the first page"
+        )
+    # Cut only once the step is known to be provable: a refused request signs nothing.
+    latest = await ledger.checkpoint()
+    latest_size = parse_checkpoint(split_note(latest)[0]).size
     size = call.observed_size
     records = [record async for record in ledger.scan(0, size)]
     entries: list[Entry] = [r.entry() for r in records]
@@ -157,25 +189,23 @@ async def prove_read(
                     f"memory the read saw (entry {record.seq}) was forgotten since (at seq "
                     f"{by}): its text is erased everywhere, so the read cannot be re-derived"
                 )
-        hashes = (await ledger.inclusion_proof(record.seq, size)).hashes
-        prefix.append(_entry(record, disclose=True, proof=hashes))
-    call_record = await ledger.read(call_seq)
-    if call_record.payload is None or call_record.salt == RESIDUE_SALT:
-        raise InvalidRequest(
-            f"step {step}'s arguments or result texts were erased by a forget: the read "
-            "cannot be re-derived"
-        )
+        prefix.append(_entry(record, disclose=True, proof=()))
+    # Every audit path in one read of the stored tree hashes, not one round trip each.
+    paths = await _paths(ledger, sorted(reach), size)
+    prefix = [
+        e if e.proof is None else msgspec.structs.replace(e, proof=paths[e.seq]) for e in prefix
+    ]
     later_seqs = {call_seq}
     if found.started_seq >= size:
         later_seqs.add(found.started_seq)
     async for record in ledger.scan(size, latest_size):
         if record.entry().kind == KEY_ROTATED:
             later_seqs.add(record.seq)  # the key chain from the prefix to the latest key
+    later_paths = await _paths(ledger, sorted(later_seqs), latest_size)
     later: list[ProofEntry] = []
     for seq in sorted(later_seqs):
         record = await ledger.read(seq)
-        hashes = (await ledger.inclusion_proof(seq, latest_size)).hashes
-        later.append(_entry(record, disclose=seq == call_seq, proof=hashes))
+        later.append(_entry(record, disclose=seq == call_seq, proof=later_paths[seq]))
     consistency = (await ledger.consistency_proof(size, latest_size)).hashes if size > 0 else ()
     return ReadProof(
         format=FORMAT,

@@ -278,3 +278,28 @@ def test_the_http_route_serves_the_proof_to_the_run_s_owner(tmp_path: Path) -> N
     verified = asyncio.run(verify_read(got.content, vkey))
     assert verified.how == "byte for byte" and verified.tool == "memory_fetch"
     assert verified.result["hits"][0]["text"] == "the staging database is pg-7"
+
+
+async def test_a_page_s_cursor_is_compared_but_for_its_keyed_ref_and_a_later_page_refused(
+    tmp_path: Path,
+) -> None:
+    async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as m:
+        async with m.run("p", SCOPE) as run:
+            for n in range(3):
+                await run.call("memory_store", {"learning": {"text": f"note number {n}"}})
+            first = await run.call("memory_list", {"limit": 2})
+            assert first["next_cursor"]
+            await run.call("memory_list", {"limit": 2, "cursor": first["next_cursor"]})
+        proof = await m.prove_read("p", 3)
+        with pytest.raises(InvalidRequest, match="continues from a `cursor`"):
+            await m.prove_read("p", 4)
+        vkey = m.vkey
+    verified = await verify_read(proof, vkey)
+    assert verified.how == "within tolerance" and "next_cursor's query ref" in verified.why
+    assert "every other field byte for byte" in verified.why
+    assert verified.result == first
+    # The re-derived cursor has another keyed ref, and points at the same page.
+    assert verified.derived["next_cursor"] != first["next_cursor"]
+    assert {k: v for k, v in verified.derived.items() if k != "next_cursor"} == {
+        k: v for k, v in first.items() if k != "next_cursor"
+    }

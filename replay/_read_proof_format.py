@@ -61,6 +61,7 @@ class ReadProof(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     step: int
     origin: str
     embedders: tuple[str, ...]  # what the data folder embedded with (unsigned: a hint)
+    ranked_by: str  # the store that ranked the read: sqlite or postgresql (unsigned: a hint)
     checkpoint: str  # a signed checkpoint at exactly the call's observed size N
     latest: str  # a signed checkpoint at a later size M, which holds the call
     consistency: tuple[bytes, ...]  # RFC 6962 consistency proof from N to M

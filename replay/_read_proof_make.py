@@ -213,6 +213,7 @@ async def prove_read(
         step=step,
         origin=ledger.origin,
         embedders=tuple(embedders),
+        ranked_by=ledger.store.dialect,
         checkpoint=await _checkpoint_at(ledger, size),
         latest=latest,
         consistency=tuple(consistency),

@@ -653,32 +653,37 @@ def _compare_rest(
     other_embedder = bool(proof.embedders) and (
         embedder is None or embedder.id not in proof.embedders
     )
+    # Why no exact score can be re-derived here; ids, order, texts and every other field
+    # must still match.
+    unscored: list[str] = []
     if withheld:
-        # A withheld text still counts in BM25's corpus statistics: no score can be
-        # re-derived without it, but ids, order, texts and every other field must match.
+        unscored.append(
+            f"{withheld} stored item(s) outside the read's reach are withheld and BM25 "
+            "statistics span the whole index (a proof made with --disclose all has them)"
+        )
+    if proof.ranked_by != "sqlite":
+        unscored.append(
+            f"the recording ranked on {proof.ranked_by} (ts_rank, no corpus statistics); "
+            "a proof re-ranks on SQLite (FTS5 BM25)"
+        )
+    embedder_note = (
+        f"the recorded embedder {', '.join(proof.embedders)} is not available here"
+        if other_embedder
+        else ""
+    )
+    if unscored:
         if _without_scores(recorded, derived) == recorded:
             return "within tolerance", (
-                f"scores not compared: {withheld} stored item(s) outside the read's reach are "
-                "withheld and BM25 statistics span the whole index; ids, order, texts and "
-                "fields byte for byte (a proof made with --disclose all compares scores too)"
+                f"scores not compared: {'; '.join(unscored)}; ids, order, texts and fields "
+                "byte for byte"
             )
-        hint = (
-            f"{withheld} stored item(s) outside the read's reach are withheld, and their texts "
-            "weigh in BM25's statistics, so the ranking may need them: a proof made with "
-            "--disclose all re-derives the read exactly"
+        hint = "; ".join(
+            [*unscored, "so the ranking itself may differ here", *filter(None, [embedder_note])]
         )
-        if other_embedder:
-            hint += f"; the recorded embedder {', '.join(proof.embedders)} is not available here"
     elif other_embedder:
         if _close_scores(recorded, derived, tolerance) == recorded:
-            return "within tolerance", (
-                f"scores within {tolerance:g}: the recorded embedder "
-                f"{', '.join(proof.embedders)} is not available here"
-            )
-        hint = (
-            f"scores compared within {tolerance:g}; the recorded embedder "
-            f"{', '.join(proof.embedders)} is not available here"
-        )
+            return "within tolerance", f"scores within {tolerance:g}: {embedder_note}"
+        hint = f"scores compared within {tolerance:g}; {embedder_note}"
     else:
         hint = ""
     lines = describe(recorded, derived)

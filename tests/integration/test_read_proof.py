@@ -303,3 +303,34 @@ async def test_a_page_s_cursor_is_compared_but_for_its_keyed_ref_and_a_later_pag
     assert {k: v for k, v in verified.derived.items() if k != "next_cursor"} == {
         k: v for k, v in first.items() if k != "next_cursor"
     }
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("memory_get", None),
+        ("memory_explore", {"facet": "kind"}),
+        ("memory_fetch", {"query": "ledger store", "mode": "exact"}),
+    ],
+)
+async def test_every_read_tool_on_each_store(
+    tmp_path: Path, store_url: str | None, tool: str, arguments: dict[str, Any] | None
+) -> None:
+    async with memseal.open(
+        tmp_path / "d", store=store_url, embedder=None, checkpoint_interval=None
+    ) as m:
+        async with m.run("each", SCOPE) as run:
+            stored = await run.call("memory_store", {"learning": {"text": "the ledger store"}})
+            await run.call("memory_store", {"learning": {"text": "a second store note"}})
+            asked = {"ids": [stored["id"]]} if arguments is None else arguments
+            seen = await run.call(tool, asked)
+        proof = await m.prove_read("each", 2)
+        vkey = m.vkey
+    verified = await verify_read(proof, vkey)
+    assert verified.tool == tool and verified.result == seen
+    if store_url is not None and tool == "memory_fetch":
+        # PostgreSQL ranks with ts_rank; a proof re-ranks on SQLite: all but scores compared.
+        assert verified.how == "within tolerance", verified.why
+        assert "the recording ranked on postgresql" in verified.why
+    else:
+        assert verified.how == "byte for byte", verified.why

@@ -29,8 +29,10 @@ __all__ = [
     "MAX_PROOF_BYTES",
     "ProofEntry",
     "ReadProof",
+    "ReadProofError",
     "decode_read_proof",
     "encode_read_proof",
+    "fail",
     "in_reach",
     "scope_of",
 ]
@@ -67,6 +69,25 @@ class ReadProof(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     consistency: tuple[bytes, ...]  # RFC 6962 consistency proof from N to M
     prefix: tuple[ProofEntry, ...]  # every entry seq < N, in order
     later: tuple[ProofEntry, ...]  # the entries seq >= N a verifier needs (module docstring)
+
+
+class ReadProofError(VerificationError):
+    """A read proof does not check out: ``step`` names the check, ``seq`` the entry at fault
+    (None when no one entry is), ``field`` the part of the proof or the result that differs."""
+
+    def __init__(
+        self, message: str, *, step: str, seq: int | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message, seq=seq, step=step)
+        self.field = field
+
+
+def fail(
+    message: str, step: str, seq: int | None = None, field: str | None = None
+) -> ReadProofError:
+    """The failure of ``step`` (at ``seq``, in ``field``), the field named in the text too."""
+    where = f" [{field}]" if field else ""
+    return ReadProofError(message + where, step=step, seq=seq, field=field)
 
 
 _encoder = msgspec.json.Encoder()

@@ -33,8 +33,6 @@ one is at fault. The steps, in order, as the code numbers them:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 import re
 from collections.abc import Sequence
@@ -58,7 +56,17 @@ from memseal.ledger.verify import KeyChain, check_format, check_payload, signatu
 from memseal.tools import MemoryTools
 from memseal.tools.catalog import READ_TOOLS
 
-from ._read_proof_format import FORMAT, ProofEntry, ReadProof, decode_read_proof, in_reach, scope_of
+from ._read_proof_compare import Matched, compare
+from ._read_proof_format import (
+    FORMAT,
+    ProofEntry,
+    ReadProof,
+    ReadProofError,
+    decode_read_proof,
+    fail,
+    in_reach,
+    scope_of,
+)
 from ._reexec import Source, clock_for, parse_time, temp_log
 from .bundle import BundleCall
 from .calls import (
@@ -69,25 +77,14 @@ from .calls import (
     decode_tool_call,
     decode_tool_call_payload,
 )
-from .regress import DEFAULT_TOLERANCE, describe
+from .regress import DEFAULT_TOLERANCE
 from .results import restore, result_hash
 
-__all__ = ["EmbedderChoice", "ReadProofError", "VerifiedRead", "choose_embedder", "verify_read"]
+__all__ = ["EmbedderChoice", "VerifiedRead", "choose_embedder", "verify_read"]
 
 EmbedderChoice = Literal["auto", "hashing", "default", "none"]
 _HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")
 _canonical = msgspec.json.Encoder(order="deterministic")
-
-
-class ReadProofError(VerificationError):
-    """A read proof does not check out: ``step`` names the check, ``seq`` the entry at fault
-    (None when no one entry is), ``field`` the part of the proof or the result that differs."""
-
-    def __init__(
-        self, message: str, *, step: str, seq: int | None = None, field: str | None = None
-    ) -> None:
-        super().__init__(message, seq=seq, step=step)
-        self.field = field
 
 
 class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,7 +100,7 @@ class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
     arguments: Any
     result: Any  # the recorded result, texts restored (what the agent saw)
     derived: Any  # the result the re-executed call returned
-    how: Literal["byte for byte", "within tolerance"]
+    how: Matched
     why: str  # empty byte for byte; else why scores could differ
     reach: int  # prefix entries in the call's reach (their payloads disclosed)
     embedder: str | None
@@ -118,13 +115,6 @@ class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
             f"root {self.root.hex()[:16]}, consistent with checkpoint {self.latest}): "
             f"result matches {how}"
         )
-
-
-def _fail(
-    message: str, step: str, seq: int | None = None, field: str | None = None
-) -> ReadProofError:
-    where = f" [{field}]" if field else ""
-    return ReadProofError(message + where, step=step, seq=seq, field=field)
 
 
 class _Walked(msgspec.Struct, kw_only=True):
@@ -143,7 +133,7 @@ def _walk(proof: ReadProof, trusted: Sequence[VerifierKey]) -> _Walked:
     for index, item in enumerate(proof.prefix):
         if item.seq != index:
             missing = index if item.seq > index else item.seq
-            raise _fail(
+            raise fail(
                 f"the prefix must hold every entry from seq 0 in order, once each; entry "
                 f"{missing} is missing or out of place (it may be one the read saw)",
                 "completeness",
@@ -152,16 +142,14 @@ def _walk(proof: ReadProof, trusted: Sequence[VerifierKey]) -> _Walked:
             )
         entry = _signed(item, chain, f"prefix[{index}]")
         if entry.prev != prev:
-            raise _fail(
-                "`prev` is not the leaf hash of the entry before", "chain", item.seq, "prev"
-            )
+            raise fail("`prev` is not the leaf hash of the entry before", "chain", item.seq, "prev")
         prev = leaf_hash(item.leaf).hex()
         entries[item.seq] = entry
     size = len(proof.prefix)
     previous = size - 1
     for index, item in enumerate(proof.later):
         if item.seq <= previous:
-            raise _fail(
+            raise fail(
                 "later entries must follow the prefix by ascending seq, once each",
                 "completeness",
                 item.seq,
@@ -172,7 +160,7 @@ def _walk(proof: ReadProof, trusted: Sequence[VerifierKey]) -> _Walked:
     at_size = _checkpoint(proof.checkpoint, chain.known, chain.known, proof.origin, "checkpoint")
     latest = _checkpoint(proof.latest, chain.known, chain.in_force, proof.origin, "latest")
     if at_size.size != size:
-        raise _fail(
+        raise fail(
             f"the prefix holds {size} entries but the checkpoint is of size {at_size.size}: "
             "entries are missing from (or added to) the prefix",
             "completeness",
@@ -180,7 +168,7 @@ def _walk(proof: ReadProof, trusted: Sequence[VerifierKey]) -> _Walked:
             "prefix",
         )
     if latest.size <= size or previous >= latest.size:
-        raise _fail(
+        raise fail(
             f"the later checkpoint (size {latest.size}) must hold the prefix of {size} "
             f"entries and every later entry (up to seq {previous})",
             "checkpoint",
@@ -194,7 +182,7 @@ def _rewrap(exc: VerificationError, seq: int, field: str) -> ReadProofError:
     """The ledger check's error with the field of the proof added (its text said once)."""
     where = f"seq {exc.seq}: " if exc.seq is not None else ""
     message = str(exc).removeprefix(f"{where}{exc.step}: ")
-    return _fail(message, exc.step, seq, field)
+    return fail(message, exc.step, seq, field)
 
 
 def _signed(item: ProofEntry, chain: KeyChain, field: str) -> Entry:
@@ -207,7 +195,7 @@ def _signed(item: ProofEntry, chain: KeyChain, field: str) -> Entry:
     except VerificationError as exc:
         raise _rewrap(exc, item.seq, f"{field}.leaf") from None
     if not signature_verifies(key, leaf_hash(item.leaf), item.sig):
-        raise _fail("Ed25519 signature does not verify", "signature", item.seq, f"{field}.sig")
+        raise fail("Ed25519 signature does not verify", "signature", item.seq, f"{field}.sig")
     try:
         chain.hand_over(entry)
     except VerificationError as exc:
@@ -234,9 +222,9 @@ def _checkpoint(
             raise VerificationError("no signature by the key in force")
         checkpoint = parse_checkpoint(split_note(note)[0])
     except (VerificationError, InvalidRequest) as exc:
-        raise _fail(f"{label} does not verify: {exc}", "checkpoint", field=field) from None
+        raise fail(f"{label} does not verify: {exc}", "checkpoint", field=field) from None
     if checkpoint.origin != origin:
-        raise _fail(
+        raise fail(
             f"{label} names origin {checkpoint.origin!r}, not {origin!r}",
             "checkpoint",
             field=field,
@@ -252,7 +240,7 @@ def _check_tree(proof: ReadProof, walked: _Walked) -> None:
         tree.append(item.leaf)
     root = tree.root() if walked.size else EMPTY_ROOT
     if root != walked.root:
-        raise _fail(
+        raise fail(
             f"the root of the {walked.size} prefix entries is not the signed checkpoint's",
             "tree root",
             field="checkpoint",
@@ -265,7 +253,7 @@ def _check_tree(proof: ReadProof, walked: _Walked) -> None:
         for index, item in enumerate(items):
             if item.proof is None:
                 if where == "later":
-                    raise _fail(
+                    raise fail(
                         "a later entry carries no inclusion proof",
                         "inclusion",
                         item.seq,
@@ -275,7 +263,7 @@ def _check_tree(proof: ReadProof, walked: _Walked) -> None:
             try:
                 verify_inclusion(item.seq, size, leaf_hash(item.leaf), item.proof, top)
             except VerificationError as exc:
-                raise _fail(
+                raise fail(
                     f"the inclusion proof does not lead to the checkpoint's root: {exc}",
                     "inclusion",
                     item.seq,
@@ -284,7 +272,7 @@ def _check_tree(proof: ReadProof, walked: _Walked) -> None:
     # 4. consistency: the observed tree is a prefix of the later checkpoint's.
     if walked.size == 0:
         if proof.consistency:
-            raise _fail(
+            raise fail(
                 "the empty tree needs no consistency proof", "consistency", field="consistency"
             )
         return
@@ -293,7 +281,7 @@ def _check_tree(proof: ReadProof, walked: _Walked) -> None:
             walked.size, walked.latest.size, walked.root, walked.latest.root, proof.consistency
         )
     except VerificationError as exc:
-        raise _fail(
+        raise fail(
             f"the tree of {walked.size} entries is not proven a prefix of the later "
             f"checkpoint's ({walked.latest.size}): {exc}",
             "consistency",
@@ -319,7 +307,7 @@ def _the_call(proof: ReadProof, walked: _Walked) -> _Call:
         if walked.entries[item.seq].kind == TOOL_CALL
     ]
     if len(calls) != 1:
-        raise _fail(
+        raise fail(
             f"the proof must hold exactly one call entry after the prefix, not {len(calls)}",
             "read",
             field="later",
@@ -330,9 +318,9 @@ def _the_call(proof: ReadProof, walked: _Walked) -> _Call:
     try:
         call = decode_tool_call(bytes(entry.body))
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise _fail(f"not a tool call body: {exc}", "read", item.seq, f"{field}.leaf") from None
+        raise fail(f"not a tool call body: {exc}", "read", item.seq, f"{field}.leaf") from None
     if (call.run_id, call.step) != (proof.run_id, proof.step):
-        raise _fail(
+        raise fail(
             f"the call entry is step {call.step} of run {call.run_id!r}, not step "
             f"{proof.step} of {proof.run_id!r}",
             "read",
@@ -340,14 +328,14 @@ def _the_call(proof: ReadProof, walked: _Walked) -> _Call:
             "run_id/step",
         )
     if call.tool not in READ_TOOLS or call.error:
-        raise _fail(
+        raise fail(
             f"the call is a {'failed ' if call.error else ''}{call.tool} call, not a read",
             "read",
             item.seq,
             "tool",
         )
     if call.observed_size != walked.size:
-        raise _fail(
+        raise fail(
             f"the call observed {call.observed_size} entries; the proof's prefix and "
             f"checkpoint hold {walked.size}",
             "completeness",
@@ -355,21 +343,21 @@ def _the_call(proof: ReadProof, walked: _Walked) -> _Call:
             "observed_size",
         )
     if item.payload is None or item.salt == RESIDUE_SALT:
-        raise _fail(
+        raise fail(
             "the call's payload (arguments and result texts) is missing",
             "payload hash",
             item.seq,
             f"{field}.payload",
         )
     if result_hash(call.result) != call.result_hash:
-        raise _fail(
+        raise fail(
             "the result does not match the signed result hash", "payload hash", item.seq, "result"
         )
     try:
         decoded = decode_tool_call_payload(item.payload)
         result = restore(call.result, decoded.texts, None)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError) as exc:
-        raise _fail(
+        raise fail(
             f"the call's payload does not decode or match the result: {exc}",
             "payload hash",
             item.seq,
@@ -395,8 +383,8 @@ def _started(proof: ReadProof, walked: _Walked, call_seq: int) -> RunStarted:
             if isinstance(body, dict) and body.get("run_id") == proof.run_id:
                 return msgspec.convert(body, RunStarted)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise _fail(f"run_started body: {exc}", "read", seq, "run_started") from None
-    raise _fail(
+            raise fail(f"run_started body: {exc}", "read", seq, "run_started") from None
+    raise fail(
         f"the proof holds no run_started entry of run {proof.run_id!r}: its scope is unknown",
         "read",
         field="later",
@@ -414,21 +402,21 @@ def _check_payloads(proof: ReadProof, walked: _Walked, reach: set[int]) -> None:
             entry = walked.entries[item.seq]
             field = f"{where}[{index}].payload"
             if item.payload is None and item.salt is not None:
-                raise _fail("a salt without a payload", "payload hash", item.seq, field)
+                raise fail("a salt without a payload", "payload hash", item.seq, field)
             try:
                 absent = check_payload(entry, item.payload, item.salt)
             except VerificationError as exc:
                 raise _rewrap(exc, item.seq, field) from None
             if where == "prefix" and item.seq in reach:
                 if item.proof is None:
-                    raise _fail(
+                    raise fail(
                         "the entry is in the read's reach but carries no inclusion proof",
                         "inclusion",
                         item.seq,
                         f"prefix[{index}].proof",
                     )
                 if absent and item.seq not in erased:
-                    raise _fail(
+                    raise fail(
                         "the entry is in the read's reach but its payload is missing, and no "
                         "signed entry before the read erased it",
                         "payload hash",
@@ -509,80 +497,13 @@ async def _rederive(
                 if missing
                 else ""
             )
-            raise _fail(
+            raise fail(
                 f"the recorded read fails when re-derived: {type(exc).__name__}: {exc}{hint}",
                 "result",
                 found.seq,
                 "result",
             ) from None
     return msgspec.json.decode(_canonical.encode(new))
-
-
-def _close_scores(recorded: Any, new: Any, tolerance: float) -> Any:
-    """``new`` with each score within ``tolerance`` of the recorded one taken as recorded."""
-    if isinstance(recorded, dict) and isinstance(new, dict):
-        out: dict[str, Any] = {}
-        for key, value in new.items():
-            old = recorded.get(key)
-            if (
-                key == "score"
-                and isinstance(old, int | float)
-                and isinstance(value, int | float)
-                and abs(old - value) <= tolerance
-            ):
-                out[key] = old
-            else:
-                out[key] = _close_scores(old, value, tolerance) if key in recorded else value
-        return out
-    if isinstance(recorded, list) and isinstance(new, list):
-        return [
-            _close_scores(recorded[i], v, tolerance) if i < len(recorded) else v
-            for i, v in enumerate(new)
-        ]
-    return new
-
-
-def _cursor_parts(value: str) -> list[Any] | None:
-    """A cursor's fields ``[v, op, query ref, seq, offset]``, or None if it is not one."""
-    try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
-        parts = msgspec.json.decode(raw)
-    except (binascii.Error, ValueError, msgspec.DecodeError):
-        return None
-    return parts if isinstance(parts, list) and len(parts) >= 3 else None
-
-
-def _same_cursors(recorded: Any, new: Any) -> tuple[Any, bool]:
-    """``new`` with each ``next_cursor`` that differs from the recorded one only in its keyed
-    query ref taken as recorded; and whether one was."""
-    if isinstance(recorded, dict) and isinstance(new, dict):
-        out: dict[str, Any] = {}
-        taken = False
-        for key, value in new.items():
-            old = recorded.get(key)
-            if key == "next_cursor" and isinstance(old, str) and isinstance(value, str):
-                mine, theirs = _cursor_parts(value), _cursor_parts(old)
-                if (
-                    mine is not None
-                    and theirs is not None
-                    and mine != theirs
-                    and mine[:2] + mine[3:] == theirs[:2] + theirs[3:]
-                ):
-                    out[key], taken = old, True
-                    continue
-            if key in recorded:
-                out[key], inner = _same_cursors(old, value)
-                taken = taken or inner
-            else:
-                out[key] = value
-        return out, taken
-    if isinstance(recorded, list) and isinstance(new, list):
-        items = [
-            _same_cursors(recorded[i], v) if i < len(recorded) else (v, False)
-            for i, v in enumerate(new)
-        ]
-        return [v for v, _ in items], any(t for _, t in items)
-    return new, False
 
 
 def _withheld(proof: ReadProof, walked: _Walked, copied: set[int]) -> int:
@@ -599,106 +520,6 @@ def _withheld(proof: ReadProof, walked: _Walked, copied: set[int]) -> int:
     )
 
 
-def _without_scores(recorded: Any, new: Any) -> Any:
-    """``new`` with every score it shares with ``recorded`` taken as recorded."""
-    return _close_scores(recorded, new, float("inf"))
-
-
-def _compare(
-    proof: ReadProof,
-    recorded: Any,
-    derived: Any,
-    *,
-    seq: int,
-    withheld: int,
-    embedder: Embedder | None,
-    tolerance: float,
-) -> tuple[Literal["byte for byte", "within tolerance"], str]:
-    """Step 7: how the re-derived result matched, or ReadProofError naming what differs."""
-    if _canonical.encode(derived) == _canonical.encode(recorded):
-        return "byte for byte", ""
-    derived, taken = _same_cursors(recorded, derived)
-    cursor = ""
-    if taken:
-        cursor = (
-            "the next_cursor's query ref is keyed by the instance secret, which no proof "
-            "carries, so it is not compared (the page it points at is)"
-        )
-        if _canonical.encode(derived) == _canonical.encode(recorded):
-            return "within tolerance", f"{cursor}; every other field byte for byte"
-    how, why = _compare_rest(
-        proof,
-        recorded,
-        derived,
-        seq=seq,
-        withheld=withheld,
-        embedder=embedder,
-        tolerance=tolerance,
-        cursor=cursor,
-    )
-    return how, f"{why}; {cursor}" if cursor else why
-
-
-def _compare_rest(
-    proof: ReadProof,
-    recorded: Any,
-    derived: Any,
-    *,
-    seq: int,
-    withheld: int,
-    embedder: Embedder | None,
-    tolerance: float,
-    cursor: str,
-) -> tuple[Literal["byte for byte", "within tolerance"], str]:
-    other_embedder = bool(proof.embedders) and (
-        embedder is None or embedder.id not in proof.embedders
-    )
-    # Why no exact score can be re-derived here; ids, order, texts and every other field
-    # must still match.
-    unscored: list[str] = []
-    if withheld:
-        unscored.append(
-            f"{withheld} stored item(s) outside the read's reach are withheld and BM25 "
-            "statistics span the whole index (a proof made with --disclose all has them)"
-        )
-    if proof.ranked_by != "sqlite":
-        unscored.append(
-            f"the recording ranked on {proof.ranked_by} (ts_rank, no corpus statistics); "
-            "a proof re-ranks on SQLite (FTS5 BM25)"
-        )
-    embedder_note = (
-        f"the recorded embedder {', '.join(proof.embedders)} is not available here"
-        if other_embedder
-        else ""
-    )
-    if unscored:
-        if _without_scores(recorded, derived) == recorded:
-            return "within tolerance", (
-                f"scores not compared: {'; '.join(unscored)}; ids, order, texts and fields "
-                "byte for byte"
-            )
-        hint = "; ".join(
-            [*unscored, "so the ranking itself may differ here", *filter(None, [embedder_note])]
-        )
-    elif other_embedder:
-        if _close_scores(recorded, derived, tolerance) == recorded:
-            return "within tolerance", f"scores within {tolerance:g}: {embedder_note}"
-        hint = f"scores compared within {tolerance:g}; {embedder_note}"
-    else:
-        hint = ""
-    lines = describe(recorded, derived)
-    shown = "; ".join(lines[:6]) + (f"; ... ({len(lines) - 6} more)" if len(lines) > 6 else "")
-    raise _fail(
-        f"the re-derived result of step {proof.step} differs from the recorded one: "
-        f"{shown or 'the values differ'}"
-        + (f" ({hint})" if hint else "")
-        + (f" ({cursor})" if cursor else ""),
-        "result",
-        seq,
-        "result",
-    )
-
-
 async def verify_read(
     data: bytes | ReadProof,
     trust: TrustArg,
@@ -711,7 +532,7 @@ async def verify_read(
     trusted = trusted_keys(trust, None)
     proof = data if isinstance(data, ReadProof) else decode_read_proof(data)
     if proof.format != FORMAT:
-        raise _fail(f"read proof format {proof.format!r}; this memseal reads {FORMAT}", "format")
+        raise fail(f"read proof format {proof.format!r}; this memseal reads {FORMAT}", "format")
     # 1. signatures and the key chain (and the prefix whole, from seq 0), both checkpoints.
     walked = _walk(proof, trusted)
     # 2-4. the root at N from every leaf, inclusion proofs, consistency to the later one.
@@ -730,7 +551,7 @@ async def verify_read(
     chosen = choose_embedder(proof.embedders, embedder)
     derived = await _rederive(proof, walked, copied, found, chosen)
     # 7. compare: byte for byte, else (for a stated reason) as closely as that reason allows.
-    how, why = _compare(
+    how, why = compare(
         proof,
         found.result,
         derived,

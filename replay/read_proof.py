@@ -24,8 +24,9 @@ have changed the ranking), and no check of the cited ones could notice.
 
 :func:`prove_read` writes a proof from a ledger (:mod:`._read_proof_make`);
 :func:`verify_read` checks one and re-derives the read
-(:mod:`._read_proof_verify`, whose docstring numbers its steps); the format
-is in :mod:`._read_proof_format`. docs/auditing.md ("Prove what an agent
+(:mod:`._read_proof_verify`, whose docstring numbers its steps; step 7, the
+comparison, is :mod:`._read_proof_compare`); the format is in
+:mod:`._read_proof_format`. docs/auditing.md ("Prove what an agent
 read") shows the whole round from the command line.
 """
 
@@ -36,13 +37,13 @@ from ._read_proof_format import (
     MAX_PROOF_BYTES,
     ProofEntry,
     ReadProof,
+    ReadProofError,
     decode_read_proof,
     encode_read_proof,
 )
 from ._read_proof_make import prove_read
 from ._read_proof_verify import (
     EmbedderChoice,
-    ReadProofError,
     VerifiedRead,
     choose_embedder,
     verify_read,

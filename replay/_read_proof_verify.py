@@ -25,10 +25,13 @@ one is at fault. The steps, in order, as the code numbers them:
    with their payloads, the rest as inert gaps, so seqs stay put) and the
    recorded call runs again through the tools layer, in the run's scope.
 7. ``result``: the new result is compared byte for byte (canonical JSON) with
-   the recorded one. Where that cannot hold for a stated reason (texts
-   outside the reach are withheld, and BM25 statistics span the whole index;
-   or the recorded embedder is not available here) scores may differ within
-   the tolerance bundle replay uses, and the result says which.
+   the recorded one; where that cannot hold for a reason the proof shows (a
+   cursor's keyed ref, withheld texts or a PostgreSQL recording for BM25
+   scores, another embedder), only as much is left out as that reason needs,
+   and the result says what (:mod:`._read_proof_compare`).
+
+The reach of step 3 and 5 comes from the call's recorded scope, so the call
+(step 6's first half) is decoded before step 5.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ Every error memseal raises on purpose derives from :class:`MemsealError`::
     ├── Unsupported           the operation is not offered here
     ├── NotFound              no such entry, item, run or key
     ├── VerificationError     a signed fact does not check out (names seq and step)
-    │   └── ProvenanceError   a memo with no matching signed entry
+    │   ├── ProvenanceError   a memo with no matching signed entry
+    │   └── ReadProofError    a read proof fails; also names the field
+    │                         (memseal.replay.read_proof, the layer that reads them)
     ├── ReplayDivergence      a replayed call differs from the recorded one
     ├── Conflict              someone else holds what this call needs (a run lease)
     ├── StorageError          the store failed; driver errors are chained as __cause__

@@ -12,7 +12,7 @@ import inspect
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from memseal.tools import ToolScope, runner_for
 
@@ -87,6 +87,12 @@ class SyncMemory:
     def rotate_key(self, name: str | None = None) -> str:
         """Hand the ledger to a new signing key (see :meth:`Memory.rotate_key`)."""
         return self._call(self._memory.rotate_key(name))
+
+    def prove_read(
+        self, run_id: str, step: int, *, disclose: Literal["reach", "all"] = "reach"
+    ) -> bytes:
+        """The read proof of a run's step (see :meth:`Memory.prove_read`)."""
+        return self._call(self._memory.prove_read(run_id, step, disclose=disclose))
 
     def toolset(
         self,

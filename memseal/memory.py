@@ -48,6 +48,7 @@ from memseal.ledger.opening import (
 )
 from memseal.ledger.store import SqlStore
 from memseal.ledger.transparency import CheckpointPolicy
+from memseal.replay import read_proof
 from memseal.replay._mentions import check_facet_mentions
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
@@ -298,6 +299,21 @@ class Memory:
         self._keys = await asyncio.to_thread(complete_rotation, self.folder, self._keys, new)
         self._history.append(new.verifier)
         return self._keys.vkey
+
+    async def prove_read(
+        self, run_id: str, step: int, *, disclose: Literal["reach", "all"] = "reach"
+    ) -> bytes:
+        """The read proof (``memseal/read-proof@v1`` bytes) of step ``step`` of run
+        ``run_id``: checked offline, with no data folder, by
+        :func:`memseal.replay.read_proof.verify_read` (docs/auditing.md)."""
+        proof = await read_proof.prove_read(
+            self.ledger,
+            run_id,
+            step,
+            embedders=await self.engine.embedders(),
+            disclose=disclose,
+        )
+        return read_proof.encode_read_proof(proof)
 
     async def __aenter__(self) -> Memory:
         return self

@@ -16,6 +16,8 @@ from .bundle import (
 from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL, RunForked, RunStarted, ToolCall
 from .identity import ScopeIdentity, fingerprint, input_hash, memo_key
 from .provenance import Verified, check_memo
+from .read_proof import FORMAT as READ_PROOF_FORMAT
+from .read_proof import ReadProof, ReadProofError, VerifiedRead, prove_read, verify_read
 from .regress import RegressReport, regress
 from .replayer import Replayer, ReplayRun
 from .results import split as split_result
@@ -24,6 +26,7 @@ from .run import MODES, Change, Mode, Prepared, Preparer, Run, new_run_id
 __all__ = [
     "BUNDLE_FORMAT",
     "MODES",
+    "READ_PROOF_FORMAT",
     "RUN_FORKED",
     "RUN_STARTED",
     "TOOL_CALL",
@@ -32,6 +35,8 @@ __all__ = [
     "Mode",
     "Prepared",
     "Preparer",
+    "ReadProof",
+    "ReadProofError",
     "RegressReport",
     "ReplayRun",
     "Replayer",
@@ -42,6 +47,7 @@ __all__ = [
     "ToolCall",
     "Verified",
     "VerifiedBundle",
+    "VerifiedRead",
     "check_memo",
     "decode_bundle",
     "encode_bundle",
@@ -50,7 +56,9 @@ __all__ = [
     "input_hash",
     "memo_key",
     "new_run_id",
+    "prove_read",
     "regress",
     "split_result",
     "verify_bundle",
+    "verify_read",
 ]

@@ -31,6 +31,7 @@ from memseal.cli.options import (
     store_url,
 )
 from memseal.cli.progress import ProgressLine
+from memseal.cli.proof import add_verbs as add_proof_verbs
 from memseal.cli.service import add_verbs as add_service_verbs
 from memseal.cli.trust import trust_text
 from memseal.cli.witness import add_verbs as add_witness_verbs
@@ -272,6 +273,7 @@ def _parser() -> argparse.ArgumentParser:
     add_brain_verbs(verbs)
     add_worker_verbs(verbs)
     add_witness_verbs(verbs)
+    add_proof_verbs(verbs)
     return parser
 
 

@@ -215,6 +215,7 @@ PINNED: dict[str, list[str]] = {
     "memseal.replay": [
         "BUNDLE_FORMAT",
         "MODES",
+        "READ_PROOF_FORMAT",
         "RUN_FORKED",
         "RUN_STARTED",
         "TOOL_CALL",
@@ -223,6 +224,8 @@ PINNED: dict[str, list[str]] = {
         "Mode",
         "Prepared",
         "Preparer",
+        "ReadProof",
+        "ReadProofError",
         "RegressReport",
         "ReplayRun",
         "Replayer",
@@ -233,6 +236,7 @@ PINNED: dict[str, list[str]] = {
         "ToolCall",
         "Verified",
         "VerifiedBundle",
+        "VerifiedRead",
         "check_memo",
         "decode_bundle",
         "encode_bundle",
@@ -241,9 +245,11 @@ PINNED: dict[str, list[str]] = {
         "input_hash",
         "memo_key",
         "new_run_id",
+        "prove_read",
         "regress",
         "split_result",
         "verify_bundle",
+        "verify_read",
     ],
 }
 

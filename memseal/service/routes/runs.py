@@ -12,7 +12,7 @@ tenant's words to an auditor.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import quote
 
 import msgspec
@@ -37,6 +37,7 @@ __all__ = [
     "close_run",
     "export_run",
     "in_reach",
+    "read_proof",
     "router",
     "run_status",
 ]
@@ -117,6 +118,36 @@ async def export_run(
         encode_bundle(bundle),
         media_type="application/json",
         headers={"Content-Disposition": attachment(run_id)},
+    )
+
+
+@router.get(
+    "/v1/runs/{run_id}/steps/{step}/read-proof",
+    summary="A self-contained proof of what one recorded read returned "
+    "(offline-verifiable; `memseal verify-read FILE`)",
+    response_class=Response,
+    responses={200: {"content": {"application/json": {}}}},
+)
+async def read_proof(
+    who: Agent,
+    run_id: RunId,
+    step: Annotated[int, PathParam(ge=0, le=2**31)],
+    service: ServiceDep,
+    memory: MemoryDep,
+    disclose: Literal["reach", "all"] = "reach",
+) -> Response:
+    """
+    \f
+    The read proof of step ``step`` of ``run_id``, as a download.
+    """
+    if not await service.runs.check_owner(run_id, who.scope):
+        raise NotFound(f"no run {run_id!r} in this scope")
+    data = await memory.prove_read(run_id, step, disclose=disclose)
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return Response(
+        data,
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{plain}-step{step}.read-proof"'},
     )
 
 

@@ -1,0 +1,188 @@
+"""The read-proof format (``memseal/read-proof@v1``) and the rules its writer and verifier share.
+
+See :mod:`memseal.replay.read_proof` for what a proof holds and why. This
+module is the format alone: the structs, the canonical encoding and its
+strict decoder, and the two decisions both sides must make identically:
+which scope the run recorded, and which entries of the prefix lie in the
+call's reach (their payloads travel with the proof; the others' do not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Final, cast
+
+import msgspec
+
+from memseal.engine import Reach
+from memseal.engine.events import MemoryForgotten, MemoryStored, TrustChanged, decode_event
+from memseal.ledger.entry import Entry
+from memseal.ledger.errors import VerificationError
+from memseal.tools import ToolScope
+
+from ._reexec import run_scope
+from .bundle import VerifiedBundle
+from .calls import RunStarted
+
+__all__ = [
+    "FORMAT",
+    "MAX_PROOF_BYTES",
+    "ProofEntry",
+    "ReadProof",
+    "ReadProofError",
+    "decode_read_proof",
+    "encode_read_proof",
+    "fail",
+    "in_reach",
+    "scope_of",
+]
+
+FORMAT: Final = "memseal/read-proof@v1"
+#: A proof larger than this is refused before it is parsed (it holds every entry header of
+#: the prefix, a few hundred bytes each: 10^6 entries fit).
+MAX_PROOF_BYTES: Final = 1024 * 1024 * 1024
+
+
+class ProofEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ledger entry as the log stored it: its bytes and signature; its payload (with
+    its salt) only where the proof discloses it; its inclusion proof where one is owed."""
+
+    seq: int
+    leaf: bytes
+    sig: bytes
+    salt: bytes | None
+    payload: bytes | None
+    proof: tuple[bytes, ...] | None  # None: no inclusion proof carried for this entry
+
+
+class ReadProof(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A self-contained proof of what one recorded read returned, field order as encoded."""
+
+    format: str
+    run_id: str
+    step: int
+    origin: str
+    embedders: tuple[str, ...]  # what the data folder embedded with (unsigned: a hint)
+    ranked_by: str  # the store that ranked the read: sqlite or postgresql (unsigned: a hint)
+    checkpoint: str  # a signed checkpoint at exactly the call's observed size N
+    latest: str  # a signed checkpoint at a later size M, which holds the call
+    consistency: tuple[bytes, ...]  # RFC 6962 consistency proof from N to M
+    prefix: tuple[ProofEntry, ...]  # every entry seq < N, in order
+    later: tuple[ProofEntry, ...]  # the entries seq >= N a verifier needs (module docstring)
+
+
+class ReadProofError(VerificationError):
+    """A read proof does not check out: ``step`` names the check, ``seq`` the entry at fault
+    (None when no one entry is), ``field`` the part of the proof or the result that differs."""
+
+    def __init__(
+        self, message: str, *, step: str, seq: int | None = None, field: str | None = None
+    ) -> None:
+        super().__init__(message, seq=seq, step=step)
+        self.field = field
+
+
+def fail(
+    message: str, step: str, seq: int | None = None, field: str | None = None
+) -> ReadProofError:
+    """The failure of ``step`` (at ``seq``, in ``field``), the field named in the text too."""
+    where = f" [{field}]" if field else ""
+    return ReadProofError(message + where, step=step, seq=seq, field=field)
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(ReadProof)
+
+
+def encode_read_proof(proof: ReadProof) -> bytes:
+    """The proof's bytes: compact JSON in field order, then one newline."""
+    return _encoder.encode(proof) + b"\n"
+
+
+def _fail(message: str) -> VerificationError:
+    return VerificationError(message, step="format")
+
+
+def decode_read_proof(data: bytes) -> ReadProof:
+    """Parse a proof (syntax only); raise VerificationError step ``format`` naming the field.
+
+    Only the canonical bytes are accepted (those :func:`encode_read_proof` makes of the
+    decoded value): a second spelling of the same values would be an edit that verifies.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise _fail(f"a read proof is bytes, not {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > MAX_PROOF_BYTES:
+        raise _fail(f"the read proof is larger than {MAX_PROOF_BYTES} bytes")
+    if not data.startswith(b'{"format":"' + FORMAT.encode() + b'"'):
+        raise _fail(f'not a memseal read proof: it must start with {{"format":"{FORMAT}"')
+    try:
+        proof = _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        if "truncated" in str(exc).lower():
+            raise VerificationError(
+                f"the read proof is truncated ({len(data)} bytes)", step="truncated"
+            ) from None
+        raise _fail(f"the read proof is malformed: {_one_line(exc)}") from None
+    except (msgspec.ValidationError, UnicodeDecodeError, ValueError) as exc:
+        # msgspec's ValidationError names the field (`$.prefix[3].sig`); invalid UTF-8 in a
+        # string is a UnicodeDecodeError.
+        raise _fail(f"the read proof is malformed: {_one_line(exc)}") from None
+    if encode_read_proof(proof) != data:
+        raise _fail(
+            "the read proof is not in canonical form (compact JSON in field order, canonical "
+            "base64, one final newline): it was changed after it was written"
+        )
+    return proof
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+class _Started(msgspec.Struct, frozen=True):
+    started: RunStarted
+
+
+def scope_of(started: RunStarted) -> ToolScope:
+    """The scope a ``run_started`` body records, exactly as bundle replay reads it.
+
+    :func:`memseal.replay._reexec.run_scope` takes a verified bundle but reads only its
+    ``started``; handing it that alone keeps one reading of a recorded scope, so a proof
+    and a bundle replay can never re-derive a read in two different scopes.
+    """
+    return run_scope(cast(VerifiedBundle, _Started(started)))
+
+
+def in_reach(reach: Reach | None, entries: Iterable[Entry], also: Collection[int] = ()) -> set[int]:
+    """The seqs of ``entries`` (a log prefix, in seq order) that make the memory a read
+    within ``reach`` sees: each ``memory_stored`` entry whose namespace the reach admits
+    (or whose seq is in ``also``: disclosed beyond the reach), and each ``trust_changed``
+    or ``memory_forgotten`` entry naming one of their items.
+
+    Bodies are decoded strictly; one that does not decode is a VerificationError (step
+    ``format``) naming its seq, on the writer's side as on the verifier's.
+    """
+    seqs: set[int] = set()
+    items: set[str] = set()
+    for entry in entries:
+        if entry.kind not in ("memory_stored", "trust_changed", "memory_forgotten"):
+            continue
+        try:
+            event = decode_event(entry.kind, bytes(entry.body))
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+            raise VerificationError(
+                f"the {entry.kind} body does not decode: {_one_line(exc)}",
+                seq=entry.seq,
+                step="format",
+            ) from None
+        if isinstance(event, MemoryStored):
+            if reach is None or entry.seq in also or reach.admits(event.namespace):
+                seqs.add(entry.seq)
+                items.add(event.item)
+        elif isinstance(event, TrustChanged):
+            if event.item in items:
+                seqs.add(entry.seq)
+        elif isinstance(event, MemoryForgotten) and items.intersection(event.items):
+            seqs.add(entry.seq)
+    return seqs

@@ -15,7 +15,15 @@ import os
 import secrets
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Mapping,
+    Sequence,
+)
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
@@ -49,7 +57,7 @@ from memseal.ledger.opening import (
 from memseal.ledger.store import SqlStore
 from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay._mentions import check_facet_mentions
-from memseal.replay.as_of import AsOfView, ViewCache, resolve_point
+from memseal.replay.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
 from memseal.replay.provenance import verify_derived
@@ -269,14 +277,18 @@ class Memory:
         at: str | datetime | None = None,
         run: str | None = None,
         step: int | None = None,
+        names: Mapping[str, str] = PYTHON_NAMES,
     ) -> AsOfView:
         """A read-only view of the memory as it stood at tree ``size``, at time ``at``
         (RFC 3339), or when run ``run`` made step ``step``; its ``tools(scope)`` serve
         the read tools, unrecorded. A later forget still applies. Raises
-        :class:`InvalidRequest` naming the field for a bad point (see docs/history.md)."""
+        :class:`InvalidRequest` naming the field for a bad point (see docs/history.md);
+        ``names`` spells the fields as the caller's own interface does (HTTP, CLI)."""
         if self._closed:
             raise InvalidRequest(f"the memory at {self.location} is closed")
-        point = await resolve_point(self.ledger.store, size=size, at=at, run=run, step=step)
+        point = await resolve_point(
+            self.ledger.store, size=size, at=at, run=run, step=step, names=names
+        )
         return AsOfView(self._views, point)
 
     async def verify(

@@ -18,7 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from memseal.cli.options import OK, USAGE, open_data, store_options, store_url
-from memseal.engine import Reach
+from memseal.engine import Namespace, Reach
 from memseal.tools import ToolScope
 
 __all__ = ["CLI_NAMES", "add_verbs"]
@@ -30,7 +30,8 @@ CLI_NAMES: Final = {"size": "--as-of", "at": "--at", "run": "--run", "step": "--
 def _scope(namespace: str | None) -> ToolScope:
     if namespace is None:
         return ToolScope(writes=False)
-    return ToolScope(place=namespace, reach=Reach.subtree(namespace), writes=False)
+    node = Namespace.parse(namespace, field="--namespace").text
+    return ToolScope(place=node, reach=Reach.subtree(node), writes=False)
 
 
 def _call(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:

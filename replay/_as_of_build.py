@@ -198,13 +198,17 @@ class ViewCache:
             if built.dead and built.users == 0:
                 await built.close()
 
-    async def close(self) -> None:
-        """Close every view (one a read still holds closes when that read ends)."""
+    async def clear(self) -> None:
+        """Close every view kept (one a read still holds closes when that read ends)."""
         async with self._lock:
-            self._closed = True
             views, self._views = list(self._views.values()), OrderedDict()
             for built in views:
                 await self._drop(built)
+
+    async def close(self) -> None:
+        """:meth:`clear`, and build no view again."""
+        await self.clear()
+        self._closed = True
 
     # -- inside the lock ----------------------------------------------------------------
 

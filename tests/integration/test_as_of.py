@@ -101,7 +101,7 @@ async def test_warm_views_are_cached_and_a_larger_one_extends_a_smaller(tmp_path
         assert views.cold_builds == 1 and views.extensions == 1
         assert views.sizes() == [sizes[4]]
         # An extended view answers as one built from nothing does.
-        views._views.clear()
+        await views.clear()
         cold = await (await memory.as_of(sizes[4])).tools().call("memory_list", {"limit": 50})
         assert extended == cold and len(cold["items"]) == 5
         assert views.cold_builds == 2

@@ -38,7 +38,7 @@ import msgspec
 from memseal.engine import Answerer, Embedder, Engine
 from memseal.engine.events import ENGINE_KINDS
 from memseal.ledger.errors import Conflict
-from memseal.ledger.store import SqlStore
+from memseal.ledger.store import SqlStore, WriteTxn
 
 from ._reexec import Source, TempLog
 
@@ -51,6 +51,17 @@ _CHUNK: Final = 2_048
 #: Builds tried while forgets keep committing during the copy.
 _BUILD_ATTEMPTS: Final = 3
 _FORGOTTEN: Final = "memory_forgotten"
+# The live vector cache's rows for the items stored in a seq range. Every item of a view
+# that no later forget took is still a live item (items leave only by a forget) with the
+# same keyed content hash, so its vector is there: a view embeds nothing again. Rows of
+# engine tables read by name: the engine has no API handing its cache to another store.
+_LIVE_VECTORS: Final = (
+    "SELECT v.content, v.vec FROM engine_vectors v WHERE v.embedder = ? AND v.content IN "
+    "(SELECT i.content FROM engine_items i WHERE i.seq >= ? AND i.seq < ?)"
+)
+_PUT_VECTOR: Final = (
+    "INSERT INTO engine_vectors (embedder, content, vec) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+)
 
 
 class Erased(msgspec.Struct, frozen=True, kw_only=True):
@@ -326,7 +337,24 @@ class ViewCache:
                     )
                 )
             await built.log.append(batch, rebuild=False)
+            await self._share_vectors(built, start, stop)
             start = stop
         built.size = size
         await built.log.rebuild()
         await built.settle(self._store)
+
+    async def _share_vectors(self, built: Built, start: int, stop: int) -> None:
+        """Put the live cache's vectors of the items stored at ``start <= seq < stop`` into
+        the view's store before its rebuild, whose fill then finds them there."""
+        if self._embedder is None or built.log.store is None:
+            return
+        embedder = self._embedder.id
+        rows = await self._store.rows(_LIVE_VECTORS, (embedder, start, stop))
+        if not rows:
+            return
+
+        def put(txn: WriteTxn) -> None:
+            for content, vec in rows:
+                txn.execute(_PUT_VECTOR, (embedder, content, bytes(vec)))
+
+        await built.log.store.run(put)

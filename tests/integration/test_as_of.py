@@ -8,6 +8,7 @@ memory answered at that point, and with what a later forget must have taken away
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 import memseal
 from memseal import InvalidRequest, Reach, ToolScope, Unsupported
+from memseal.engine import HashingEmbedder
 
 READS = {"memory_recall", "memory_fetch", "memory_list", "memory_get", "memory_explore"}
 
@@ -198,3 +200,40 @@ async def test_the_marker_respects_the_reach_and_the_trust_floor(tmp_path: Path)
         wide = (await memory.as_of(point)).tools(ToolScope(reach=Reach.subtree("team:b")))
         got = await wide.call("memory_get", {"ids": [mine, theirs]})
         assert [i["id"] for i in got["items"]] == [theirs] and got["missing"] == [mine]
+
+
+class CountingEmbedder:
+    """The hashing embedder, counting the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder()
+        self.texts = 0
+
+    @property
+    def id(self) -> str:
+        return self.inner.id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+async def test_a_view_takes_the_live_vectors_and_ranks_as_the_live_memory(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    embedder = CountingEmbedder()
+    async with memseal.open(tmp_path / "data", store=store_url, embedder=embedder) as memory:
+        tools = memory.tools()
+        for text in ("tea in the morning", "coffee after lunch", "green tea", "jazz on friday"):
+            await tools.call("memory_store", {"learning": {"text": text}})
+        size = await size_of(memory)
+        asked = {"query": "tea", "mode": "semantic"}
+        live = await tools.call("memory_fetch", asked)
+        before = embedder.texts
+        past = await (await memory.as_of(size)).tools().call("memory_fetch", asked)
+        assert past == live and len(past["hits"]) == 4
+        assert embedder.texts == before + 1  # the query alone: no stored text embedded again

@@ -18,6 +18,7 @@ import pytest
 import memseal
 from memseal import InvalidRequest, Reach, ToolScope, Unsupported
 from memseal.engine import HashingEmbedder
+from memseal.replay._reexec import TempLog
 
 READS = {"memory_recall", "memory_fetch", "memory_list", "memory_get", "memory_explore"}
 
@@ -237,3 +238,24 @@ async def test_a_view_takes_the_live_vectors_and_ranks_as_the_live_memory(
         past = await (await memory.as_of(size)).tools().call("memory_fetch", asked)
         assert past == live and len(past["hits"]) == 4
         assert embedder.texts == before + 1  # the query alone: no stored text embedded again
+
+
+async def test_a_forget_committed_during_the_copy_is_caught_and_the_view_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with memseal.open(tmp_path / "data", embedder=None) as memory:
+        tools = memory.tools()
+        gone = (await tools.call("memory_store", {"learning": {"text": "ssn 078-05"}}))["id"]
+        point = await size_of(memory)
+        copy = TempLog.append
+        raced: list[int] = []
+
+        async def append_then_forget(log: TempLog, *args: Any, **kwargs: Any) -> None:
+            await copy(log, *args, **kwargs)  # the payload is copied, then the forget lands
+            if not raced:
+                raced.append((await memory.engine.forget(ids=[gone])).seqs[0])
+
+        monkeypatch.setattr(TempLog, "append", append_then_forget)
+        got = await (await memory.as_of(point)).tools().call("memory_get", {"ids": [gone]})
+        assert got["items"][0]["text"] == {"forgotten_at": raced[0]}
+        assert memory._views.cold_builds == 2  # the first copy held the text: dropped

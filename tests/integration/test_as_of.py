@@ -110,9 +110,11 @@ async def test_warm_views_are_cached_and_a_larger_one_extends_a_smaller(tmp_path
         assert views.cold_builds == 2
 
 
-async def test_points_by_time_and_by_run_step(tmp_path: Path) -> None:
+async def test_points_by_time_and_by_run_step(tmp_path: Path, store_url: str | None) -> None:
     times = iter(datetime(2026, 5, 1, 12, 0, tzinfo=UTC) + timedelta(minutes=m) for m in range(99))
-    async with memseal.open(tmp_path / "data", embedder=None, clock=lambda: next(times)) as memory:
+    async with memseal.open(
+        tmp_path / "data", store=store_url, embedder=None, clock=lambda: next(times)
+    ) as memory:
         run = memory.tools(run_id="r1")
         await run.call("memory_store", {"learning": {"text": "first note"}})
         before_read = await size_of(memory)

@@ -56,7 +56,11 @@ async def test_a_view_shows_what_was_there_and_a_later_forget_still_applies(
         assert got["missing"] == [] and got["filtered"] == []
         fetched = await view.call("memory_fetch", {"query": "pin code 4711"})
         assert fetched["hits"] == []
-        assert "4711" not in json.dumps([listed, got, fetched])
+        explored = await view.call("memory_explore", {"facet": "kind"})
+        assert explored["buckets"] == [{"value": "fact", "count": 1}]
+        recalled = await view.call("memory_recall", {"question": "pin code or dark mode?"})
+        assert [c["id"] for c in recalled["citations"]] == [kept]
+        assert "4711" not in json.dumps([listed, got, fetched, explored, recalled])
 
         after_trust = (await memory.as_of(promoted)).tools()
         got = await after_trust.call("memory_get", {"ids": [kept]})

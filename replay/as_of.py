@@ -94,7 +94,7 @@ def _when(at: object, field: str) -> datetime:
         when = at
     elif isinstance(at, str) and "T" in at.upper():
         try:
-            when = datetime.fromisoformat(at)
+            when = datetime.fromisoformat(at.upper())  # RFC 3339 allows a lowercase t and z
         except ValueError:
             raise bad from None
     else:

@@ -218,8 +218,8 @@ class ViewCache:
 
     async def close(self) -> None:
         """:meth:`clear`, and build no view again."""
+        self._closed = True  # first: a read waiting for the lock must not build one anew
         await self.clear()
-        self._closed = True
 
     # -- inside the lock ----------------------------------------------------------------
 

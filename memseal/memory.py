@@ -15,7 +15,15 @@ import os
 import secrets
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Mapping,
+    Sequence,
+)
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from types import TracebackType
@@ -50,6 +58,7 @@ from memseal.ledger.store import SqlStore
 from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay import read_proof
 from memseal.replay._mentions import check_facet_mentions
+from memseal.replay.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
 from memseal.replay.provenance import verify_derived
@@ -105,6 +114,8 @@ class Memory:
         ledger: Ledger,
         engine: Engine,
         history: list[VerifierKey],
+        *,
+        views: ViewCache | None = None,
     ) -> None:
         self.folder = where.folder
         #: Where the log lives, fit to print: the database file, or the store URL
@@ -121,6 +132,8 @@ class Memory:
         # closes them, so no lease outlives it. Weak: a closed run dropped by its host goes.
         self._runs: weakref.WeakSet[Run] = weakref.WeakSet()
         self._token = f"memory-{secrets.token_hex(8)}"
+        # Built views of the past (as_of), kept warm; closed with the memory.
+        self._views = views if views is not None else ViewCache(ledger.store, keys.secret)
 
     @property
     def vkey(self) -> str:
@@ -158,6 +171,7 @@ class Memory:
                 with contextlib.suppress(MemsealError):
                     await run.close(check=False)
             self._runs.clear()
+            await self._views.close()
             # A ledger begun by this open may have its first entry now: record its identity.
             with contextlib.suppress(StorageError):
                 await record_location(self._where, self.ledger.store)
@@ -256,6 +270,27 @@ class Memory:
             return run.run_id, await run.call(name, arguments)
         finally:
             await run.close()
+
+    async def as_of(
+        self,
+        size: int | None = None,
+        *,
+        at: str | datetime | None = None,
+        run: str | None = None,
+        step: int | None = None,
+        names: Mapping[str, str] = PYTHON_NAMES,
+    ) -> AsOfView:
+        """A read-only view of the memory as it stood at tree ``size``, at time ``at``
+        (RFC 3339), or when run ``run`` made step ``step``; its ``tools(scope)`` serve
+        the read tools, unrecorded. A later forget still applies. Raises
+        :class:`InvalidRequest` naming the field for a bad point (see docs/history.md);
+        ``names`` spells the fields as the caller's own interface does (HTTP, CLI)."""
+        if self._closed:
+            raise InvalidRequest(f"the memory at {self.location} is closed")
+        point = await resolve_point(
+            self.ledger.store, size=size, at=at, run=run, step=step, names=names
+        )
+        return AsOfView(self._views, point)
 
     async def verify(
         self,
@@ -440,7 +475,8 @@ async def _open(
         await ledger.close()
         raise
     ledger.start()
-    return Memory(where, opened.keys, ledger, engine, opened.history)
+    views = ViewCache(db, opened.keys.secret, embedder=chosen, zone=zone, answerer=answerer)
+    return Memory(where, opened.keys, ledger, engine, opened.history, views=views)
 
 
 class _Opening(Awaitable[Memory]):

@@ -17,13 +17,13 @@ import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
-from memseal.engine import Engine, Reach
+from memseal.engine import Answerer, Engine, Reach
 from memseal.engine.embedders import Embedder
 from memseal.ledger.entry import Draft, payload_hash
 from memseal.ledger.errors import InvalidRequest, VerificationError
@@ -87,10 +87,21 @@ def parse_time(at: str) -> datetime:
 class TempLog:
     """A throwaway ledger and engine that entries are copied into, seq by seq."""
 
-    def __init__(self, folder: Path, secret: bytes, embedder: Embedder | None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        secret: bytes,
+        embedder: Embedder | None,
+        *,
+        zone: tzinfo = UTC,
+        answerer: Answerer | None = None,
+    ) -> None:
         self.folder = folder
         self.secret = secret
         self.embedder = embedder
+        # The live memory's reading of dates and its answerer, for a view of it (as_of).
+        self.zone = zone
+        self.answerer = answerer
         self.now = datetime(2000, 1, 1, tzinfo=UTC)
         self.size = 0
         self.store: SqlStore | None = None
@@ -112,7 +123,14 @@ class TempLog:
         # ann=None: a re-derived read ranks by the exact scan, never by an HNSW graph
         # whose shape depends on the order vectors were added (engine/_ann.py).
         self.engine = await Engine.open(
-            self.ledger, store, self.secret, clock=self.clock, embedder=self.embedder, ann=None
+            self.ledger,
+            store,
+            self.secret,
+            clock=self.clock,
+            embedder=self.embedder,
+            zone=self.zone,
+            answerer=self.answerer,
+            ann=None,
         )
 
     async def close(self) -> None:
@@ -122,8 +140,11 @@ class TempLog:
         if self.ledger is not None:
             await self.ledger.close()
 
-    async def append(self, sources: Sequence[Source | int]) -> None:
-        """Append entries (a bare int: an inert gap entry at that seq) in one command."""
+    async def append(self, sources: Sequence[Source | int], *, rebuild: bool = True) -> None:
+        """Append entries (a bare int: an inert gap entry at that seq) in one command.
+
+        ``rebuild=False`` leaves the projection behind until :meth:`rebuild` (a caller
+        appending many batches rebuilds once, at the end)."""
         assert self.store is not None
 
         def command(txn: WriteTxn) -> int:
@@ -152,8 +173,13 @@ class TempLog:
             return txn.size
 
         self.size = await self.store.run(command)
-        # The engine applies projections only for its own writes; copied entries need a rebuild
-        # of what they add (cheap for the entries appended since the last one).
+        if rebuild:
+            await self.rebuild()
+
+    async def rebuild(self) -> None:
+        """Derive the projection from every entry copied so far."""
+        # The engine applies projections only for its own writes; copied entries need a
+        # rebuild (it replays the whole temporary log).
         assert self.engine is not None
         await self.engine.rebuild()
 

@@ -33,6 +33,7 @@ from memseal.cli.options import (
 from memseal.cli.progress import ProgressLine
 from memseal.cli.proof import add_verbs as add_proof_verbs
 from memseal.cli.service import add_verbs as add_service_verbs
+from memseal.cli.show import add_verbs as add_show_verbs
 from memseal.cli.trust import trust_text
 from memseal.cli.witness import add_verbs as add_witness_verbs
 from memseal.cli.worker import add_verbs as add_worker_verbs
@@ -274,6 +275,7 @@ def _parser() -> argparse.ArgumentParser:
     add_worker_verbs(verbs)
     add_witness_verbs(verbs)
     add_proof_verbs(verbs)
+    add_show_verbs(verbs)
     return parser
 
 

@@ -23,6 +23,7 @@ from ..deps import (
     arguments,
     call_key,
 )
+from ..history import AsOfQuery, AsOfRun, AsOfStep, AsOfTime, view_at
 from ..models import ARGUMENTS_BODY, ToolResultOut, ToolsOut, json_response
 from ..tokens import Principal
 
@@ -32,13 +33,21 @@ router = APIRouter(tags=["tools"])
 
 
 @router.get("/v1/tools", summary="The tool specs of the caller's scope", response_model=ToolsOut)
-async def list_tools(who: Agent, memory: MemoryDep) -> Response:
+async def list_tools(
+    who: Agent,
+    memory: MemoryDep,
+    as_of: AsOfQuery = None,
+    as_of_time: AsOfTime = None,
+    as_of_run: AsOfRun = None,
+    as_of_step: AsOfStep = None,
+) -> Response:
     """
     \f
-    The specs of the tools the caller's scope offers.
+    The specs of the tools the caller's scope offers (with a point: its read tools).
     """
-    specs = memory.tools(who.scope).specs()
-    return json_response({"tools": [msgspec.to_builtins(s) for s in specs]})
+    view = await view_at(memory, as_of, as_of_time, as_of_run, as_of_step)
+    tools = memory.tools(who.scope) if view is None else view.tools(who.scope)
+    return json_response({"tools": [msgspec.to_builtins(s) for s in tools.specs()]})
 
 
 async def recorded_call(
@@ -83,12 +92,27 @@ async def call_tool(
     run_id: RunHeader = None,
     step: StepHeader = None,
     key: KeyHeader = None,
+    as_of: AsOfQuery = None,
+    as_of_time: AsOfTime = None,
+    as_of_run: AsOfRun = None,
+    as_of_step: AsOfStep = None,
 ) -> Response:
     """
     \f
-    A tool call in the run the header names, or in a fresh one-shot run.
+    A tool call in the run the header names, or in a fresh one-shot run; with a point
+    (``as_of``...), an unrecorded read of the memory as of that point.
     """
-    return await recorded_call(request, service, who, name, run_id, step, revalidate, key)
+    view = await view_at(service.memory, as_of, as_of_time, as_of_run, as_of_step)
+    if view is None:
+        return await recorded_call(request, service, who, name, run_id, step, revalidate, key)
+    if run_id is not None or step is not None or key is not None or revalidate:
+        raise InvalidRequest(
+            "`as_of`: a read of the past is not recorded, so it takes no run, step, key "
+            "or revalidate"
+        )
+    body = await arguments(request)
+    result = await view.tools(who.scope).call(name, body)
+    return json_response({"as_of": view.size, "result": result})
 
 
 @router.post(

@@ -114,8 +114,15 @@ def compare(
     withheld: int,
     embedder: Embedder | None,
     tolerance: float,
+    bm25: bool = True,
 ) -> tuple[Matched, str]:
-    """Step 7: how the re-derived result matched, or ReadProofError naming what differs."""
+    """Step 7: how the re-derived result matched, or ReadProofError naming what differs.
+
+    ``bm25`` says whether the read's scores come from full-text ranking: only then do
+    withheld texts or another store's ranking excuse the scores. A semantic read's cosine
+    scores depend on no other text and no store, and the proof's ``ranked_by`` is unsigned:
+    a proof that could switch its own score check off would prove nothing about scores.
+    """
     if _canonical.encode(derived) == _canonical.encode(recorded):
         return "byte for byte", ""
     derived, taken = _same_cursors(recorded, derived)
@@ -132,10 +139,11 @@ def compare(
         recorded,
         derived,
         seq=seq,
-        withheld=withheld,
+        withheld=withheld if bm25 else 0,
         embedder=embedder,
         tolerance=tolerance,
         cursor=cursor,
+        bm25=bm25,
     )
     return how, f"{why}; {cursor}" if cursor else why
 
@@ -150,6 +158,7 @@ def _compare_rest(
     embedder: Embedder | None,
     tolerance: float,
     cursor: str,
+    bm25: bool,
 ) -> tuple[Matched, str]:
     other_embedder = bool(proof.embedders) and (
         embedder is None or embedder.id not in proof.embedders
@@ -162,7 +171,7 @@ def _compare_rest(
             f"{withheld} stored item(s) outside the read's reach are withheld and BM25 "
             "statistics span the whole index (a proof made with --disclose all has them)"
         )
-    if proof.ranked_by != "sqlite":
+    if bm25 and proof.ranked_by != "sqlite":
         unscored.append(
             f"the recording ranked on {proof.ranked_by} (ts_rank, no corpus statistics); "
             "a proof re-ranks on SQLite (FTS5 BM25)"

@@ -523,6 +523,13 @@ def _withheld(proof: ReadProof, walked: _Walked, copied: set[int]) -> int:
     )
 
 
+def _ranks_by_text(tool: str, arguments: Any) -> bool:
+    """Whether the read's scores may come from full-text (BM25) ranking: all but a fetch
+    whose signed arguments ask for semantic mode (cosine scores, no corpus statistics)."""
+    mode = arguments.get("mode") if isinstance(arguments, dict) else None
+    return not (tool == "memory_fetch" and mode == "semantic")
+
+
 async def verify_read(
     data: bytes | ReadProof,
     trust: TrustArg,
@@ -562,6 +569,7 @@ async def verify_read(
         withheld=_withheld(proof, walked, copied),
         embedder=chosen,
         tolerance=tolerance,
+        bm25=_ranks_by_text(found.call.tool, found.arguments),
     )
     return VerifiedRead(
         run_id=proof.run_id,

@@ -101,7 +101,10 @@ def _when(at: object, field: str) -> datetime:
         raise bad
     if when.tzinfo is None or when.utcoffset() is None:
         raise bad
-    return when.astimezone(UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the first instant there is
+        raise bad from None
 
 
 async def _size_at(store: SqlStore, when: datetime, head: int) -> int:

@@ -20,13 +20,24 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
+import msgspec
 from fastapi import Query
 
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory
 from memseal.replay.as_of import AsOfView
 
-__all__ = ["HTTP_NAMES", "AsOfQuery", "AsOfRun", "AsOfStep", "AsOfTime", "view_at"]
+from .tokens import Principal
+
+__all__ = [
+    "HTTP_NAMES",
+    "AsOfQuery",
+    "AsOfRun",
+    "AsOfStep",
+    "AsOfTime",
+    "run_in_reach",
+    "view_at",
+]
 
 #: The query parameter each part of a point is named by in errors.
 HTTP_NAMES: Final = {"size": "as_of", "at": "as_of_time", "run": "as_of_run", "step": "as_of_step"}
@@ -59,6 +70,7 @@ def _count(text: str | None, field: str) -> int | None:
 
 async def view_at(
     memory: Memory,
+    who: Principal,
     as_of: str | None,
     as_of_time: str | None,
     as_of_run: str | None,
@@ -67,6 +79,32 @@ async def view_at(
     """The view the parameters name, or None when none is given (the live memory)."""
     if as_of is None and as_of_time is None and as_of_run is None and as_of_step is None:
         return None
+    if (
+        as_of_run is not None
+        and as_of_step is not None
+        and not await run_in_reach(memory, who, as_of_run)
+    ):
+        # As the run routes answer: a run beyond the reach is told as one never recorded,
+        # so its steps and the sizes it saw are not learnt from the answer.
+        raise InvalidRequest(f"`as_of_run`: no run {as_of_run[:200]!r} in your reach")
     size = _count(as_of, "as_of")
     step = _count(as_of_step, "as_of_step")
     return await memory.as_of(size, at=as_of_time, run=as_of_run, step=step, names=HTTP_NAMES)
+
+
+async def run_in_reach(memory: Memory, who: Principal, run_id: str) -> bool:
+    """Whether the place that started ``run_id`` is inside ``who``'s reach."""
+    store = memory.ledger.store
+    rows = await store.rows("SELECT started_seq FROM runs WHERE run_id = ?", (run_id,))
+    if not rows:
+        return False
+    body = msgspec.json.decode(bytes((await store.read(int(rows[0][0]))).entry().body))
+    place = body.get("place") if isinstance(body, dict) else None
+    reach = who.scope.reach
+    if reach is None:
+        return True
+    try:
+        return isinstance(place, str) and reach.admits(place)
+    except Exception:
+        # A place the reach cannot even parse is not one it admits.
+        return False

@@ -42,7 +42,7 @@ def test_an_agent_token_cannot_read_a_sibling_agents_queue(tmp_path: Path) -> No
         with server.client(sibling) as c:
             status = c.get("/v1/jobs").json()
             # Its own queue, empty: the helper's job is not in it.
-            assert status == {"pending": [], "done": [], "invalid": []}
+            assert status == {"pending": [], "failed": [], "done": [], "invalid": []}
             assert_error(c.get("/v1/jobs", params={"place": HELPER}), 400)
 
 

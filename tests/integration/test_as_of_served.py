@@ -86,6 +86,8 @@ def test_read_routes_serve_the_memory_as_of_a_point(server: ServerThread) -> Non
         ("as_of=" + "9" * 41, "as_of"),
         ("as_of_time=noon", "as_of_time"),
         ("as_of_time=2026-01-01T00:00:00", "as_of_time"),
+        ("as_of_time=0001-01-01T00:00:00%2B01:00", "as_of_time"),  # before the first instant
+        ("as_of_time=9999-12-31T23:59:59-01:00", "as_of_time"),  # after the last
         ("as_of_run=nope&as_of_step=0", "as_of_run"),
         ("as_of_run=nope", "as_of_step"),
         ("as_of_step=x", "as_of_step"),
@@ -100,6 +102,25 @@ def test_a_bad_point_is_a_400_naming_it(server: ServerThread, query: str, named:
         ):
             error = assert_error(r, 400, "invalid_request")
             assert f"`{named}" in error["error"]["message"] or named in str(error), error
+
+
+def test_another_tenant_s_run_is_told_as_one_never_recorded(server: ServerThread) -> None:
+    owner = server.client(server.token("agent", "team:z/agent:b"))
+    stranger = server.client(server.token("agent", "team:h/agent:a"))
+    with owner, stranger:
+        r = owner.post("/v1/runs/z-private/tools/memory_list", json={})
+        assert r.status_code == 200, r.text
+        r = owner.post("/v1/tools/memory_list?as_of_run=z-private&as_of_step=0", json={})
+        assert r.status_code == 200, r.text  # its own agent names the point
+        said = [
+            assert_error(
+                stranger.post(f"/v1/tools/memory_list?as_of_run={run}&as_of_step={step}", json={}),
+                400,
+                "invalid_request",
+            )["error"]["message"].replace(run, "RUN")
+            for run, step in (("z-private", 0), ("z-private", 99), ("z-never", 0))
+        ]
+        assert len(set(said)) == 1 and "in your reach" in said[0], said
 
 
 def test_a_point_refuses_writes_and_recording(server: ServerThread) -> None:

@@ -272,6 +272,19 @@ def test_the_http_route_serves_the_proof_to_the_run_s_owner(tmp_path: Path) -> N
                 assert "step" in body["error"]["message"], body
             body = assert_error(agent.get("/v1/runs/web/steps/1/read-proof?disclose=some"), 400)
             assert "disclose" in body["error"]["message"], body
+            # Another tenant's text lands before a later read: disclose=all would carry it.
+            r = other.post(
+                "/v1/tools/memory_store", json={"learning": {"text": "zsecret payroll numbers"}}
+            )
+            assert r.status_code == 200, r.text
+            r = agent.post("/v1/runs/web/tools/memory_list", json={})
+            assert r.status_code == 200, r.text
+            body = assert_error(agent.get("/v1/runs/web/steps/2/read-proof?disclose=all"), 403)
+            assert "outside your reach" in body["error"]["message"], body
+            within = agent.get("/v1/runs/web/steps/2/read-proof")
+            assert within.status_code == 200, within.text
+            carried = decode_read_proof(within.content).prefix
+            assert not any(b"zsecret" in (e.payload or b"") for e in carried)
         vkey = server.app.state.service.memory.trust_root
     import asyncio
 

@@ -217,7 +217,9 @@ def job_state(
     current = max((mark.round for mark in requeues if mark.job == job), default=0)
     # 1. done is done, whatever failed before it.
     ours = [mark for mark in mine if mark.round == current]
-    attempts = len({mark.attempt for mark in ours})
+    # The highest attempt, not a count: were a marker lost, a count would hand out an attempt
+    # number already used, and its run (already holding a failure) would never reach the cap.
+    attempts = max((mark.attempt for mark in ours), default=0)
     latest = _latest(ours)
     if done:
         # A done marker that names no run was written by the round's next attempt.

@@ -15,16 +15,17 @@ import re
 from typing import Annotated, Literal
 from urllib.parse import quote
 
-import msgspec
 from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
 from memseal.ledger.errors import NotFound
 from memseal.memory import Memory
+from memseal.replay.read_proof import decode_read_proof
 
 from ..deps import Agent, KeyHeader, MemoryDep, Revalidate, ServiceDep, StepHeader, role
 from ..errors import ApiError
+from ..history import run_in_reach as in_reach
 from ..ledger_view import EntryView
 from ..models import ARGUMENTS_BODY, RunStatusOut, ToolResultOut, json_response
 from ..tokens import Principal
@@ -143,6 +144,11 @@ async def read_proof(
     if not await service.runs.check_owner(run_id, who.scope):
         raise NotFound(f"no run {run_id!r} in this scope")
     data = await memory.prove_read(run_id, step, disclose=disclose)
+    # `disclose=all` carries every memory text before the read, other tenants' too: the
+    # proof holds no payload the ledger routes would withhold from this token.
+    proof = decode_read_proof(data)
+    carried = [e.seq for e in (*proof.prefix, *proof.later) if e.payload is not None]
+    await _check_payloads(memory, who, run_id, carried, what="read proof")
     plain = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
     return Response(
         data,
@@ -164,25 +170,9 @@ async def close_run(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
     return json_response({"run_id": run_id, "closed": closed})
 
 
-async def in_reach(memory: Memory, who: Principal, run_id: str) -> bool:
-    """Whether the place that started ``run_id`` is inside ``who``'s reach."""
-    store = memory.ledger.store
-    rows = await store.rows("SELECT started_seq FROM runs WHERE run_id = ?", (run_id,))
-    if not rows:
-        return False
-    body = msgspec.json.decode(bytes((await store.read(int(rows[0][0]))).entry().body))
-    place = body.get("place") if isinstance(body, dict) else None
-    reach = who.scope.reach
-    if reach is None:
-        return True
-    try:
-        return isinstance(place, str) and reach.admits(place)
-    except Exception:
-        # A place the reach cannot even parse is not one it admits.
-        return False
-
-
-async def _check_payloads(memory: Memory, who: Principal, run_id: str, seqs: list[int]) -> None:
+async def _check_payloads(
+    memory: Memory, who: Principal, run_id: str, seqs: list[int], what: str = "bundle"
+) -> None:
     """Refuse a bundle holding a payload the ledger routes would withhold from ``who``
     (a result citing an item of a place beyond its reach, such an item's own entries)."""
     store = memory.ledger.store
@@ -194,8 +184,13 @@ async def _check_payloads(memory: Memory, who: Principal, run_id: str, seqs: lis
             raise ApiError(
                 403,
                 "forbidden",
-                f"run {run_id!r}: the bundle holds payloads outside your reach "
-                f"(seq {withheld[0]}); export it with the run's own agent token",
+                f"run {run_id!r}: the {what} holds payloads outside your reach "
+                f"(seq {withheld[0]}); "
+                + (
+                    "export it with the run's own agent token"
+                    if what == "bundle"
+                    else "ask for disclose=reach, or prove it with the operator's CLI"
+                ),
             )
 
 

@@ -45,7 +45,7 @@ async def list_tools(
     \f
     The specs of the tools the caller's scope offers (with a point: its read tools).
     """
-    view = await view_at(memory, as_of, as_of_time, as_of_run, as_of_step)
+    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
     tools = memory.tools(who.scope) if view is None else view.tools(who.scope)
     return json_response({"tools": [msgspec.to_builtins(s) for s in tools.specs()]})
 
@@ -102,7 +102,7 @@ async def call_tool(
     A tool call in the run the header names, or in a fresh one-shot run; with a point
     (``as_of``...), an unrecorded read of the memory as of that point.
     """
-    view = await view_at(service.memory, as_of, as_of_time, as_of_run, as_of_step)
+    view = await view_at(service.memory, who, as_of, as_of_time, as_of_run, as_of_step)
     if view is None:
         return await recorded_call(request, service, who, name, run_id, step, revalidate, key)
     if run_id is not None or step is not None or key is not None or revalidate:

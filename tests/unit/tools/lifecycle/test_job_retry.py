@@ -82,3 +82,10 @@ def test_markers_decode_strictly_and_a_foreign_text_is_no_marker() -> None:
         assert decode_failure(text) is None
     assert decode_requeue(encode_mark(mark)) is None
     assert decode_failure(encode_mark(_mark(0))) is None  # attempts count from 1
+
+
+def test_a_lost_marker_never_hands_out_an_attempt_number_already_used() -> None:
+    # Attempt 2's marker is gone (say, forgotten): the next attempt is 4, never 3 again,
+    # so each attempt gets a fresh run and the count still climbs to the cap.
+    state = job_state(JOB, done=False, done_run=None, failures=[_mark(1), _mark(3)], requeues=[])
+    assert (state.state, state.attempts, state.run_id) == ("pending", 3, f"job-{JOB}.0.4")

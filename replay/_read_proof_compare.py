@@ -6,8 +6,9 @@ proof itself shows, the comparison narrows by exactly that much, and says so:
 - a ``next_cursor`` names its request by a ref keyed with the instance secret,
   which no proof carries: the ref is not compared, the page it points at is;
 - texts outside the reach are withheld, or the recording ranked on PostgreSQL:
-  BM25 scores cannot be re-derived, so scores are not compared (ids, order,
-  texts and every other field still are);
+  BM25 scores cannot be re-derived, so a full-text read's scores are not
+  compared (ids, order, texts and every other field still are); a semantic
+  read's cosine scores depend on neither, so they always are;
 - the recorded embedder is not available here: scores within the tolerance
   bundle replay uses.
 

@@ -174,6 +174,7 @@ class Engine:
             await self.scrub()  # a forget's scrub was interrupted: finish it now
         if self._vectors is not None:
             await self._vectors.adopt()
+            await self._vectors.refresh()
             if self._store.dialect == "postgresql":
                 await use_pgvector(self._store, self._reader, self._vectors, self._ann)
             await self._vectors.fill()
@@ -375,8 +376,8 @@ class Engine:
         if picked is not None and picked.is_empty():
             raise InvalidRequest("`filter` must set at least one field to forget by")
         scope = check_reach(reach)
-        resident = None if self._vectors is None else self._vectors.resident
-        command = forget_command(self._keyring, scope, wanted, picked, resident)
+        drop = None if self._vectors is None else self._vectors.drop
+        command = forget_command(self._keyring, scope, wanted, picked, drop)
         return command, self.scrub
 
     async def scrub(self) -> bool:
@@ -602,8 +603,13 @@ class Engine:
     async def rebuild(self, progress: Progress | None = None) -> RebuildReport:
         """Drop the projections and replay the log into them, as one writer command.
 
-        Vectors are kept (and any missing ones made afterwards). The result
-        names the state hash reached and the incremental one it replaced.
+        Vectors are kept (and any missing ones made afterwards). The command raises
+        the projections' generation, so every engine on this store (this one and any
+        other process's) sets its in-memory vectors and HNSW index aside and makes them
+        afresh; here the index is built again at once, ``progress`` called with (items
+        in the index, items in all) as it is, after the replay's (entries done, entries
+        in all). The result names the state hash reached and the incremental one it
+        replaced.
         """
         loop = asyncio.get_running_loop()
         keyring = self._keyring
@@ -618,6 +624,6 @@ class Engine:
         result = await self._store.run(command)
         if self._vectors is not None:
             await self._vectors.fill()
-            self._vectors.reset()
-            await self._vectors.build_ann()
+            await self._vectors.refresh()
+            await self._vectors.build_ann(progress)
         return result

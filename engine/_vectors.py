@@ -527,10 +527,33 @@ class VectorCache:
                 await self.embed_and_store(list(texts.items()))
             if unfilled:
                 await pg.fill(unfilled)
-        # Still gaps (written this instant elsewhere): rank what has a vector now.
-        return await self._reader.run(
-            lambda execute: pg.rank_filled(execute, where, params, text, cap)
+        # Still gaps (written this instant by such a process): the database ranks what has
+        # its ``emb``, and the rest, from the same snapshot, are scored here as the scan
+        # scores them, so no candidate is left out for want of a vector.
+        width = self.dim * 4
+        ranked, gaps = await self._reader.run(
+            lambda execute: (
+                pg.rank_filled(execute, where, params, text, cap),
+                pg.gaps(execute, where, params),
+            )
         )
+        missing = sorted(
+            {
+                c: embed_text(title, t) for _, c, v, title, t in gaps if len(v or b"") != width
+            }.items()
+        )
+        made = dict(
+            zip([c for c, _ in missing], await self.embed([t for _, t in missing]), strict=True)
+        )
+        if made:
+            await self._store.run(
+                functools.partial(
+                    _insert_pairs, embedder_id=self.id, pairs=list(made.items()), pg=pg
+                )
+            )
+        loose = [(seq, made.get(c) or vec or b"") for seq, c, vec, _, _ in gaps]
+        scored = Resident(self.dim).rank([], target, cap, loose)
+        return sorted([*ranked, *scored], key=lambda p: (-p[1], -p[0]))[:cap]
 
 
 def _insert_pairs(

@@ -50,7 +50,10 @@ _CHUNK: Final = 500
 _CONNECTIVITY: Final = 16
 _EXPANSION_ADD: Final = 128
 _EXPANSION_SEARCH: Final = 128
-#: A search asks for this many times the wanted count (the scope filter discards some) ...
+#: A search asks for this many times the wanted count first (the scope filter discards
+#: some; most survive an unscoped read, and a proposal costs its share of the search) ...
+_FIRST: Final = 2
+#: ... then this many times more each round while too few survive ...
 _OVERFETCH: Final = 4
 #: ... and gives up for the exact scan once it would ask for more than this.
 _MAX_PROPOSALS: Final = 8_192
@@ -188,7 +191,7 @@ class AnnIndex:
 
     def proposals(self, want: int) -> Iterable[int]:
         """The growing proposal counts to try for ``want`` results, within the cap."""
-        count = max(want * _OVERFETCH, _EXPANSION_SEARCH)
+        count = max(want * _FIRST, _EXPANSION_SEARCH)
         while count <= _MAX_PROPOSALS:
             yield count
             if count >= len(self._live):

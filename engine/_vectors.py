@@ -482,24 +482,16 @@ class VectorCache:
             count = (await self._reader.rows("SELECT count(*) FROM engine_items"))[0][0]
             if int(count) < ann.minimum:
                 return None
-        if state.catching.locked() and not ann.active:
-            return None  # being built (after a rebuild, say): the scan answers meanwhile
-        async with state.catching:
-            while True:
-                added, blocked = await self._catch_up(state, ann, _BUILD_CHUNK)
-                if blocked:  # an item the index cannot hold yet: only the scan sees everything
-                    return None
-                if not added:
-                    break
-        if not ann.active:
-            return None
         query = _np.frombuffer(target, dtype="<f4")
         resident, wanted, tombstones = state.resident, min(want, cap), self._tombstones
 
-        def work(execute: Execute) -> list[tuple[int, float]] | None:
+        def work(execute: Execute) -> list[tuple[int, float]] | bool | None:
+            """The ranking; None for the scan; False when items are newer than the index."""
             state.check(execute, tombstones)
             if execute("SELECT 1 FROM engine_items WHERE seq > ? LIMIT 1", (ann.high,)):
-                return None  # stored since the catch-up: the index does not hold it yet
+                return False  # stored since the last catch-up: the index does not hold them
+            if not ann.active:
+                return None
             for count in ann.proposals(wanted):
                 proposed = ann.propose(query, count)
                 passed = in_scope(execute, proposed, where, params)
@@ -507,7 +499,23 @@ class VectorCache:
                     return resident.rank(sorted(passed), target, cap)
             return None
 
-        return await self._reader.run(work)
+        # Search first and catch up only when the index is behind: a read that follows no
+        # write costs one snapshot, not two.
+        for attempt in range(2):
+            if ann.high >= 0:
+                found = await self._reader.run(work)
+                if found is not False:
+                    return found if isinstance(found, list) else None
+            if attempt or (state.catching.locked() and not ann.active):
+                return None  # behind again, or being built (after a rebuild): the scan answers
+            async with state.catching:
+                while True:
+                    added, blocked = await self._catch_up(state, ann, _BUILD_CHUNK)
+                    if blocked:  # an item the index cannot hold yet: only the scan sees all
+                        return None
+                    if not added:
+                        break
+        return None
 
     async def _rank_in_database(
         self, pg: PgVector, where: str, params: Sequence[Any], target: bytes, cap: int

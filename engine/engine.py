@@ -78,6 +78,8 @@ MAX_QUERY_CHARS: Final = 2_000
 MAX_ACTOR_CHARS: Final = 200
 MAX_REASON_CHARS: Final = 2_000
 MAX_INSTRUCTIONS_CHARS: Final = 4_000
+#: The log's size as one snapshot sees it: a first page's cursor snapshot.
+_LOG_SIZE: Final = "SELECT coalesce(max(seq), -1) + 1 FROM entries"
 
 
 def _utcnow() -> datetime:
@@ -477,36 +479,51 @@ class Engine:
             position = decode_cursor(cursor, "fetch", key)
             snapshot, offset = position.seq, position.offset
         where, params = scope_sql(scope, floor, picked)
+        sql = self._sql
+        keyring = self._keyring
+        if snapshot is None and chosen == "hybrid":
+            # Both halves rank the same prefix of the log, the one the cursor names.
+            snapshot = (await self._reader.rows(_LOG_SIZE))[0][0]
         if snapshot is not None:
             where = f"{where} AND i.seq < ?"
             params.append(snapshot)
         semantic: builtins.list[tuple[int, float]] = []
+        lexical: builtins.list[tuple[int, float, float]] | None = None
         if chosen != "exact":
             assert self._vectors is not None  # _mode refused semantic modes without one
             # Through the HNSW index a ranking finds at least the page's end (and one more,
             # for the cursor); hybrid fuses a deeper list, as RRF weighs every rank.
             end = offset + count + 1
             want = end if chosen == "semantic" else max(end, HYBRID_DEPTH)
-            semantic = await self._vectors.rank(where, params, text, RANK_CAP, want=want)
-
-        sql = self._sql
-        keyring = self._keyring
+            ranking = self._vectors.rank(where, params, text, RANK_CAP, want=want)
+            if chosen == "semantic":
+                semantic = await ranking
+            else:
+                # The BM25 half on a second reader while the semantic half runs: a hybrid
+                # read costs the slower of the two, not their sum.
+                lexical, semantic = await asyncio.gather(
+                    self._reader.run(
+                        lambda execute: exact(execute, sql.name, where, params, text, RANK_CAP)
+                    ),
+                    ranking,
+                )
 
         def work(execute: Execute) -> tuple[int, int, builtins.list[Hit]]:
             # The first page's snapshot is the log's size as this transaction sees it:
             # everything ranked here is older, everything stored later is not.
-            seen: int = execute("SELECT coalesce(max(seq), -1) + 1 FROM entries", ())[0][0]
+            seen: int = execute(_LOG_SIZE, ())[0][0]
             if snapshot is not None:
                 seen = snapshot
             ranked: builtins.list[tuple[int, float]]
             if chosen == "semantic":
                 ranked = semantic
+            elif lexical is not None:
+                ranked = fuse(lexical, semantic, RANK_CAP)
             else:
-                lexical = exact(execute, sql.name, where, params, text, RANK_CAP)
-                if chosen == "exact":
-                    ranked = [(seq, score) for seq, score, _ in lexical]
-                else:
-                    ranked = fuse(lexical, semantic, RANK_CAP)
+                ranked = [
+                    (seq, score)
+                    for seq, score, _ in exact(execute, sql.name, where, params, text, RANK_CAP)
+                ]
             if days is not None:
                 ranked = refers_first(execute, ranked, days, where_zone)
             page = ranked[offset : offset + count]

@@ -27,17 +27,21 @@ T = TypeVar("T")
 
 
 class Interleave:
-    """A reader that runs ``then`` once, after the next read returns to its caller."""
+    """A reader that runs ``then`` once, after the next read (or the ``after``-th from now)
+    returns to its caller."""
 
     def __init__(self, inner: Snapshots) -> None:
         self._inner = inner
         self.then: Callable[[], Awaitable[object]] | None = None
+        self.after = 1
         self.ran = False
 
     async def run(self, fn: Callable[[Execute], T]) -> T:
         result = await self._inner.run(fn)
-        step, self.then = self.then, None
+        self.after -= 1
+        step = self.then if self.after == 0 else None
         if step is not None:
+            self.then = None
             await step()
             self.ran = True
         return result
@@ -94,9 +98,10 @@ async def test_a_forget_between_the_catch_up_read_and_its_add_leaves_no_copy(
         async def forget_it() -> None:
             await engine.forget(ids=[late.id])
 
-        # The catch-up reads the late item (live in its snapshot); the forget commits and
-        # drops this process's copies; only then would the catch-up hold and add it.
-        reader.then = forget_it
+        # The search finds the index behind; the catch-up reads the late item (live in its
+        # snapshot); the forget commits and drops this process's copies; only then would
+        # the catch-up hold and add it.
+        reader.then, reader.after = forget_it, 2
         fetched = await engine.fetch("the late release note", mode="semantic")
         assert reader.ran
         assert late.id not in [h.item.id for h in fetched.hits]
@@ -131,9 +136,10 @@ def test_a_load_from_a_snapshot_older_than_a_forget_is_refused_then_allowed() ->
 async def test_a_read_overtaken_by_a_rebuild_starts_again_on_the_new_generation(
     tmp_path: Path,
 ) -> None:
-    # The index (built over a damaged projection) lacks one item. A read catches up on the
-    # old generation, the rebuild restores the item and commits, and the read's ranking
-    # snapshot is of the new projection: ranking it with the old index would miss the item.
+    # The index (built over a damaged projection) lacks one item. A read finds the index
+    # behind (one item stored since) and catches up on the old generation, the rebuild
+    # restores the item and commits, and the read's next snapshot is of the new
+    # projection: searching it with the old index would miss the item.
     folder = tmp_path / "d"
     async with _open(folder) as memory:
         engine = memory.engine
@@ -142,18 +148,19 @@ async def test_a_read_overtaken_by_a_rebuild_starts_again_on_the_new_generation(
         _damage(memory.folder, items[2].id)
         await engine.fetch("incident review", mode="semantic")
         assert engine.ann_size == 5
+        await engine.store(Learning(text="an unrelated memo"), namespace=PLACE)
         before = engine._vectors.generation
         reader = _interleave(engine)
 
         async def rebuild() -> None:
             await engine.rebuild()
 
-        reader.then = rebuild
+        reader.then, reader.after = rebuild, 2
         fetched = await engine.fetch(texts[2], mode="semantic", limit=3)
         assert reader.ran
         assert engine._vectors.generation == before + 1
         assert fetched.hits[0].item.id == items[2].id
-        assert engine.ann_size == 6
+        assert engine.ann_size == 7
 
 
 async def test_a_rebuild_by_another_process_is_noticed_and_the_index_made_afresh(

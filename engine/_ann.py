@@ -21,7 +21,9 @@ What the index may and may not decide:
 * When too few proposals survive (a narrow scope among many memories), it
   gives up and the exact scan ranks the candidates, which are then few.
 * Items the index has not seen yet are caught up from ``engine_items`` by seq
-  before each search; one without a vector sends the ranking down the exact
+  whenever a search's snapshot holds any (and the search runs again); one
+  without a vector, or one this process forgot after the catch-up's snapshot
+  was taken (see ``_resident``), sends the ranking down the exact
   path (which embeds it), so an approximate answer never silently misses a
   new memory for want of its vector.
 

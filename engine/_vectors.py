@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
+import threading
 import time
 import weakref
 from array import array
@@ -170,6 +171,9 @@ class VectorCache:
         self._state = _State(-1, self.dim, self._tombstones, None)
         #: Every state some ranking may still hold: a forget drops its items from each.
         self._states: weakref.WeakSet[_State] = weakref.WeakSet([self._state])
+        # A forget's drop walks the states on the writer's thread while a ranking may
+        # replace the state in hand on the event loop's.
+        self._states_lock = threading.Lock()
 
     @property
     def resident(self) -> Resident:
@@ -195,15 +199,19 @@ class VectorCache:
         # Only the state in hand is replaced, and only by a newer one (or by itself, afresh):
         # a ranking that read an older snapshot starts again rather than going back.
         if self._state is old and generation >= old.generation:
-            self._state = _State(generation, self.dim, self._tombstones, self._minimum)
-            self._states.add(self._state)
+            fresh = _State(generation, self.dim, self._tombstones, self._minimum)
+            with self._states_lock:
+                self._states.add(fresh)
+            self._state = fresh
 
     def drop(self, seqs: Sequence[int], contents: Sequence[str], stamp: int) -> None:
         """Items ``seqs`` (and the vectors of ``contents``) are forgotten by the entry at
         ``stamp``: marked first, so no read of an older snapshot brings them back, then
         dropped from every state a ranking may still hold (see ``_resident``)."""
         self._tombstones.mark(seqs, stamp)
-        for state in list(self._states):
+        with self._states_lock:
+            states = list(self._states)
+        for state in states:
             state.drop(seqs, contents)
 
     async def refresh(self) -> None:

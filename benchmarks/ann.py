@@ -9,6 +9,7 @@ table embedder hands that vector out, so the store, the vector cache and the
 ranking are memseal's own and only the model is left out. It prints:
 
 * the store rate (``store_many``, signed entries with their vectors);
+* the data folder's size on disk (the index adds nothing there);
 * the index build from the vector cache (items/s, with progress), and the
   index's memory (the graph and its float32 vectors; it is never written to disk);
 * semantic fetch p50/p95 (limit 10, query vectors cached) through the index
@@ -134,6 +135,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "data"
         await fill(folder, n, embedder)
+        on_disk = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        line("data folder on disk (log, projections, vectors)", f"{on_disk / 2**20:,.0f} MiB")
         start = time.perf_counter()
         async with memseal.open(folder, embedder=embedder, progress=progress) as memory:
             engine = memory.engine

@@ -1,6 +1,6 @@
 """An approximate nearest-neighbour index over the resident vectors (HNSW, usearch).
 
-The exact semantic ranking (:meth:`._vectors.Resident.rank`) scores every
+The exact semantic ranking (:meth:`._resident.Resident.rank`) scores every
 candidate, so its cost grows with the number of memories. Past
 :data:`ANN_MIN` live vectors the engine asks an HNSW graph instead
 (`usearch <https://github.com/unum-cloud/usearch>`_: Apache-2.0, wheels for
@@ -17,11 +17,13 @@ What the index may and may not decide:
   query's own SQL condition (reach, trust floor, filter, cursor snapshot), so
   an item out of reach, below the floor, superseded or forgotten by another
   process never takes a place; the survivors are re-scored exactly
-  (:meth:`Resident.score`) and ordered as the exact ranking orders them.
+  (:meth:`._resident.Resident.rank`) and ordered as the exact ranking orders them.
 * When too few proposals survive (a narrow scope among many memories), it
   gives up and the exact scan ranks the candidates, which are then few.
 * Items the index has not seen yet are caught up from ``engine_items`` by seq
-  before each search; one without a vector sends the ranking down the exact
+  whenever a search's snapshot holds any (and the search runs again); one
+  without a vector, or one this process forgot after the catch-up's snapshot
+  was taken (see ``_resident``), sends the ranking down the exact
   path (which embeds it), so an approximate answer never silently misses a
   new memory for want of its vector.
 
@@ -36,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from memseal.ledger.store import Execute
@@ -50,7 +52,10 @@ _CHUNK: Final = 500
 _CONNECTIVITY: Final = 16
 _EXPANSION_ADD: Final = 128
 _EXPANSION_SEARCH: Final = 128
-#: A search asks for this many times the wanted count (the scope filter discards some) ...
+#: A search asks for this many times the wanted count first (the scope filter discards
+#: some; most survive an unscoped read, and a proposal costs its share of the search) ...
+_FIRST: Final = 2
+#: ... then this many times more each round while too few survive ...
 _OVERFETCH: Final = 4
 #: ... and gives up for the exact scan once it would ask for more than this.
 _MAX_PROPOSALS: Final = 8_192
@@ -137,17 +142,37 @@ class AnnIndex:
                 found.append((int(seq), str(content), bytes(blob)))
         return found, absent
 
-    def add(self, seqs: Sequence[int], matrix: Any, high: int) -> None:
-        """Add the vectors (rows of ``matrix``) of items ``seqs``; all up to ``high`` seen."""
+    def add(
+        self,
+        seqs: Sequence[int],
+        matrix: Any,
+        high: int,
+        refused: Callable[[int], bool] | None = None,
+    ) -> list[int]:
+        """Add the vectors (rows of ``matrix``) of items ``seqs`` (in seq order); all up to
+        ``high`` seen. Returns ``[seq]`` of the item it stopped at, or ``[]``.
+
+        ``refused(seq)`` is asked under the index's lock, the lock :meth:`remove` takes:
+        the add stops at an item this process forgot since its row was read, and the
+        high-water mark stays below it (see ``_resident``).
+        """
         np = _np
         with self._lock:
-            fresh = [i for i, seq in enumerate(seqs) if seq not in self._live]
+            fresh: list[int] = []
+            stop: int | None = None
+            for i, seq in enumerate(seqs):
+                if refused is not None and refused(seq):
+                    stop = seq
+                    break
+                if seq not in self._live:
+                    fresh.append(i)
             if fresh:
                 keys = np.asarray([seqs[i] for i in fresh], dtype=np.uint64)
                 # A build's big batches use every core (usearch's 0); a catch-up's few, one.
                 self._index.add(keys, matrix[fresh], threads=0 if len(fresh) > 1_000 else 1)
                 self._live.update(int(k) for k in keys)
-            self.high = max(self.high, high)
+            self.high = max(self.high, high if stop is None else stop - 1)
+            return [] if stop is None else [stop]
 
     def remove(self, seqs: Iterable[int]) -> None:
         """Take items out (this process forgot them)."""
@@ -168,7 +193,7 @@ class AnnIndex:
 
     def proposals(self, want: int) -> Iterable[int]:
         """The growing proposal counts to try for ``want`` results, within the cap."""
-        count = max(want * _OVERFETCH, _EXPANSION_SEARCH)
+        count = max(want * _FIRST, _EXPANSION_SEARCH)
         while count <= _MAX_PROPOSALS:
             yield count
             if count >= len(self._live):

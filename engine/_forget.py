@@ -39,7 +39,6 @@ from memseal.ledger.store import WriteTxn
 from ._dialect import for_dialect
 from ._projection import Projection
 from ._scope import scope_sql
-from ._vectors import Resident
 from .events import Keyring, MemoryForgotten, event_body
 from .explore import CLOSED_FACETS
 from .filters import Filter
@@ -51,15 +50,19 @@ __all__ = ["FORGET_CHUNK", "forget_command"]
 #: Items one memory_forgotten entry lists (its body stays far below the ledger's 64 KiB).
 FORGET_CHUNK: Final = 500
 
+#: ``drop(item seqs, content hashes with no live item left, seq of the forget's last entry)``.
+Drop = Callable[[Sequence[int], Sequence[str], int], None]
+
 
 def forget_command(
     keyring: Keyring,
     scope: Reach | None,
     wanted: list[str] | None,
     picked: Filter | None,
-    resident: Resident | None,
+    drop: Drop | None,
 ) -> Callable[[WriteTxn], Forgotten]:
-    """The command forgetting ``wanted`` ids, or what ``picked`` matches, within ``scope``."""
+    """The command forgetting ``wanted`` ids, or what ``picked`` matches, within ``scope``;
+    ``drop`` takes this process's in-memory copies of the items' vectors away."""
 
     def command(txn: WriteTxn) -> Forgotten:
         targets, skipped = _targets(txn, scope, wanted, picked)
@@ -107,10 +110,11 @@ def forget_command(
             redacted.extend(redacts)
         if seqs:
             projection.save()
-        if resident is not None:
-            # This process's in-memory copies go too. (Were the transaction rolled
-            # back, they would simply be read from the table again when needed.)
-            resident.drop(projection.removed_seqs, projection.dropped_vectors)
+        if drop is not None and projection.removed_seqs:
+            # This process's in-memory copies go too, marked with the last entry's seq so
+            # that no read of a snapshot without it brings them back. (Were the
+            # transaction rolled back, a read past that seq takes them in again.)
+            drop(projection.removed_seqs, projection.dropped_vectors, seqs[-1])
         return Forgotten(
             forgotten=tuple(targets),
             skipped=skipped,

@@ -21,7 +21,10 @@ index is made by the first ranking that finds enough vectors; a database
 whose pgvector predates HNSW (0.5.0) keeps the scan. ``vec`` (little-endian float32 bytes) stays the
 record; ``emb`` is filled from it: at write time by this process, and at
 open, or just before a ranking, for rows written by a process that did
-not know of the extension (or copied in by ``memseal migrate``).
+not know of the extension (or copied in by ``memseal migrate``). A ranking
+that still meets such rows after filling once (stored that instant by
+another process) scores them in the process from the same snapshot and
+merges them in (``VectorCache._rank_in_database``): none is left out.
 """
 
 from __future__ import annotations
@@ -151,6 +154,22 @@ class PgVector:
         """(seq, cosine) of the items under ``where`` that have a vector, best first."""
         found = self._scan(execute, where, params, target, cap)
         return [(int(seq), float(score)) for seq, score, _ in found if score is not None]
+
+    def gaps(
+        self, execute: Execute, where: str, params: Sequence[Any]
+    ) -> list[tuple[int, str, bytes | None, str | None, str]]:
+        """(seq, content, stored vector or None, title, text) of every item under ``where``
+        whose ``emb`` is unfilled: what :meth:`rank_filled` leaves out (the rare path)."""
+        rows = execute(
+            "SELECT i.seq, i.content, v.vec, i.title, i.text FROM engine_items i "
+            "LEFT JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "
+            f"WHERE ({where}) AND v.emb IS NULL",
+            [self._embedder, *params],
+        )
+        return [
+            (int(seq), str(c), None if vec is None else bytes(vec), title, str(text))
+            for seq, c, vec, title, text in rows
+        ]
 
     async def ensure_hnsw(self) -> bool:
         """Make the HNSW index once enough vectors are filled; whether it is there."""

@@ -7,7 +7,9 @@ live projection row by row, on one read snapshot, without writing anything.
 The same :class:`Projection` methods that apply an event as it is appended
 apply it here, read back from its stored bytes, so the state hash a
 rebuild reaches is the one kept incrementally. The cached vectors and the
-pending scrubs are not projections and stay.
+pending scrubs are not projections and stay. A rebuild raises
+``engine_meta.generation``, which tells every engine on the store that what
+it holds in memory about the old projections is stale (see ``_vectors``).
 """
 
 from __future__ import annotations
@@ -109,6 +111,14 @@ def rebuild_command(
             "INSERT INTO engine_meta (key, value) VALUES ('projection', ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (PROJECTION_VERSION,),
+        )
+        # A new generation: every engine on this store (in any process) sets aside what
+        # it holds in memory about the old projections (see ``_vectors``).
+        found = txn.execute("SELECT value FROM engine_meta WHERE key = 'generation'")
+        txn.execute(
+            "INSERT INTO engine_meta (key, value) VALUES ('generation', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(int(found[0][0]) + 1 if found else 1),),
         )
         items = txn.execute("SELECT count(*) FROM engine_items")[0][0]
         report(total, total)

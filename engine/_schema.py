@@ -13,7 +13,9 @@ Projections (dropped and rebuilt from the log by ``rebuild``):
 * ``engine_dates``: the date expressions an item's text mentions (refers_to).
 * ``engine_verdicts``: each item's signed trust changes.
 * ``engine_meta``: the projection's position and running state hash (reset by
-  rebuild), and the embedder the vector cache holds (kept).
+  rebuild), its generation (raised by each rebuild, so engines in other
+  processes know to set their in-memory vectors aside), and the embedder the
+  vector cache holds (kept).
 
 Kept by ``rebuild``:
 

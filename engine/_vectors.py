@@ -13,11 +13,15 @@ item with that content is live (``INSERT ... WHERE EXISTS``): a vector
 computed for an item that a concurrent forget has just removed is dropped
 rather than left behind.
 
-Ranking reads only ``(seq, content)`` of the candidates from SQLite; the
-vectors themselves are held in memory (:class:`Resident`), loaded from the
-table the first time a content is ranked and evicted when this process
-forgets it. (Reading 1 KiB blobs row by row through the table's primary
-key cost ten times the arithmetic.)
+What this process holds in memory (the resident vectors, keyed by item seq,
+and the HNSW index over them) belongs to one *generation* of the
+projections: ``engine_meta.generation``, which every rebuild, in this
+process or another, raises in its own transaction. Every snapshot a ranking
+reads names its generation; one newer than what is held means the
+projections were rebuilt (an item may hold another seq's content now, or
+sit below the index's high-water mark): the held state is set aside, a
+fresh one is made, and the ranking starts again on it. A ranking never
+mixes the state of one generation with a snapshot of another.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ import functools
 import sys
 import threading
 import time
+import weakref
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from memseal.ledger.errors import StorageError
@@ -38,6 +43,7 @@ from memseal.ledger.store import Execute, Snapshots, SqlStore, WriteTxn
 from ._ann import AnnIndex, ann_available, in_scope
 from ._batching import Batcher, default_lanes
 from ._projection import embed_text
+from ._resident import Resident, Tombstones, unpack
 from .embedders import Embedder
 
 if TYPE_CHECKING:  # the pgvector path imports this module; Engine attaches it
@@ -64,6 +70,13 @@ _CHUNK: Final = 500
 _RECOUNT: Final = 30.0
 #: Items added to the HNSW index per read (a build shows progress between them).
 _BUILD_CHUNK: Final = 20_000
+#: Times one ranking starts again on a fresh state before it gives up (see the module doc).
+_RENEWALS: Final = 3
+#: The log's size and the projections' generation, as one snapshot sees them.
+_VIEW: Final = (
+    "SELECT (SELECT coalesce(max(seq), -1) + 1 FROM entries), "
+    "(SELECT value FROM engine_meta WHERE key = 'generation')"
+)
 
 
 def pack(vector: Sequence[float]) -> bytes:
@@ -72,15 +85,6 @@ def pack(vector: Sequence[float]) -> bytes:
     if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
         values.byteswap()
     return values.tobytes()
-
-
-def unpack(blob: bytes) -> array[float]:
-    """The float32 values of a packed vector (see :func:`pack`)."""
-    values = array("f")
-    values.frombytes(blob)
-    if sys.byteorder == "big":  # pragma: no cover
-        values.byteswap()
-    return values
 
 
 _INSERT: Final = (
@@ -109,121 +113,42 @@ def vector_text(values: Sequence[float]) -> str:
     return "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
-class Resident:
-    """This process's copy of one embedder's vectors (thread-safe).
+class _Rebuilt(StorageError):
+    """A snapshot of another generation than the state in hand (never leaves this module)."""
 
-    Vectors are held once per content hash; items (by seq) point at them, so
-    a ranking asks SQLite for candidate seqs only. With numpy the vectors are
-    rows of one float32 matrix (freed rows are reused); without it, one
-    ``array('f')`` each.
-    """
+    def __init__(self, generation: int) -> None:
+        super().__init__(f"the projections are at generation {generation}")
+        self.generation = generation
 
-    def __init__(self, dim: int) -> None:
-        self._dim = dim
-        self._lock = threading.Lock()
-        self._by_seq: dict[int, int] = {}
-        self._by_content: dict[str, int] = {}
-        self._free: list[int] = []
-        self._rows: list[array[float]] = []
-        self._matrix: Any = None if _np is None else _np.zeros((64, dim), dtype="<f4")
-        self._used = 0
-        #: The HNSW index over these vectors, once the engine made one (see ``_ann``).
+
+class _State:
+    """What this process holds for one generation of the projections."""
+
+    def __init__(
+        self, generation: int, dim: int, tombstones: Tombstones, minimum: int | None
+    ) -> None:
+        self.generation = generation
+        self.resident = Resident(dim, tombstones)
         self.ann: AnnIndex | None = None
+        if minimum is not None and ann_available() and _np is not None:
+            self.ann = AnnIndex(dim, minimum=minimum)
+        #: Held by whoever adds to the index (a build or a catch-up), one at a time.
+        self.catching = asyncio.Lock()
+        #: When the items were last counted while the index was not built.
+        self.counted = -_RECOUNT
 
-    def unknown(self, seqs: Iterable[int]) -> list[int]:
-        """The seqs this copy has no vector for."""
-        with self._lock:
-            return [seq for seq in seqs if seq not in self._by_seq]
-
-    def put(self, items: Iterable[tuple[int, str, bytes]]) -> None:
-        """Hold the vector ``blob`` of content hash ``content`` for item ``seq``."""
-        width = self._dim * 4
-        with self._lock:
-            for seq, content, blob in items:
-                if len(blob) != width:
-                    continue
-                row = self._by_content.get(content)
-                if row is None:
-                    row = self._row_for(blob)
-                    self._by_content[content] = row
-                self._by_seq[seq] = row
-
-    def _row_for(self, blob: bytes) -> int:
-        if self._free:
-            row = self._free.pop()
-        else:
-            row = self._used
-            self._used += 1
-        if _np is None:
-            if row == len(self._rows):
-                self._rows.append(unpack(blob))
-            else:
-                self._rows[row] = unpack(blob)
-        else:
-            if row >= len(self._matrix):
-                grown = _np.zeros((len(self._matrix) * 2, self._dim), dtype="<f4")
-                grown[: len(self._matrix)] = self._matrix
-                self._matrix = grown
-            self._matrix[row] = _np.frombuffer(blob, dtype="<f4")
-        return row
-
-    def matrix(self, seqs: Sequence[int]) -> Any:
-        """A copy of the vectors of items ``seqs`` (all resident), one row each (numpy)."""
-        with self._lock:
-            return self._matrix[[self._by_seq[seq] for seq in seqs]].copy()
-
-    def drop(self, seqs: Iterable[int], contents: Iterable[str]) -> None:
-        """Forget items ``seqs`` and the vectors of ``contents`` (no live item holds them)."""
-        seqs = list(seqs)
+    def drop(self, seqs: Sequence[int], contents: Sequence[str]) -> None:
         if self.ann is not None:
             self.ann.remove(seqs)
-        with self._lock:
-            for seq in seqs:
-                self._by_seq.pop(seq, None)
-            for content in contents:
-                row = self._by_content.pop(content, None)
-                if row is not None:
-                    self._free.append(row)
-                    if _np is not None:
-                        self._matrix[row] = 0  # no copy of a forgotten text's vector lingers
+        self.resident.drop(seqs, contents)
 
-    def rank(self, seqs: Sequence[int], target: bytes, cap: int) -> list[tuple[int, float]]:
-        """(seq, cosine with ``target``) best first, ties to the newer seq, at most ``cap``;
-        items with no vector here are left out. Scores are rounded to four places, so
-        that last-bit differences between machines never reorder."""
-        with self._lock:
-            rows = [self._by_seq.get(seq, -1) for seq in seqs]
-            if _np is not None:
-                return self._rank_numpy(seqs, rows, target, cap)
-            q = unpack(target)
-            scored = [
-                (seq, round(sum(a * b for a, b in zip(self._rows[r], q, strict=True)), 4))
-                for seq, r in zip(seqs, rows, strict=True)
-                if r >= 0
-            ]
-        scored.sort(key=lambda p: (-p[1], -p[0]))
-        return scored[:cap]
-
-    def _rank_numpy(
-        self, seqs: Sequence[int], rows: Sequence[int], target: bytes, cap: int
-    ) -> list[tuple[int, float]]:
-        np = _np
-        where = np.asarray(rows, dtype=np.int64)
-        keep = where >= 0
-        where, ids = where[keep], np.asarray(seqs, dtype=np.int64)[keep]
-        if not len(where):
-            return []
-        query = np.frombuffer(target, dtype="<f4")
-        # einsum, not BLAS: one fixed summation order whatever the thread count, so the
-        # same inputs give the same bits run after run.
-        if len(where) * 4 > self._used:
-            # Most rows are wanted: one pass over the whole matrix, then pick.
-            values = np.einsum("ij,j->i", self._matrix[: self._used], query)[where]
-        else:
-            values = np.einsum("ij,j->i", self._matrix[where], query)
-        values = np.round(values.astype(np.float64), 4)
-        order = np.lexsort((-ids, -values))[:cap]  # by score, then newest first
-        return list(zip(ids[order].tolist(), values[order].tolist(), strict=True))
+    def check(self, execute: Execute, tombstones: Tombstones) -> int:
+        """The log size this snapshot sees; raises :class:`_Rebuilt` for another generation."""
+        seen, generation = execute(_VIEW, ())[0]
+        if int(generation or 0) != self.generation:
+            raise _Rebuilt(int(generation or 0))
+        tombstones.saw(int(seen))
+        return int(seen)
 
 
 class VectorCache:
@@ -235,60 +160,127 @@ class VectorCache:
         self.embedder = embedder
         self.id = embedder.id
         self.dim = embedder.dim
-        self.resident = Resident(embedder.dim)
         self._batcher = Batcher(lambda texts: list(embedder.embed(texts)))
         self._queries: OrderedDict[str, bytes] = OrderedDict()
         #: Ranking in the database (PostgreSQL with pgvector), set by the engine at start.
         self.pg: PgVector | None = None
-        #: The HNSW index (SQLite), set by :meth:`use_ann` when the engine asks for one.
-        self.ann: AnnIndex | None = None
-        self._counted = -_RECOUNT
+        self._tombstones = Tombstones()
+        #: Live vectors past which rankings go through an HNSW index (None: no index).
+        self._minimum: int | None = None
+        # Generation -1: the first snapshot read makes the state of the one it sees.
+        self._state = _State(-1, self.dim, self._tombstones, None)
+        #: Every state some ranking may still hold: a forget drops its items from each.
+        self._states: weakref.WeakSet[_State] = weakref.WeakSet([self._state])
+        # A forget's drop walks the states on the writer's thread while a ranking may
+        # replace the state in hand on the event loop's.
+        self._states_lock = threading.Lock()
+
+    @property
+    def resident(self) -> Resident:
+        """The resident vectors of the state in hand."""
+        return self._state.resident
+
+    @property
+    def ann(self) -> AnnIndex | None:
+        """The HNSW index of the state in hand (SQLite), once :meth:`use_ann` asked for one."""
+        return self._state.ann
+
+    @property
+    def generation(self) -> int:
+        """The generation of the projections the state in hand was made for (-1: none yet)."""
+        return self._state.generation
 
     def use_ann(self, minimum: int) -> None:
         """Rank through an HNSW index once ``minimum`` vectors are live (see ``_ann``)."""
-        if ann_available() and _np is not None:
-            self.ann = self.resident.ann = AnnIndex(self.dim, minimum=minimum)
+        self._minimum = minimum
+        self._replace(self._state, self._state.generation)
 
-    def reset(self) -> None:
-        """Start the in-memory state afresh (after a rebuild). The resident vectors are keyed
-        by seq and the HNSW index holds seqs up to a high-water mark; a rebuilt projection
-        may hold other items under those seqs, or items below that mark it never saw."""
-        minimum = None if self.ann is None else self.ann.minimum
-        self.resident = Resident(self.dim)
-        self.ann = None
-        self._counted = -_RECOUNT
-        if minimum is not None:
-            self.use_ann(minimum)
+    def _replace(self, old: _State, generation: int) -> None:
+        # Only the state in hand is replaced, and only by a newer one (or by itself, afresh):
+        # a ranking that read an older snapshot starts again rather than going back.
+        if self._state is old and generation >= old.generation:
+            fresh = _State(generation, self.dim, self._tombstones, self._minimum)
+            with self._states_lock:
+                self._states.add(fresh)
+            self._state = fresh
+
+    def drop(self, seqs: Sequence[int], contents: Sequence[str], stamp: int) -> None:
+        """Items ``seqs`` (and the vectors of ``contents``) are forgotten by the entry at
+        ``stamp``: marked first, so no read of an older snapshot brings them back, then
+        dropped from every state a ranking may still hold (see ``_resident``)."""
+        self._tombstones.mark(seqs, stamp)
+        with self._states_lock:
+            states = list(self._states)
+        for state in states:
+            state.drop(seqs, contents)
+
+    async def refresh(self) -> None:
+        """Take up the projections' current generation (after a rebuild, here or elsewhere)."""
+        state = self._state
+        rows = await self._reader.rows("SELECT value FROM engine_meta WHERE key = 'generation'")
+        generation = int(rows[0][0]) if rows else 0
+        if generation != state.generation:
+            self._replace(state, generation)
 
     async def build_ann(self, progress: Progress | None = None) -> int:
-        """Bring the HNSW index up to every live item; returns how many it holds."""
-        if self.ann is None:
-            return 0
-        total = (await self._reader.rows("SELECT count(*) FROM engine_items"))[0][0]
-        if int(total) < self.ann.minimum:
-            return 0  # built when a ranking first finds enough items
-        while (await self._catch_up(_BUILD_CHUNK))[0]:
-            if progress is not None:
-                progress(len(self.ann), int(total))
-        if progress is not None:
-            progress(len(self.ann), int(total))
-        return len(self.ann)
+        """Bring the HNSW index up to every live item; returns how many it holds.
 
-    async def _catch_up(self, limit: int | None = None) -> tuple[bool, bool]:
+        ``progress(items in the index, items in all)`` is called after each chunk."""
+        for _ in range(_RENEWALS):
+            state = self._state
+            try:
+                with self._tombstones.reading():
+                    return await self._build(state, progress)
+            except _Rebuilt as rebuilt:
+                self._replace(state, rebuilt.generation)
+        raise StorageError("the projections were rebuilt again and again while the index was")
+
+    async def _build(self, state: _State, progress: Progress | None) -> int:
+        ann = state.ann
+        if ann is None:
+            return 0
+        total = int((await self._reader.rows("SELECT count(*) FROM engine_items"))[0][0])
+        if total < ann.minimum:
+            return 0  # built when a ranking first finds enough items
+        async with state.catching:
+            while (await self._catch_up(state, ann, _BUILD_CHUNK))[0]:
+                if progress is not None:
+                    progress(len(ann), total)
+        if progress is not None:
+            progress(len(ann), total)
+        return len(ann)
+
+    async def _catch_up(self, state: _State, ann: AnnIndex, limit: int) -> tuple[bool, bool]:
         """Add a batch of new items to the index, embedding any without a vector:
-        (whether any were added, whether an item still has no vector)."""
-        ann = self.ann
-        assert ann is not None
-        found, absent = await self._reader.run(lambda ex: ann.catch_up(ex, self.id, limit))
+        (whether any were added, whether an item is still left out: one with no vector,
+        or one this process forgot after the snapshot was taken)."""
+        tombstones = self._tombstones
+
+        def read(execute: Execute) -> tuple[int, list[tuple[int, str, bytes]], list[str]]:
+            seen = state.check(execute, tombstones)
+            return (seen, *ann.catch_up(execute, self.id, limit))
+
+        seen, found, absent = await self._reader.run(read)
         if absent:
             texts = await self._reader.run(functools.partial(_texts, contents=sorted(set(absent))))
             await self.embed_and_store(list(texts.items()))
-            found, absent = await self._reader.run(lambda ex: ann.catch_up(ex, self.id, limit))
+            seen, found, absent = await self._reader.run(read)
+        refused = state.resident.put(found, seen)
+        if refused:
+            # Stop before it: the next catch-up's snapshot holds its forget (or its
+            # forget was rolled back, and the item is taken in then).
+            found = [row for row in found if row[0] < refused[0]]
+        added = False
         if found:
-            self.resident.put(found)
             seqs = [seq for seq, _, _ in found]
-            await asyncio.to_thread(ann.add, seqs, self.resident.matrix(seqs), seqs[-1])
-        return bool(found), bool(absent)
+            matrix = _np.frombuffer(b"".join(blob for _, _, blob in found), dtype="<f4")
+            refuse = functools.partial(tombstones.refused, seen=seen)
+            added = True
+            stopped = await asyncio.to_thread(
+                ann.add, seqs, matrix.reshape(len(seqs), self.dim), seqs[-1], refuse
+            )
+            refused = refused or stopped
+        return added, bool(absent) or bool(refused)
 
     async def embed(self, texts: Sequence[str]) -> list[bytes]:
         """Packed vectors for ``texts``, computed in a worker thread, in one model call
@@ -413,21 +405,44 @@ class VectorCache:
                 if near is not None:
                     return near
             return await self._rank_in_database(pg, where, params, target, cap)
-        if self.ann is not None:
-            approx = await self._rank_approx(self.ann, where, params, target, cap, want or cap)
+        for _ in range(_RENEWALS):
+            state = self._state
+            try:
+                with self._tombstones.reading():
+                    return await self._rank_held(state, where, params, target, cap, want or cap)
+            except _Rebuilt as rebuilt:
+                self._replace(state, rebuilt.generation)
+        raise StorageError("the projections were rebuilt again and again during one ranking")
+
+    async def _rank_held(
+        self,
+        state: _State,
+        where: str,
+        params: Sequence[Any],
+        target: bytes,
+        cap: int,
+        want: int,
+    ) -> list[tuple[int, float]]:
+        """The ranking by the vectors ``state`` holds (through its index when it can);
+        raises :class:`_Rebuilt` when a snapshot is of another generation."""
+        if state.ann is not None:
+            approx = await self._rank_approx(state, state.ann, where, params, target, cap, want)
             if approx is not None:
                 return approx
-        embedder_id, resident, width = self.id, self.resident, self.dim * 4
+        embedder_id, resident, width = self.id, state.resident, self.dim * 4
+        tombstones = self._tombstones
 
         def work(
             execute: Execute, embed_missing: bool
         ) -> tuple[list[tuple[int, float]], list[str]]:
             """(ranking, []) or, when vectors are missing and may be made, ([], contents)."""
+            seen = state.check(execute, tombstones)
             seqs = [
                 row[0] for row in execute(f"SELECT i.seq FROM engine_items i WHERE {where}", params)
             ]
             unknown = resident.unknown(seqs)
             absent: set[str] = set()
+            loose: list[tuple[int, bytes]] = []
             for start in range(0, len(unknown), _CHUNK):
                 part = unknown[start : start + _CHUNK]
                 found = execute(
@@ -437,11 +452,14 @@ class VectorCache:
                     [embedder_id, *part],
                 )
                 usable = [(seq, c, blob) for seq, c, blob in found if blob and len(blob) == width]
-                resident.put(usable)
+                # An item this process forgot after this snapshot began is scored for this
+                # ranking (the snapshot's), never held again; a later read drops it.
+                refused = set(resident.put(usable, seen))
+                loose.extend((seq, bytes(blob)) for seq, _, blob in usable if seq in refused)
                 absent.update(c for _, c, blob in found if not blob or len(blob) != width)
             if embed_missing and absent:
                 return [], sorted(absent)
-            return resident.rank(seqs, target, cap), []
+            return resident.rank(seqs, target, cap, loose), []
 
         ranked, absent = await self._reader.run(lambda execute: work(execute, True))
         if absent:
@@ -454,6 +472,7 @@ class VectorCache:
 
     async def _rank_approx(
         self,
+        state: _State,
         ann: AnnIndex,
         where: str,
         params: Sequence[Any],
@@ -465,26 +484,22 @@ class VectorCache:
         if ann.high < 0:
             # Not built: only worth it past the minimum, and counting costs, so look again
             # at most once every ``_RECOUNT`` seconds.
-            if time.monotonic() < self._counted + _RECOUNT:
+            if time.monotonic() < state.counted + _RECOUNT:
                 return None
-            self._counted = time.monotonic()
+            state.counted = time.monotonic()
             count = (await self._reader.rows("SELECT count(*) FROM engine_items"))[0][0]
             if int(count) < ann.minimum:
                 return None
-        while True:
-            added, blocked = await self._catch_up(_BUILD_CHUNK)
-            if blocked:  # an item this index cannot hold yet: only the scan sees everything
-                return None
-            if not added:
-                break
-        if not ann.active:
-            return None
         query = _np.frombuffer(target, dtype="<f4")
-        resident, wanted = self.resident, min(want, cap)
+        resident, wanted, tombstones = state.resident, min(want, cap), self._tombstones
 
-        def work(execute: Execute) -> list[tuple[int, float]] | None:
+        def work(execute: Execute) -> list[tuple[int, float]] | bool | None:
+            """The ranking; None for the scan; False when items are newer than the index."""
+            state.check(execute, tombstones)
             if execute("SELECT 1 FROM engine_items WHERE seq > ? LIMIT 1", (ann.high,)):
-                return None  # stored since the catch-up: the index does not hold it yet
+                return False  # stored since the last catch-up: the index does not hold them
+            if not ann.active:
+                return None
             for count in ann.proposals(wanted):
                 proposed = ann.propose(query, count)
                 passed = in_scope(execute, proposed, where, params)
@@ -492,7 +507,23 @@ class VectorCache:
                     return resident.rank(sorted(passed), target, cap)
             return None
 
-        return await self._reader.run(work)
+        # Search first and catch up only when the index is behind: a read that follows no
+        # write costs one snapshot, not two.
+        for attempt in range(2):
+            if ann.high >= 0:
+                found = await self._reader.run(work)
+                if found is not False:
+                    return found if isinstance(found, list) else None
+            if attempt or (state.catching.locked() and not ann.active):
+                return None  # behind again, or being built (after a rebuild): the scan answers
+            async with state.catching:
+                while True:
+                    added, blocked = await self._catch_up(state, ann, _BUILD_CHUNK)
+                    if blocked:  # an item the index cannot hold yet: only the scan sees all
+                        return None
+                    if not added:
+                        break
+        return None
 
     async def _rank_in_database(
         self, pg: PgVector, where: str, params: Sequence[Any], target: bytes, cap: int
@@ -512,10 +543,33 @@ class VectorCache:
                 await self.embed_and_store(list(texts.items()))
             if unfilled:
                 await pg.fill(unfilled)
-        # Still gaps (written this instant elsewhere): rank what has a vector now.
-        return await self._reader.run(
-            lambda execute: pg.rank_filled(execute, where, params, text, cap)
+        # Still gaps (written this instant by such a process): the database ranks what has
+        # its ``emb``, and the rest, from the same snapshot, are scored here as the scan
+        # scores them, so no candidate is left out for want of a vector.
+        width = self.dim * 4
+        ranked, gaps = await self._reader.run(
+            lambda execute: (
+                pg.rank_filled(execute, where, params, text, cap),
+                pg.gaps(execute, where, params),
+            )
         )
+        missing = sorted(
+            {
+                c: embed_text(title, t) for _, c, v, title, t in gaps if len(v or b"") != width
+            }.items()
+        )
+        made = dict(
+            zip([c for c, _ in missing], await self.embed([t for _, t in missing]), strict=True)
+        )
+        if made:
+            await self._store.run(
+                functools.partial(
+                    _insert_pairs, embedder_id=self.id, pairs=list(made.items()), pg=pg
+                )
+            )
+        loose = [(seq, made.get(c) or vec or b"") for seq, c, vec, _, _ in gaps]
+        scored = Resident(self.dim).rank([], target, cap, loose)
+        return sorted([*ranked, *scored], key=lambda p: (-p[1], -p[0]))[:cap]
 
 
 def _insert_pairs(

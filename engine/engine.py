@@ -78,6 +78,8 @@ MAX_QUERY_CHARS: Final = 2_000
 MAX_ACTOR_CHARS: Final = 200
 MAX_REASON_CHARS: Final = 2_000
 MAX_INSTRUCTIONS_CHARS: Final = 4_000
+#: The log's size as one snapshot sees it: a first page's cursor snapshot.
+_LOG_SIZE: Final = "SELECT coalesce(max(seq), -1) + 1 FROM entries"
 
 
 def _utcnow() -> datetime:
@@ -174,6 +176,7 @@ class Engine:
             await self.scrub()  # a forget's scrub was interrupted: finish it now
         if self._vectors is not None:
             await self._vectors.adopt()
+            await self._vectors.refresh()
             if self._store.dialect == "postgresql":
                 await use_pgvector(self._store, self._reader, self._vectors, self._ann)
             await self._vectors.fill()
@@ -375,8 +378,8 @@ class Engine:
         if picked is not None and picked.is_empty():
             raise InvalidRequest("`filter` must set at least one field to forget by")
         scope = check_reach(reach)
-        resident = None if self._vectors is None else self._vectors.resident
-        command = forget_command(self._keyring, scope, wanted, picked, resident)
+        drop = None if self._vectors is None else self._vectors.drop
+        command = forget_command(self._keyring, scope, wanted, picked, drop)
         return command, self.scrub
 
     async def scrub(self) -> bool:
@@ -476,36 +479,51 @@ class Engine:
             position = decode_cursor(cursor, "fetch", key)
             snapshot, offset = position.seq, position.offset
         where, params = scope_sql(scope, floor, picked)
+        sql = self._sql
+        keyring = self._keyring
+        if snapshot is None and chosen == "hybrid":
+            # Both halves rank the same prefix of the log, the one the cursor names.
+            snapshot = (await self._reader.rows(_LOG_SIZE))[0][0]
         if snapshot is not None:
             where = f"{where} AND i.seq < ?"
             params.append(snapshot)
         semantic: builtins.list[tuple[int, float]] = []
+        lexical: builtins.list[tuple[int, float, float]] | None = None
         if chosen != "exact":
             assert self._vectors is not None  # _mode refused semantic modes without one
             # Through the HNSW index a ranking finds at least the page's end (and one more,
             # for the cursor); hybrid fuses a deeper list, as RRF weighs every rank.
             end = offset + count + 1
             want = end if chosen == "semantic" else max(end, HYBRID_DEPTH)
-            semantic = await self._vectors.rank(where, params, text, RANK_CAP, want=want)
-
-        sql = self._sql
-        keyring = self._keyring
+            ranking = self._vectors.rank(where, params, text, RANK_CAP, want=want)
+            if chosen == "semantic":
+                semantic = await ranking
+            else:
+                # The BM25 half on a second reader while the semantic half runs: a hybrid
+                # read costs the slower of the two, not their sum.
+                lexical, semantic = await asyncio.gather(
+                    self._reader.run(
+                        lambda execute: exact(execute, sql.name, where, params, text, RANK_CAP)
+                    ),
+                    ranking,
+                )
 
         def work(execute: Execute) -> tuple[int, int, builtins.list[Hit]]:
             # The first page's snapshot is the log's size as this transaction sees it:
             # everything ranked here is older, everything stored later is not.
-            seen: int = execute("SELECT coalesce(max(seq), -1) + 1 FROM entries", ())[0][0]
+            seen: int = execute(_LOG_SIZE, ())[0][0]
             if snapshot is not None:
                 seen = snapshot
             ranked: builtins.list[tuple[int, float]]
             if chosen == "semantic":
                 ranked = semantic
+            elif lexical is not None:
+                ranked = fuse(lexical, semantic, RANK_CAP)
             else:
-                lexical = exact(execute, sql.name, where, params, text, RANK_CAP)
-                if chosen == "exact":
-                    ranked = [(seq, score) for seq, score, _ in lexical]
-                else:
-                    ranked = fuse(lexical, semantic, RANK_CAP)
+                ranked = [
+                    (seq, score)
+                    for seq, score, _ in exact(execute, sql.name, where, params, text, RANK_CAP)
+                ]
             if days is not None:
                 ranked = refers_first(execute, ranked, days, where_zone)
             page = ranked[offset : offset + count]
@@ -602,8 +620,13 @@ class Engine:
     async def rebuild(self, progress: Progress | None = None) -> RebuildReport:
         """Drop the projections and replay the log into them, as one writer command.
 
-        Vectors are kept (and any missing ones made afterwards). The result
-        names the state hash reached and the incremental one it replaced.
+        Vectors are kept (and any missing ones made afterwards). The command raises
+        the projections' generation, so every engine on this store (this one and any
+        other process's) sets its in-memory vectors and HNSW index aside and makes them
+        afresh; here the index is built again at once, ``progress`` called with (items
+        in the index, items in all) as it is, after the replay's (entries done, entries
+        in all). The result names the state hash reached and the incremental one it
+        replaced.
         """
         loop = asyncio.get_running_loop()
         keyring = self._keyring
@@ -618,6 +641,6 @@ class Engine:
         result = await self._store.run(command)
         if self._vectors is not None:
             await self._vectors.fill()
-            self._vectors.reset()
-            await self._vectors.build_ann()
+            await self._vectors.refresh()
+            await self._vectors.build_ann(progress)
         return result

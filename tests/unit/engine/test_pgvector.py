@@ -7,8 +7,9 @@ of tests/unit/engine run on all of them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from stores import PGVECTOR, drop_schemas, fresh_url
@@ -16,12 +17,14 @@ from stores import PGVECTOR, drop_schemas, fresh_url
 import memseal
 from memseal.cli.engine import open_engine
 from memseal.engine import Engine, HashingEmbedder, Learning, Reach
+from memseal.ledger.store import Execute, Snapshots
 
 pytestmark = pytest.mark.skipif(
     PGVECTOR is None, reason="no pgvector server (MEMSEAL_TEST_PGVECTOR; .ci/pgvector.sh)"
 )
 
 PLACE = "team:acme/agent:writer"
+T = TypeVar("T")
 TEXTS = [
     "The deploy pipeline runs on Tuesdays",
     "Deploying requires two approvals before the pipeline starts",
@@ -105,5 +108,66 @@ async def test_past_its_minimum_an_hnsw_index_proposes_and_the_answers_stay_exac
             tmp_path / "d", store=url, embedder=HashingEmbedder(), ann=None
         ) as memory:
             assert await _rankings(memory.engine) == through_index
+    finally:
+        await drop_schemas([schema], "pgvector")
+
+
+class _AfterFirstRead:
+    """The cache's reader, running ``then`` once, after the next read returns."""
+
+    def __init__(self, inner: Snapshots, then: Callable[[], Awaitable[object]]) -> None:
+        self._inner = inner
+        self._then: Callable[[], Awaitable[object]] | None = then
+
+    async def run(self, fn: Callable[[Execute], T]) -> T:
+        result = await self._inner.run(fn)
+        step, self._then = self._then, None
+        if step is not None:
+            await step()
+        return result
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return await self.run(lambda execute: execute(sql, params))
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+async def test_an_item_stored_between_the_gap_fill_and_the_ranking_is_still_found(
+    tmp_path: Path,
+) -> None:
+    # A process with no embedder stores while a ranking fills the gaps it saw: the second
+    # look finds a new gap, and that item must still take its place (scored from the same
+    # snapshot), not be left out of the ranking for want of a vector.
+    url, schema = fresh_url(adapter="pgvector")
+    folder = tmp_path / "d"
+    try:
+        async with open_engine(
+            folder, create=True, embedder=HashingEmbedder(), store=url
+        ) as engine:
+            assert engine._vectors is not None and engine._vectors.pg is not None
+            for text in TEXTS:
+                await engine.store(Learning(text=text), namespace=PLACE)
+            async with open_engine(folder, store=url) as plain:  # another process, no embedder
+                first = await plain.store(Learning(text="the canary deploy"), namespace=PLACE)
+                late: list[str] = []
+
+                async def store_late() -> None:
+                    stored = await plain.store(Learning(text="a canary at dawn"), namespace=PLACE)
+                    late.append(stored.id)
+
+                vectors = engine._vectors
+                vectors._reader = _AfterFirstRead(vectors._reader, store_late)
+                fetched = await engine.fetch("a canary at dawn", mode="semantic", limit=20)
+            assert late, "the interleaving did not happen"
+            ids = [h.item.id for h in fetched.hits]
+            assert ids[0] == late[0] and fetched.hits[0].score == 1.0
+            assert first.id in ids and len(ids) == len(TEXTS) + 2
+            # Its vector was made and kept: the next ranking finds no gap.
+            gaps = await engine._store.rows(
+                "SELECT count(*) FROM engine_items i LEFT JOIN engine_vectors v "
+                "ON v.content = i.content WHERE v.emb IS NULL"
+            )
+            assert gaps == [(0,)]
     finally:
         await drop_schemas([schema], "pgvector")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memseal.cli.engine import open_engine
-from memseal.engine import Engine, HashingEmbedder, Learning, _vectors
+from memseal.engine import Engine, HashingEmbedder, Learning, _resident, _vectors
 from memseal.ledger.store import WriteTxn
 
 PLACE = "team:acme/agent:writer"
@@ -111,9 +111,9 @@ async def test_vectors_are_not_part_of_the_state_hash(engine: Engine) -> None:
 @pytest.mark.parametrize("numpy", [True, False])
 def test_resident_vectors_rank_put_and_drop(numpy: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if not numpy:
-        monkeypatch.setattr(_vectors, "_np", None)
+        monkeypatch.setattr(_resident, "_np", None)
     embedder = HashingEmbedder(16)
-    resident = _vectors.Resident(16)
+    resident = _resident.Resident(16)
     texts = [f"text number {i}" for i in range(200)]
     blobs = [_vectors.pack(v) for v in embedder.embed(texts)]
     seqs = list(range(200))

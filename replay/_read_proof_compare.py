@@ -26,36 +26,12 @@ import msgspec
 from memseal.engine.embedders import Embedder
 
 from ._read_proof_format import ReadProof, fail
-from .regress import describe
+from .regress import _close_scores, describe
 
 __all__ = ["Matched", "compare"]
 
 Matched = Literal["byte for byte", "within tolerance"]
 _canonical = msgspec.json.Encoder(order="deterministic")
-
-
-def _close_scores(recorded: Any, new: Any, tolerance: float) -> Any:
-    """``new`` with each score within ``tolerance`` of the recorded one taken as recorded."""
-    if isinstance(recorded, dict) and isinstance(new, dict):
-        out: dict[str, Any] = {}
-        for key, value in new.items():
-            old = recorded.get(key)
-            if (
-                key == "score"
-                and isinstance(old, int | float)
-                and isinstance(value, int | float)
-                and abs(old - value) <= tolerance
-            ):
-                out[key] = old
-            else:
-                out[key] = _close_scores(old, value, tolerance) if key in recorded else value
-        return out
-    if isinstance(recorded, list) and isinstance(new, list):
-        return [
-            _close_scores(recorded[i], v, tolerance) if i < len(recorded) else v
-            for i, v in enumerate(new)
-        ]
-    return new
 
 
 def _cursor_parts(value: str) -> list[Any] | None:

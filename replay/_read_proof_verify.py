@@ -37,13 +37,12 @@ The reach of step 3 and 5 comes from the call's recorded scope, so the call
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
 
-from memseal.engine.embedders import Embedder, HashingEmbedder, default_embedder
+from memseal.engine.embedders import Embedder
 from memseal.ledger.checkpoint import Checkpoint, parse_checkpoint
 from memseal.ledger.entry import GENESIS_PREV, RESIDUE_SALT, Entry, leaf_hash
 from memseal.ledger.errors import InvalidRequest, MemsealError, VerificationError
@@ -80,13 +79,12 @@ from .calls import (
     decode_tool_call,
     decode_tool_call_payload,
 )
-from .regress import DEFAULT_TOLERANCE
+from .regress import DEFAULT_TOLERANCE, pick_embedder
 from .results import restore, result_hash
 
 __all__ = ["EmbedderChoice", "VerifiedRead", "choose_embedder", "verify_read"]
 
 EmbedderChoice = Literal["auto", "hashing", "default", "none"]
-_HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")
 _canonical = msgspec.json.Encoder(order="deterministic")
 
 
@@ -433,23 +431,9 @@ def choose_embedder(embedders: Sequence[str], choice: EmbedderChoice | Embedder)
     available here (the hashing embedder always is; MiniLM when installed), else none."""
     if not isinstance(choice, str):
         return choice
-    if choice == "none":
-        return None
-    if choice == "hashing":
-        return HashingEmbedder()
-    if choice == "default":
-        return default_embedder()
-    if choice != "auto":
+    if choice not in ("none", "hashing", "default", "auto"):
         raise InvalidRequest(f"`embedder`: {choice!r} is not auto, hashing, default or none")
-    for known in embedders:
-        found = _HASHING.fullmatch(known)
-        if found:
-            return HashingEmbedder(int(found.group(1)))
-    if embedders:
-        chosen = default_embedder()
-        if chosen is not None and chosen.id in embedders:
-            return chosen
-    return None
+    return pick_embedder(embedders, choice)
 
 
 async def _rederive(

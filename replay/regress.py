@@ -32,6 +32,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -69,6 +70,7 @@ __all__ = [
     "StepOutcome",
     "describe",
     "embedder_for",
+    "pick_embedder",
     "regress",
 ]
 
@@ -388,12 +390,9 @@ def _skip_note(call: BundleCall, erased: set[str], mode: str) -> str | None:
 _HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")
 
 
-def embedder_for(verified: VerifiedBundle, choice: str = "auto") -> Embedder | None:
-    """The embedder to replay with: ``none``, ``hashing``, ``default`` (MiniLM when
-    installed), or ``auto``: the one the recording's data folder used, when known and
-    available here (else exact search only, with a warning on stderr). ``auto`` reads
-    the embedders the verified bundle's signed manifest states, never an unsigned field."""
-    embedders = verified.manifest.embedders
+def pick_embedder(embedders: Sequence[str], choice: str) -> Embedder | None:
+    """``none``, ``hashing``, ``default`` (MiniLM when installed), or else (``auto``) the
+    one of ``embedders`` (what a recording's data folder used) available here, or None."""
     if choice == "none":
         return None
     if choice == "hashing":
@@ -408,12 +407,23 @@ def embedder_for(verified: VerifiedBundle, choice: str = "auto") -> Embedder | N
         chosen = default_embedder()
         if chosen is not None and chosen.id in embedders:
             return chosen
+    return None
+
+
+def embedder_for(verified: VerifiedBundle, choice: str = "auto") -> Embedder | None:
+    """The embedder to replay with: ``none``, ``hashing``, ``default`` (MiniLM when
+    installed), or ``auto``: the one the recording's data folder used, when known and
+    available here (else exact search only, with a warning on stderr). ``auto`` reads
+    the embedders the verified bundle's signed manifest states, never an unsigned field."""
+    embedders = verified.manifest.embedders
+    chosen = pick_embedder(embedders, choice)
+    if chosen is None and embedders and choice not in ("none", "hashing", "default"):
         print(
             f"memseal replay: the recording used {', '.join(embedders)}; not available "
             "here, replaying with exact search only",
             file=sys.stderr,
         )
-    return None
+    return chosen
 
 
 def _items(body: Any) -> list[str]:

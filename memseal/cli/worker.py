@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from memseal.cli.options import OK, USAGE, store_options, store_url
 from memseal.engine import Namespace, Reach
 from memseal.ledger.errors import InvalidRequest
-from memseal.memory import open
+from memseal.memory import Memory, open
 from memseal.tools import ToolScope
 from memseal.tools.lifecycle import DEFAULT_MAX_ATTEMPTS, JobInfo, JobOutcome, JobQueue, RetryPolicy
 
@@ -64,15 +65,20 @@ def _agent_scope(value: str) -> ToolScope:
     return ToolScope.placed_at(place, reach=Reach.subtree(place))
 
 
-async def _status(args: argparse.Namespace) -> int:
-    scope = _agent_scope(args.place)
-    async with open(
+def _open_queue(args: argparse.Namespace) -> AbstractAsyncContextManager[Memory]:
+    """The data folder the worker and the jobs verbs use: it exists, no embedder, no checkpoints."""
+    return open(
         Path(args.data),
         store=store_url(args),
         create=False,
         checkpoint_interval=None,
         embedder=None,
-    ) as memory:
+    )
+
+
+async def _status(args: argparse.Namespace) -> int:
+    scope = _agent_scope(args.place)
+    async with _open_queue(args) as memory:
         status = await JobQueue(memory, scope).status()
     for job in (*status.pending, *status.failed, *status.done):
         print(job_line(job))
@@ -87,13 +93,7 @@ async def _status(args: argparse.Namespace) -> int:
 
 async def _requeue(args: argparse.Namespace) -> int:
     scope = _agent_scope(args.place)
-    async with open(
-        Path(args.data),
-        store=store_url(args),
-        create=False,
-        checkpoint_interval=None,
-        embedder=None,
-    ) as memory:
+    async with _open_queue(args) as memory:
         done = await JobQueue(memory, scope).requeue(args.job, reason=args.reason)
     print(f"job {done.job.id}: pending again (round {done.job.round}, note {done.note})")
     return OK
@@ -105,13 +105,7 @@ async def _worker(args: argparse.Namespace) -> int:
         return USAGE
     scope = _agent_scope(args.place)
     retry = RetryPolicy(max_attempts=args.max_attempts)
-    async with open(
-        Path(args.data),
-        store=store_url(args),
-        create=False,
-        checkpoint_interval=None,
-        embedder=None,
-    ) as memory:
+    async with _open_queue(args) as memory:
         queue = JobQueue(memory, scope, retry=retry)
         while True:
             outcomes = await queue.run_pending()

@@ -52,6 +52,9 @@ FORGET_CHUNK: Final = 500
 
 #: ``drop(item seqs, content hashes with no live item left, seq of the forget's last entry)``.
 Drop = Callable[[Sequence[int], Sequence[str], int], None]
+#: ``mark(item seqs, seq of the forget's last entry)``: no read of an older snapshot may
+#: load them again (``_resident.Tombstones``).
+Mark = Callable[[Sequence[int], int], None]
 
 
 def forget_command(
@@ -59,12 +62,30 @@ def forget_command(
     scope: Reach | None,
     wanted: list[str] | None,
     picked: Filter | None,
+    mark: Mark | None,
     drop: Drop | None,
-) -> Callable[[WriteTxn], Forgotten]:
-    """The command forgetting ``wanted`` ids, or what ``picked`` matches, within ``scope``;
-    ``drop`` takes this process's in-memory copies of the items' vectors away."""
+) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], None]]:
+    """``(command, release)``: the command forgetting ``wanted`` ids, or what ``picked``
+    matches, within ``scope``; and ``release``, to be called once its transaction
+    committed, which lets go of this process's in-memory copies of the items' vectors.
+
+    The copies are marked inside the transaction (``mark``) but dropped only after it
+    committed: dropped inside it, a forget whose savepoint or transaction rolled back
+    would leave a live item out of this process's HNSW index, which never offers an
+    item twice, so index-served rankings would miss it. Between the commit and the
+    release no ranking can return the item: every candidate is checked against the
+    projection, where the forget has already removed it.
+    """
+    pending: list[tuple[list[int], list[str], int]] = []
+
+    def release() -> None:
+        while pending:
+            seqs, contents, stamp = pending.pop()
+            if drop is not None:
+                drop(seqs, contents, stamp)
 
     def command(txn: WriteTxn) -> Forgotten:
+        pending.clear()  # a command run again after a rollback starts afresh
         targets, skipped = _targets(txn, scope, wanted, picked)
         seqs: list[int] = []
         redacted: list[int] = []
@@ -110,11 +131,15 @@ def forget_command(
             redacted.extend(redacts)
         if seqs:
             projection.save()
-        if drop is not None and projection.removed_seqs:
-            # This process's in-memory copies go too, marked with the last entry's seq so
-            # that no read of a snapshot without it brings them back. (Were the
+        if projection.removed_seqs:
+            # Marked with the last entry's seq now, so that no read of a snapshot without
+            # it brings them back; dropped by ``release`` after the commit. (Were the
             # transaction rolled back, a read past that seq takes them in again.)
-            drop(projection.removed_seqs, projection.dropped_vectors, seqs[-1])
+            if mark is not None:
+                mark(projection.removed_seqs, seqs[-1])
+            pending.append(
+                (list(projection.removed_seqs), list(projection.dropped_vectors), seqs[-1])
+            )
         return Forgotten(
             forgotten=tuple(targets),
             skipped=skipped,
@@ -123,7 +148,7 @@ def forget_command(
             scrubbed=not seqs,
         )
 
-    return command
+    return command, release
 
 
 def _targets(

@@ -86,8 +86,11 @@ class PgVector:
         self.minimum = minimum
         #: Whether the HNSW index exists (made by :meth:`ensure_hnsw`).
         self.hnsw = False
-        #: Every item up to this seq has its ``emb`` (so the HNSW index holds it).
+        #: Every item up to this seq has its ``emb`` (so the HNSW index holds it), as of
+        #: the projections' generation :attr:`generation`: a rebuild (here or in another
+        #: process) makes the items anew, so the mark is set aside with the generation.
         self.high = -1
+        self.generation: int | None = None
 
     async def attach(self) -> None:
         """Add the column if missing, then fill it for every row that lacks it."""
@@ -218,6 +221,10 @@ class PgVector:
         """The ranking through the HNSW index, or None for the scan (see the module doc)."""
         # An item whose ``emb`` is unfilled is not in the index: only the scan (which fills
         # it) would see it. Items are checked once, by seq, as they come.
+        seen = execute("SELECT value FROM engine_meta WHERE key = 'generation'", ())
+        generation = int(seen[0][0]) if seen else 0
+        if generation != self.generation:
+            self.high, self.generation = -1, generation
         since = execute(
             "SELECT max(i.seq), count(*) FILTER (WHERE v.emb IS NULL) FROM engine_items i "
             "LEFT JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "

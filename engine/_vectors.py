@@ -204,6 +204,11 @@ class VectorCache:
                 self._states.add(fresh)
             self._state = fresh
 
+    def mark(self, seqs: Sequence[int], stamp: int) -> None:
+        """Items ``seqs`` are being forgotten by the entry at ``stamp`` (not yet committed):
+        no read of an older snapshot loads them again (see ``_resident``)."""
+        self._tombstones.mark(seqs, stamp)
+
     def drop(self, seqs: Sequence[int], contents: Sequence[str], stamp: int) -> None:
         """Items ``seqs`` (and the vectors of ``contents``) are forgotten by the entry at
         ``stamp``: marked first, so no read of an older snapshot brings them back, then

@@ -347,10 +347,11 @@ class Engine:
         and cached vectors go in the same transaction; then the scrub
         (``scrub=False`` leaves it pending for :meth:`scrub` or the next open).
         """
-        command, finish = await self.plan_forget(ids=ids, filter=filter, reach=reach)
+        command, release = self._forget_command(ids=ids, filter=filter, reach=reach)
         result = await self._store.run(command)
+        release()
         if result.seqs and scrub:
-            done = await finish()
+            done = await self.scrub()
             result = msgspec.structs.replace(result, scrubbed=done)
         return result
 
@@ -368,9 +369,26 @@ class Engine:
         items and appends the ``memory_forgotten`` entries when run in the
         writer (alone through ``ledger.run``, or inside a larger command of
         the caller's); ``scrub`` is to be awaited after that transaction
-        committed (it returns True when the scrub finished). The command's
-        result says ``scrubbed=False`` whenever it forgot something.
+        committed (it first lets go of this process's in-memory copies of the
+        forgotten vectors, then returns True when the scrub finished). The
+        command's result says ``scrubbed=False`` whenever it forgot something.
         """
+        command, release = self._forget_command(ids=ids, filter=filter, reach=reach)
+
+        async def finish() -> bool:
+            release()
+            return await self.scrub()
+
+        return command, finish
+
+    def _forget_command(
+        self,
+        *,
+        ids: Sequence[str] | None,
+        filter: Filter | dict[str, object] | None,
+        reach: Reach | None,
+    ) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], None]]:
+        """The checked forget command and its release (see :func:`._forget.forget_command`)."""
         if (ids is None) == (filter is None):
             raise InvalidRequest("forget takes exactly one of `ids` or `filter`")
         wanted = check_ids(ids) if ids is not None else None
@@ -378,9 +396,10 @@ class Engine:
         if picked is not None and picked.is_empty():
             raise InvalidRequest("`filter` must set at least one field to forget by")
         scope = check_reach(reach)
-        drop = None if self._vectors is None else self._vectors.drop
-        command = forget_command(self._keyring, scope, wanted, picked, drop)
-        return command, self.scrub
+        vectors = self._vectors
+        if vectors is None:
+            return forget_command(self._keyring, scope, wanted, picked, None, None)
+        return forget_command(self._keyring, scope, wanted, picked, vectors.mark, vectors.drop)
 
     async def scrub(self) -> bool:
         """Finish every pending forget's scrub (FTS merge, WAL truncation); True when done.

@@ -223,3 +223,37 @@ async def test_a_rebuild_reports_the_index_build_through_its_progress(tmp_path: 
         assert (8, 8) in calls  # the replay, entries
         assert calls[-1] == (6, 6)  # then the index, items
         assert calls.index((8, 8)) < calls.index((6, 6))
+
+
+async def test_a_forget_rolled_back_with_its_command_leaves_the_item_in_the_index(
+    tmp_path: Path,
+) -> None:
+    # A caller owning the transaction (a recorded call writes its memo beside the forget)
+    # fails after the forget's command ran: the savepoint rolls the forget back. The item
+    # is live, and index-served rankings must still find it, as the exact scan does.
+    async with _open(tmp_path / "d") as memory:
+        engine = memory.engine
+        stored = [
+            await engine.store(Learning(text=f"release note {i}"), namespace=PLACE)
+            for i in range(6)
+        ]
+        await engine.fetch("release", mode="semantic")
+        assert engine.ann_size == 6
+        command, finish = await engine.plan_forget(ids=[stored[2].id])
+
+        def forget_then_fail(txn: Any) -> None:
+            command(txn)
+            raise RuntimeError("the memo write failed")
+
+        with contextlib.suppress(RuntimeError):
+            await engine._store.run(forget_then_fail)
+        assert engine.ann_size == 6
+        fetched = await engine.fetch("release note 2", mode="semantic")
+        assert fetched.hits[0].item.id == stored[2].id
+        assert len(fetched.hits) == 6
+        # A forget that commits lets go of the copies once its caller finishes it.
+        command, finish = await engine.plan_forget(ids=[stored[2].id])
+        await engine._store.run(command)
+        await finish()
+        assert engine.ann_size == 5
+        assert engine._vectors.resident.unknown([stored[2].seq]) == [stored[2].seq]

@@ -171,3 +171,38 @@ async def test_an_item_stored_between_the_gap_fill_and_the_ranking_is_still_foun
             assert gaps == [(0,)]
     finally:
         await drop_schemas([schema], "pgvector")
+
+
+async def test_the_index_mark_is_set_aside_when_the_projections_are_rebuilt(
+    tmp_path: Path,
+) -> None:
+    # The mark "every item up to seq N is in the HNSW index" was made for one generation
+    # of the items. After a rebuild an item below the mark may lack its ``emb`` (here as
+    # a process unaware of the extension would leave it): the ranking must not trust the
+    # old mark and leave that item out; it fills the gap and finds it.
+    url, schema = fresh_url(adapter="pgvector")
+    try:
+        async with memseal.open(
+            tmp_path / "d", store=url, embedder=HashingEmbedder(), ann=0
+        ) as memory:
+            engine = memory.engine
+            for text in TEXTS:
+                await engine.store(Learning(text=text), namespace=PLACE)
+            before = await _rankings(engine)
+            pg = engine._vectors.pg if engine._vectors is not None else None
+            assert pg is not None and pg.hnsw and pg.high >= 0
+            await engine.rebuild()
+            await engine._store.run(
+                lambda txn: txn.execute(
+                    "UPDATE engine_vectors SET emb = NULL WHERE content IN "
+                    "(SELECT content FROM engine_items WHERE text = ?)",
+                    (TEXTS[0],),
+                )
+            )
+            assert await _rankings(engine) == before
+            unfilled = await engine._store.rows(
+                "SELECT count(*) FROM engine_vectors WHERE emb IS NULL"
+            )
+            assert unfilled == [(0,)]
+    finally:
+        await drop_schemas([schema], "pgvector")

@@ -18,6 +18,11 @@ ranking are memseal's own and only the model is left out. It prints:
 * hybrid fetch p50/p95 through the index, beside exact (BM25) fetch p50/p95.
 
 ``--quick`` uses 30k memories (a smoke run of a minute or so).
+
+``--real`` stores the synthetic texts of ``benchmarks/engine.py`` (8 to 24 words
+from a Zipf-like vocabulary) embedded by the default embedder (all-MiniLM-L6-v2
+int8), and asks that benchmark's questions, so recall is measured on real
+embeddings (the fill embeds every text: about ten minutes at 10^5).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from typing import Any
 import numpy as np
 
 import memseal
-from memseal.engine import Learning, NewItem
+from memseal.engine import Embedder, Learning, NewItem
+from memseal.engine.embedders import MiniLMEmbedder
 
 DIM = 384
 CENTRES = 1_000
@@ -100,15 +106,20 @@ def progress(done: int, total: int) -> None:
         print(file=sys.stderr)
 
 
-async def fill(folder: Path, n: int, embedder: TableEmbedder) -> None:
+def table_texts(n: int) -> list[str]:
     words = ["alpha", "budget", "cache", "deploy", "lisbon", "release", "invoice", "auth"]
     rng = random.Random(3)
+    return [f"{rng.choice(words)} {rng.choice(words)} v{i}" for i in range(n)]
+
+
+async def fill(folder: Path, corpus: Sequence[str], embedder: Embedder) -> None:
+    n = len(corpus)
     async with memseal.open(folder, embedder=embedder, ann=None) as memory:
         start = time.perf_counter()
         for base in range(0, n, 2_000):
             batch = [
                 NewItem(
-                    content=Learning(text=f"{rng.choice(words)} {rng.choice(words)} v{i}"),
+                    content=Learning(text=corpus[i]),
                     namespace=f"team:acme/agent:a{i % 8}",
                 )
                 for i in range(base, min(base + 2_000, n))
@@ -126,15 +137,27 @@ async def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000, help="memories (default 10^6)")
     parser.add_argument("--quick", action="store_true", help="30k memories")
     parser.add_argument("--asked", type=int, default=200, help="questions per figure")
+    parser.add_argument(
+        "--real", action="store_true", help="engine.py's texts, the default embedder"
+    )
     args = parser.parse_args()
     n = 30_000 if args.quick else args.n
-    vectors, questions = synthetic(n, args.asked)
-    embedder = TableEmbedder(vectors, questions)
-    asked = [f"question q{i}" for i in range(args.asked)]
-    print(f"{n:,} memories, {DIM} dimensions, {args.asked} questions")
+    embedder: Embedder
+    if args.real:
+        sys.path.insert(0, str(Path(__file__).parent))
+        import engine as texts_of  # benchmarks/engine.py: its corpus and questions
+
+        embedder = MiniLMEmbedder()
+        corpus, asked = texts_of.texts(n), texts_of.queries(args.asked)
+        print(f"{n:,} memories, embedder {embedder.id}, {args.asked} questions")
+    else:
+        vectors, questions = synthetic(n, args.asked)
+        embedder = TableEmbedder(vectors, questions)
+        corpus, asked = table_texts(n), [f"question q{i}" for i in range(args.asked)]
+        print(f"{n:,} memories, {DIM} dimensions (synthetic), {args.asked} questions")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "data"
-        await fill(folder, n, embedder)
+        await fill(folder, corpus, embedder)
         on_disk = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         line("data folder on disk (log, projections, vectors)", f"{on_disk / 2**20:,.0f} MiB")
         start = time.perf_counter()

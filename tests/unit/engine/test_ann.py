@@ -159,3 +159,25 @@ def test_the_index_library_and_the_embedder_runtime_load_in_either_order(
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-500:]
+
+
+def test_the_search_widens_as_the_graph_grows() -> None:
+    # At a fixed breadth an HNSW search misses more of the true top 10 as the graph
+    # grows (0.80 recall at 10^6 with breadth 128): the breadth follows the live count.
+    import numpy as np
+
+    from memseal.engine._ann import AnnIndex, search_breadth
+
+    assert search_breadth(1) == search_breadth(125_000) == 128
+    assert search_breadth(125_001) == 256
+    assert search_breadth(1_000_000) == search_breadth(10**8) == 1_024
+    index = AnnIndex(8, minimum=0)
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((130_000, 8)).astype("<f4")
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index.add(list(range(100)), vectors[:100], 99)
+    assert index.propose(vectors[0], 10)[0] == 0
+    assert index._index.expansion_search == 128
+    index.add(list(range(100, 130_000)), vectors[100:], 129_999)
+    assert index.propose(vectors[5], 10)[0] == 5
+    assert index._index.expansion_search == 256

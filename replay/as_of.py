@@ -25,12 +25,14 @@ words are gone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 
+from memseal.engine import Engine
 from memseal.engine.trust import trust_rank
 from memseal.ledger.errors import InvalidRequest, Unsupported, VerificationError
 from memseal.ledger.store import SqlStore
@@ -158,6 +160,16 @@ class AsOfView:
     def tools(self, scope: ToolScope | None = None) -> AsOfTools:
         """The read tools over this view, for one host-fixed scope (default: the root)."""
         return AsOfTools(self._cache, self.size, ToolScope() if scope is None else scope)
+
+    @contextlib.asynccontextmanager
+    async def engine(self) -> AsyncIterator[Engine]:
+        """The engine over this view, held for one read, for host code that reads the
+        engine rather than the tools (an auditor's item listing). Its reads take the
+        caller's reach as the live engine's do; it has no forget markers (listings and
+        searches leave a forgotten item out either way), and anything written through it
+        goes to the view's temporary store, never to the memory."""
+        async with self._cache.use(self.size) as built:
+            yield built.engine
 
 
 class AsOfTools:

@@ -29,9 +29,9 @@ def _on_disk(folders: list[Path]) -> list[Path]:
 
 
 async def test_a_forget_here_removes_the_cached_views_text_from_disk_at_once(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
-    async with memseal.open(tmp_path / "data", embedder=None) as memory:
+    async with memseal.open(tmp_path / "data", store=store_url, embedder=None) as memory:
         tools = memory.tools()
         gone = (await tools.call("memory_store", {"learning": {"text": SECRET.decode()}}))["id"]
         await tools.call("memory_store", {"learning": {"text": "the lobby opens at 8"}})
@@ -53,10 +53,10 @@ async def test_a_forget_here_removes_the_cached_views_text_from_disk_at_once(
 
 
 async def test_a_forget_by_another_memory_on_the_file_applies_before_the_view_answers(
-    tmp_path: Path,
+    tmp_path: Path, store_url: str | None
 ) -> None:
     folder = tmp_path / "data"
-    async with memseal.open(folder, embedder=None) as reader:
+    async with memseal.open(folder, store=store_url, embedder=None) as reader:
         tools = reader.tools()
         gone = (await tools.call("memory_store", {"learning": {"text": SECRET.decode()}}))["id"]
         point = (await reader.ledger.store.head()).size
@@ -66,7 +66,7 @@ async def test_a_forget_by_another_memory_on_the_file_applies_before_the_view_an
         folders = reader._views.folders()
         assert _on_disk(folders)
 
-        async with memseal.open(folder, embedder=None) as other:
+        async with memseal.open(folder, store=store_url, embedder=None) as other:
             forgot = (await other.engine.forget(ids=[gone])).seqs[0]
             assert (await other.as_of(point)).size == point
 

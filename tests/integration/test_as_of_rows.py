@@ -86,8 +86,10 @@ async def _rebuilt(memory: memseal.Memory, size: int, folder: Path) -> dict[str,
         await log.close()
 
 
-async def test_every_view_holds_the_rows_a_rebuild_of_its_prefix_holds(tmp_path: Path) -> None:
-    async with memseal.open(tmp_path / "data", embedder=None) as memory:
+async def test_every_view_holds_the_rows_a_rebuild_of_its_prefix_holds(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    async with memseal.open(tmp_path / "data", store=store_url, embedder=None) as memory:
         await _history(memory)
         head = (await memory.ledger.store.head()).size
         compared = 0

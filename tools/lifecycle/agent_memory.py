@@ -360,11 +360,7 @@ class AgentMemory:
         """The readers of a moment, and whether its calls are keyed (recorded)."""
         if as_of is None:
             return self.readers, True
-        if not callable(getattr(as_of, "tools", None)) or not isinstance(
-            getattr(as_of, "size", None), int
-        ):
-            raise InvalidRequest("`as_of` must be a view of the memory: `await memory.as_of(N)`")
-        return self.past_readers(as_of), False
+        return self.past_readers(_view(as_of)), False
 
     async def close(self, *, check: bool = True) -> None:
         """Close the session's runs (strict: fail if a recorded call was never replayed)."""
@@ -397,8 +393,7 @@ class AgentMemory:
         scope = self.layout.agent_writer(self.agent)
         if as_of is None:
             return await briefing(self.tools, scope, pack=pack, budget_tokens=budget_tokens)
-        self._readers(as_of)  # checks the view
-        past = PastReader(as_of.tools(scope))
+        past = PastReader(_view(as_of).tools(scope))
         return await briefing(
             past, scope.replace(writes=False), pack=pack, budget_tokens=budget_tokens, key=None
         )
@@ -597,6 +592,15 @@ class AgentMemory:
                 source_ids=(stored["id"], *folded),
             ),
         )
+
+
+def _view(value: object) -> PastView:
+    """``value`` as a view of the past; InvalidRequest naming ``as_of`` for anything else."""
+    if not callable(getattr(value, "tools", None)) or not isinstance(
+        getattr(value, "size", None), int
+    ):
+        raise InvalidRequest("`as_of` must be a view of the memory: `await memory.as_of(N)`")
+    return value  # type: ignore[return-value]
 
 
 def _through(summary: Mapping[str, Any] | None) -> int:

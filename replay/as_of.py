@@ -1,11 +1,14 @@
-"""The memory as of any point: a read-only view rebuilt from the log prefix.
+"""The memory as of any point: a read-only view of the log prefix's projection.
 
 ``await memory.as_of(size=N)`` (or ``at="2026-05-01T12:00:00Z"``, or ``run="R",
 step=S``) names a point of the log and returns an :class:`AsOfView`; its
 ``tools(scope)`` serve the five read tools (recall, fetch, list, get, explore)
 over the memory as it stood at tree size ``N``, and refuse memory_store and
 memory_forget. A point is served by the host, never the model: it is a Python
-argument, an HTTP query parameter, a CLI option, and never a tool argument.
+argument (here, ``SyncMemory.as_of``, the lifecycle's ``as_of=``), an HTTP query
+parameter (the read routes, the MCP endpoint's URL), a CLI option (``memseal
+show``, ``memseal mcp --as-of``), and never a tool argument. How a view is built,
+and how forgets reach it, is :mod:`._as_of_build`.
 Reads of a view are not recorded (they change no memory and belong to no run).
 
 Points:

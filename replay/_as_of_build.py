@@ -417,7 +417,8 @@ class ViewCache:
         self._hook_mark = latest
         if low is not None:
             # Queued before the writer hands the forget's caller its result: it runs first.
-            loop.call_soon_threadsafe(self._purge, int(low))
+            with contextlib.suppress(RuntimeError):  # the loop closed: the views went with it
+                loop.call_soon_threadsafe(self._purge, int(low))
 
     def _purge(self, low: int) -> None:
         """Drop every view holding the entry ``low`` or above it (on the loop's thread)."""

@@ -262,3 +262,22 @@ async def test_a_forget_committed_during_the_build_is_caught_and_the_view_built_
         got = await (await memory.as_of(point)).tools().call("memory_get", {"ids": [gone]})
         assert got["items"][0]["text"] == {"forgotten_at": raced[0]}
         assert memory._views.cold_builds == 2  # the first build held the text: dropped
+
+
+async def test_a_view_pages_every_mode_as_the_live_memory_does(tmp_path: Path) -> None:
+    # The view's store holds no log; its log size (what pins a cursor and hybrid's prefix)
+    # must still read the view's size, or hybrid finds nothing and page two is empty.
+    async with memseal.open(tmp_path / "data", embedder=HashingEmbedder()) as memory:
+        tools = memory.tools()
+        for i in range(30):
+            await tools.call("memory_store", {"learning": {"text": f"tea note {i} green"}})
+        size = await size_of(memory)
+        past = (await memory.as_of(size)).tools()
+        for mode in ("hybrid", "exact", "semantic"):
+            asked = {"query": "green tea", "mode": mode, "limit": 5}
+            pages = []
+            for view in (tools, past):
+                first = await view.call("memory_fetch", asked)
+                second = await view.call("memory_fetch", {**asked, "cursor": first["next_cursor"]})
+                pages.append([[h["id"] for h in p["hits"]] for p in (first, second)])
+            assert pages[0] == pages[1] and all(len(p) == 5 for p in pages[1]), mode

@@ -10,16 +10,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from memseal.tools import ToolScope, runner_for
+from memseal.replay.as_of import AsOfTools, AsOfView
+from memseal.tools import Runner, ToolScope, Toolset, ToolSpec, runner_for
 
 from ._recorded_tools import RecordedTools, RecordedToolset
 from .memory import Memory, _open
 
-__all__ = ["SyncMemory", "open_sync"]
+__all__ = ["SyncAsOfTools", "SyncAsOfView", "SyncMemory", "open_sync"]
 
 T = TypeVar("T")
 
@@ -39,6 +41,50 @@ class _SyncLedger:
             return self._owner._call(method(*args, **kwargs))
 
         return call
+
+
+class SyncAsOfTools:
+    """The read tools of a :class:`SyncAsOfView`, blocking (see :class:`AsOfTools`)."""
+
+    def __init__(self, tools: AsOfTools, runner: Runner) -> None:
+        self._tools = tools
+        self._runner = runner
+        self.size = tools.size
+        self.scope = tools.scope
+
+    def names(self) -> tuple[str, ...]:
+        """The read tools offered."""
+        return self._tools.names()
+
+    def specs(self) -> list[ToolSpec]:
+        """The specs of the read tools offered."""
+        return self._tools.specs()
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str | bytes) -> dict[str, Any]:
+        """Run read tool ``name`` over the memory as of :attr:`size` (unrecorded); raises
+        as :meth:`AsOfTools.call` does (memory_store and memory_forget: Unsupported)."""
+        result: dict[str, Any] = self._runner(self._tools.call(name, arguments))
+        return result
+
+    def toolset(self) -> Toolset:
+        """These read tools for synchronous agent code (OpenAI, Anthropic, LangChain, MCP)."""
+        return Toolset.of(self._tools, self._runner)
+
+
+class SyncAsOfView:
+    """The memory as of tree size :attr:`size`, read-only, blocking (see :class:`AsOfView`)."""
+
+    def __init__(self, view: AsOfView, runner: Runner) -> None:
+        self._view = view
+        self._runner = runner
+        self.size = view.size
+
+    def __repr__(self) -> str:
+        return f"SyncAsOfView(size={self.size})"
+
+    def tools(self, scope: ToolScope | None = None) -> SyncAsOfTools:
+        """The read tools over this view, for one host-fixed scope (default: the root)."""
+        return SyncAsOfTools(self._view.tools(scope), self._runner)
 
 
 class SyncMemory:
@@ -115,6 +161,20 @@ class SyncMemory:
     ) -> tuple[str, Any]:
         """One recorded call in a fresh run: (the run id, the result)."""
         return self._call(self._memory.call(name, arguments, scope=scope))
+
+    def as_of(
+        self,
+        size: int | None = None,
+        *,
+        at: str | datetime | None = None,
+        run: str | None = None,
+        step: int | None = None,
+    ) -> SyncAsOfView:
+        """A read-only view of the memory as it stood at tree ``size``, at time ``at``, or
+        when run ``run`` made step ``step`` (see :meth:`Memory.as_of`: a later forget still
+        applies; a bad point is an :class:`InvalidRequest` naming the field)."""
+        view = self._call(self._memory.as_of(size, at=at, run=run, step=step))
+        return SyncAsOfView(view, runner_for(self._loop))
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

@@ -57,6 +57,7 @@ from memseal.ledger.opening import (
 from memseal.ledger.store import SqlStore
 from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay import read_proof
+from memseal.replay._as_of_build import AS_OF_DDL
 from memseal.replay._mentions import check_facet_mentions
 from memseal.replay.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
 from memseal.replay.identity import ScopeIdentity
@@ -400,6 +401,8 @@ def _schema(store: SqlStore) -> None:
     """The tables of the layers above the ledger: the engine's and the memo table."""
     Engine.register_schema(store)
     store.add_schema(memo_ddl_for(store.dialect))
+    # The as-of views' forget watermark (the latest redaction) is read on every as-of read.
+    store.add_schema(AS_OF_DDL)
 
 
 async def _open(

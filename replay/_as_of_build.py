@@ -1,24 +1,47 @@
-"""Building the memory as of a tree size: the log prefix copied into a temporary log.
+"""Building the memory as of a tree size: the live projection cut back to the prefix.
 
-A view at size ``N`` is a :class:`~memseal.replay._reexec.TempLog` holding the
-live log's entries ``seq < N`` with their *current* payloads, and an engine whose
-projection a rebuild derived from them. Only the engine's own entries are
-copied whole; every other entry (tool calls, runs, key rotations) is an inert
-gap entry at its seq, so the copy keeps no recorded arguments or results and the
-item seqs (``ledger_ref``) stay those of the live log.
+The engine's projection is a pure function of the log, and every row of it says
+which entry made it: an item's row is its ``memory_stored`` entry's seq, its
+facets and dates share that seq, a verdict row is its ``trust_changed`` entry's
+seq. What a rebuild of the prefix ``seq < N`` would hold is therefore read off
+the live projection, on one read snapshot, without replaying a single entry:
 
-Privacy wins over history. A payload a later forget erased is copied as
-missing, so the item is simply not in the view's projection; the item's signed
-structure (id, kind, namespace, trust, seq) is kept in :attr:`Built.erased` with
-the seq of that forget, for ``memory_get`` to show the forget marker. A forget
-committed *after* a view was built is found by :meth:`ViewCache.refresh` (each
-read scans the entries appended since the last one): a view holding a payload
-that forget erased is closed and dropped, and its temporary folder removed.
+* the items stored below ``N`` that are still live (an item leaves the live
+  projection only by a forget, and a forget erases its text: one forgotten after
+  ``N`` is left out of the view too, which is what privacy asks), with their
+  facets and dates;
+* their verdicts below ``N``, and the trust each item had at ``N``: the trust of
+  its last verdict below ``N``, else the ``previous`` of its first verdict (the
+  trust it was stored with), else the live one;
+* the live vector cache's vectors of those items (keyed by the same content
+  hash), so a view embeds nothing again.
+
+These rows are written into a temporary SQLite store in the process's temporary
+folder (mode 0700), its full-text index built in one pass, and an engine opened
+over it. The temporary store holds no log: its entries table has one unsigned
+placeholder row at seq ``N - 1``, so the engine's log size (``max(seq) + 1``,
+which pins fetch cursors and hybrid's prefix) reads ``N``. Nothing reads or
+verifies that row. Its ``engine_meta`` has no position or running hash (nothing
+reads a view's state hash). ``tests/integration/test_as_of.py`` checks the rows
+against a rebuild of the prefix, table by table.
+
+The item's signed structure (id, kind, namespace, trust, seq) of an item a
+forget at or after ``N`` erased is kept in :attr:`Built.erased`, for
+``memory_get`` to show the forget marker: found in the ledger's redactions
+(``seq < N <= by_seq``), the trust followed through its erased verdicts below
+``N``.
+
+Forgets after a view was built. The latest forget is the largest ``by_seq`` of
+the redactions (:data:`AS_OF_DDL` indexes it): the watermark. Each read
+compares it with the watermark its views were checked at, so a forget made by
+*another* process is applied before the read answers: a view holding a text that
+forget erased is dropped, its folder removed, and built again. In this process a
+commit hook on the live store does it at once: a group whose forget raised the
+watermark removes the folder of every idle view it touched before the forget's
+caller resumes (a view a read still holds goes when that read ends).
 
 Warm views: :class:`ViewCache` keeps the :data:`CAPACITY` most recently used
-views, keyed by size. A size not cached is built by extending the largest idle
-cached view below it (copying only the entries between, then one rebuild of the
-temporary projection), else from seq 0.
+views, keyed by size.
 """
 
 from __future__ import annotations
@@ -28,40 +51,53 @@ import contextlib
 import shutil
 import tempfile
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from datetime import UTC, tzinfo
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
 from memseal.engine import Answerer, Embedder, Engine
-from memseal.engine.events import ENGINE_KINDS
+from memseal.engine._schema import HASHED, PROJECTION_VERSION
+from memseal.engine.trust import trust_rank
+from memseal.ledger.entry import decode_entry
 from memseal.ledger.errors import Conflict
-from memseal.ledger.store import SqlStore, WriteTxn
+from memseal.ledger.log import Ledger
+from memseal.ledger.note import NoteSigner
+from memseal.ledger.opening import LogLocation, log_store
+from memseal.ledger.store import Execute, SqlStore, WriteTxn
 
-from ._reexec import Source, TempLog
+from ._reexec import parse_time
 
-__all__ = ["CAPACITY", "Built", "Erased", "ViewCache"]
+__all__ = ["AS_OF_DDL", "CAPACITY", "Built", "Erased", "ViewCache", "ViewLog"]
 
 #: Views a cache keeps (the least recently used beyond it is closed).
 CAPACITY: Final = 4
-#: Entries read from the live store per scan (and copied per command).
-_CHUNK: Final = 2_048
-#: Builds tried while forgets keep committing during the copy.
+#: Builds tried while forgets keep committing during the read of the live rows.
 _BUILD_ATTEMPTS: Final = 3
-_FORGOTTEN: Final = "memory_forgotten"
-# The live vector cache's rows for the items stored in a seq range. Every item of a view
-# that no later forget took is still a live item (items leave only by a forget) with the
-# same keyed content hash, so its vector is there: a view embeds nothing again. Rows of
-# engine tables read by name: the engine has no API handing its cache to another store.
-_LIVE_VECTORS: Final = (
+#: What the watermark reads fast (both dialects): the latest forget is max(by_seq).
+AS_OF_DDL: Final = "CREATE INDEX IF NOT EXISTS redactions_by_seq ON redactions (by_seq)"
+_WATERMARK: Final = "SELECT coalesce(max(by_seq), -1) FROM redactions"
+_LOWEST_SINCE: Final = "SELECT min(seq) FROM redactions WHERE by_seq > ?"
+_ITEMS: Final = f"SELECT {', '.join(HASHED['engine_items'])} FROM engine_items WHERE seq < ?"
+_FACETS: Final = "SELECT seq, facet, value FROM engine_facets WHERE seq < ?"
+_DATES: Final = "SELECT seq, ref FROM engine_dates WHERE seq < ?"
+_VERDICTS: Final = (
+    f"SELECT {', '.join(HASHED['engine_verdicts'])} FROM engine_verdicts WHERE item < ? "
+    "ORDER BY seq"
+)
+_VECTORS: Final = (
     "SELECT v.content, v.vec FROM engine_vectors v WHERE v.embedder = ? AND v.content IN "
-    "(SELECT i.content FROM engine_items i WHERE i.seq >= ? AND i.seq < ?)"
+    "(SELECT i.content FROM engine_items i WHERE i.seq < ?)"
 )
-_PUT_VECTOR: Final = (
-    "INSERT INTO engine_vectors (embedder, content, vec) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+_ERASED: Final = (
+    "SELECT r.seq, r.by_seq, e.leaf FROM redactions r JOIN entries e ON e.seq = r.seq "
+    "WHERE r.seq < ? AND r.by_seq >= ? ORDER BY r.seq"
 )
+_LAST_TIME: Final = "SELECT leaf FROM entries WHERE seq = ?"
+_ROWS_PER_INSERT: Final = 200
+_EPOCH: Final = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 class Erased(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,7 +116,6 @@ class Erased(msgspec.Struct, frozen=True, kw_only=True):
 class _Body(msgspec.Struct, kw_only=True):
     # The fields of memory_stored and trust_changed bodies a view needs (others ignored).
     item: str | None = None
-    items: tuple[str, ...] = ()
     kind: str = ""
     namespace: str = ""
     trust: str = ""
@@ -91,20 +126,187 @@ class _Body(msgspec.Struct, kw_only=True):
 _body = msgspec.json.Decoder(_Body)
 
 
-class Built:
-    """One built view: its temporary log, the size it holds, and what a later forget erased."""
+class _Rows(msgspec.Struct, kw_only=True):
+    """What one read snapshot of the live store gives a view at ``size``."""
 
-    def __init__(self, log: TempLog) -> None:
+    watermark: int
+    items: list[tuple[Any, ...]]
+    facets: list[tuple[Any, ...]]
+    dates: list[tuple[Any, ...]]
+    verdicts: list[tuple[Any, ...]]
+    vectors: list[tuple[Any, ...]]
+    erased: list[tuple[Any, ...]]
+    last_leaf: bytes | None
+
+
+def _read(size: int, embedder: str | None) -> Any:
+    def read(execute: Execute) -> _Rows:
+        last = execute(_LAST_TIME, (size - 1,)) if size else []
+        return _Rows(
+            watermark=int(execute(_WATERMARK, ())[0][0]),
+            items=execute(_ITEMS, (size,)),
+            facets=execute(_FACETS, (size,)),
+            dates=execute(_DATES, (size,)),
+            verdicts=execute(_VERDICTS, (size,)),
+            vectors=[] if embedder is None else execute(_VECTORS, (embedder, size)),
+            erased=execute(_ERASED, (size, size)),
+            last_leaf=bytes(last[0][0]) if last else None,
+        )
+
+    return read
+
+
+def _trust_at(size: int, verdicts: Sequence[tuple[Any, ...]]) -> dict[int, str]:
+    """The trust at ``size`` of each item whose trust changed at or after it, by item seq."""
+    # Verdict columns: seq, item, trust, previous, actor, reason, at (in seq order).
+    before: dict[int, str] = {}
+    first_after: dict[int, str] = {}
+    for seq, item, trust, previous, *_ in verdicts:
+        if seq < size:
+            before[int(item)] = str(trust)
+        else:
+            first_after.setdefault(int(item), str(previous))
+    return {item: before.get(item, previous) for item, previous in first_after.items()}
+
+
+def _insert(
+    txn: WriteTxn, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        part = rows[start : start + _ROWS_PER_INSERT]
+        marks = ", ".join("(" + ", ".join("?" * len(columns)) + ")" for _ in part)
+        txn.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {marks}",
+            [value for row in part for value in row],
+        )
+
+
+class ViewLog:
+    """The temporary store of one view, and the engine over it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.store: SqlStore | None = None
+        self.ledger: Ledger | None = None
+        self.engine: Engine | None = None
+
+    async def fill(
+        self,
+        rows: _Rows,
+        size: int,
+        secret: bytes,
+        *,
+        embedder: Embedder | None,
+        zone: tzinfo,
+        answerer: Answerer | None,
+    ) -> None:
+        """Write the view's rows (see the module docstring), then open the engine over them."""
+        when = _EPOCH if rows.last_leaf is None else parse_time(decode_entry(rows.last_leaf).at)
+        signer = NoteSigner.generate("memseal-as-of")
+        store = log_store(LogLocation(folder=self.folder), signer, clock=lambda: when)
+        Engine.register_schema(store)
+        await store.open()
+        self.store = store
+        self.ledger = Ledger(store, signer.verifier, None)
+        moved = _trust_at(size, rows.verdicts)
+        items = []
+        for row in rows.items:
+            trust = moved.get(int(row[0]))
+            if trust is not None:
+                row = (*row[:4], trust, trust_rank(trust), *row[6:])  # type: ignore[arg-type]
+            items.append(row)
+        verdicts = [row for row in rows.verdicts if row[0] < size]
+
+        def command(txn: WriteTxn) -> None:
+            _insert(txn, "engine_items", HASHED["engine_items"], items)
+            _insert(txn, "engine_facets", HASHED["engine_facets"], rows.facets)
+            _insert(txn, "engine_dates", HASHED["engine_dates"], rows.dates)
+            _insert(txn, "engine_verdicts", HASHED["engine_verdicts"], verdicts)
+            if embedder is not None:
+                vectors = [(embedder.id, content, bytes(vec)) for content, vec in rows.vectors]
+                _insert(txn, "engine_vectors", ("embedder", "content", "vec"), vectors)
+            # One pass over the items: FTS5 reads the external content table.
+            txn.execute("INSERT INTO engine_fts (engine_fts) VALUES ('rebuild')")
+            txn.execute(
+                "INSERT INTO engine_meta (key, value) VALUES ('projection', ?), "
+                "('generation', '1')",
+                (PROJECTION_VERSION,),
+            )
+            if size:
+                # The placeholder that makes the engine's log size N (module docstring).
+                txn.execute(
+                    "INSERT INTO entries (seq, leaf, hash, sig) VALUES (?, ?, ?, ?)",
+                    (size - 1, b"", b"", b""),
+                )
+
+        await store.run(command)
+        # ann=None: a view ranks by the exact scan, as a rebuilt log did (engine/_ann.py).
+        self.engine = await Engine.open(
+            self.ledger,
+            store,
+            secret,
+            clock=lambda: when,
+            embedder=embedder,
+            zone=zone,
+            answerer=answerer,
+            ann=None,
+        )
+
+    async def close(self) -> None:
+        """Close the engine and the store, those of them :meth:`fill` got to."""
+        try:
+            if self.engine is not None:
+                await self.engine.close()
+        finally:
+            if self.ledger is not None:
+                await self.ledger.close()
+            elif self.store is not None:
+                await self.store.close()
+
+
+def _erased(size: int, rows: Sequence[tuple[Any, ...]]) -> dict[str, Erased]:
+    """The items of the view at ``size`` whose text a forget at or after it erased."""
+    found: dict[str, Erased] = {}
+    for seq, by, leaf in rows:
+        try:
+            entry = decode_entry(bytes(leaf))
+            body = _body.decode(bytes(entry.body))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue  # verify reports such an entry; a view shows nothing of it
+        if body.item is None:
+            continue
+        if entry.kind == "memory_stored" and body.item not in found:
+            # The first store of an id stands (the projection's rule), in seq order here.
+            found[body.item] = Erased(
+                id=body.item,
+                seq=int(seq),
+                kind=body.kind,
+                namespace=body.namespace,
+                trust=body.trust,
+                observed_at=body.observed_at,
+                confidence=body.confidence,
+                forgotten_at=int(by),
+            )
+        elif entry.kind == "trust_changed" and body.item in found:
+            held = found[body.item]
+            if held.forgotten_at == int(by):  # a verdict on this store of the id
+                found[body.item] = msgspec.structs.replace(held, trust=body.trust)
+    return found
+
+
+class Built:
+    """One built view: its temporary store, the size it holds, what a later forget erased."""
+
+    def __init__(self, log: ViewLog, size: int) -> None:
         self.log = log
-        self.size = 0
-        #: The live log's size up to which forgets have been checked against this view.
-        self.checked = 0
+        self.size = size
+        #: The forget watermark (latest ``by_seq``) this view's rows were read at.
+        self.checked = -1
         #: Items present at ``size`` whose payload a later forget erased, by id.
         self.erased: dict[str, Erased] = {}
-        # Erased items' stored seqs whose forget seq is still to be looked up.
-        self._pending: dict[str, Erased] = {}
         self.users = 0
         self.dead = False
+        self._removed = False
 
     @property
     def engine(self) -> Engine:
@@ -112,50 +314,19 @@ class Built:
         assert self.log.engine is not None
         return self.log.engine
 
-    def note(self, seq: int, kind: str, body: bytes, erased: bool) -> None:
-        """Follow the items whose text is erased through one copied engine entry."""
-        try:
-            decoded = _body.decode(body)
-        except msgspec.DecodeError:
-            return  # the rebuild counts and skips it too
-        if kind == "memory_stored" and erased and decoded.item is not None:
-            self._pending[decoded.item] = Erased(
-                id=decoded.item,
-                seq=seq,
-                kind=decoded.kind,
-                namespace=decoded.namespace,
-                trust=decoded.trust,
-                observed_at=decoded.observed_at,
-                confidence=decoded.confidence,
-                forgotten_at=-1,
-            )
-        elif kind == "trust_changed" and decoded.item is not None:
-            for held in (self._pending, self.erased):
-                if decoded.item in held:
-                    held[decoded.item] = msgspec.structs.replace(
-                        held[decoded.item], trust=decoded.trust
-                    )
-        elif kind == _FORGOTTEN:
-            # Forgotten before the view's size: gone at that point, as the live memory said.
-            for item in decoded.items:
-                self._pending.pop(item, None)
-                self.erased.pop(item, None)
-
-    async def settle(self, store: SqlStore) -> None:
-        """Look up the forget that erased each pending item (the ledger's redaction record)."""
-        for item, found in list(self._pending.items()):
-            by = await store.redacted_by(found.seq)
-            if by is not None and by >= self.size:
-                self.erased[item] = msgspec.structs.replace(found, forgotten_at=by)
-            # Erased with no record of the forget, or by one inside the prefix: leave it out.
-        self._pending.clear()
+    def remove_files(self) -> None:
+        """Remove the folder now (the copied texts go with it; open handles die on close)."""
+        if not self._removed:
+            self._removed = True
+            shutil.rmtree(self.log.folder, ignore_errors=True)
 
     async def close(self) -> None:
-        """Close the temporary log and remove its folder (the copied texts go with it)."""
+        """Close the temporary store and remove its folder."""
         try:
             await self.log.close()
         finally:
-            await asyncio.to_thread(shutil.rmtree, self.log.folder, True)
+            self._removed = False  # again: closing may have written the WAL back
+            await asyncio.to_thread(self.remove_files)
 
 
 class ViewCache:
@@ -180,9 +351,12 @@ class ViewCache:
         self._views: OrderedDict[int, Built] = OrderedDict()
         self._lock = asyncio.Lock()
         self._closed = False
-        #: Builds made from seq 0, and builds that extended a smaller view (for tests and docs).
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # The watermark the commit hook last saw (written on the store's writer thread).
+        self._hook_mark: int | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+        #: Views built (for tests and docs).
         self.cold_builds = 0
-        self.extensions = 0
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -193,10 +367,14 @@ class ViewCache:
         """The sizes of the views kept, least recently used first."""
         return list(self._views)
 
+    def folders(self) -> list[Path]:
+        """The temporary folders of the views kept (what a forget must not leave text in)."""
+        return [built.log.folder for built in self._views.values()]
+
     @contextlib.asynccontextmanager
     async def use(self, size: int) -> AsyncIterator[Built]:
         """The view at ``size`` (0 <= size <= the live size, checked by the caller), held
-        for one read: it is neither extended nor closed while held."""
+        for one read: it is not closed while held."""
         async with self._lock:
             if self._closed:
                 raise Conflict("the memory is closed: its as-of views are gone")
@@ -220,6 +398,56 @@ class ViewCache:
         """:meth:`clear`, and build no view again."""
         self._closed = True  # first: a read waiting for the lock must not build one anew
         await self.clear()
+        for task in list(self._pending):
+            with contextlib.suppress(Exception):
+                await task
+
+    # -- forgets ------------------------------------------------------------------------
+
+    def _on_commit(self, txn: Any) -> None:
+        """The live store's commit hook (on its writer thread, inside the transaction):
+        a group that raised the forget watermark purges the views it touched."""
+        loop, mark = self._loop, self._hook_mark
+        if loop is None or mark is None or not self._views:
+            return
+        latest = int(txn.execute(_WATERMARK, ())[0][0])
+        if latest <= mark:
+            return
+        low = txn.execute(_LOWEST_SINCE, (mark,))[0][0]
+        self._hook_mark = latest
+        if low is not None:
+            # Queued before the writer hands the forget's caller its result: it runs first.
+            with contextlib.suppress(RuntimeError):  # the loop closed: the views went with it
+                loop.call_soon_threadsafe(self._purge, int(low))
+
+    def _purge(self, low: int) -> None:
+        """Drop every view holding the entry ``low`` or above it (on the loop's thread)."""
+        for size, built in list(self._views.items()):
+            if size > low:
+                del self._views[size]
+                self._discard(built)
+
+    def _discard(self, built: Built) -> None:
+        built.dead = True
+        if built.users == 0:
+            built.remove_files()  # now: the erased text leaves the disk before anything else
+            task = asyncio.get_running_loop().create_task(built.close())
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+
+    async def refresh(self) -> int:
+        """Drop every view holding a payload a forget erased since its check (by this or
+        any other process); returns the watermark now."""
+        latest = int((await self._store.rows(_WATERMARK))[0][0])
+        for size, built in list(self._views.items()):
+            if latest > built.checked:
+                low = (await self._store.rows(_LOWEST_SINCE, (built.checked,)))[0][0]
+                if low is not None and int(low) < size:
+                    del self._views[size]
+                    await self._drop(built)
+                    continue
+                built.checked = latest
+        return latest
 
     # -- inside the lock ----------------------------------------------------------------
 
@@ -228,47 +456,19 @@ class ViewCache:
         if built.users == 0:
             await built.close()
 
-    async def refresh(self) -> int:
-        """Drop every view holding a payload a forget committed since its last check erased;
-        returns the live size checked up to."""
-        head = (await self._store.head()).size
-        if not self._views:
-            return head
-        low = min(built.checked for built in self._views.values())
-        forgets = await self._forgets(low, head)
-        for size, built in list(self._views.items()):
-            if any(seq >= built.checked and first < built.size for seq, first in forgets):
-                del self._views[size]
-                await self._drop(built)
-            else:
-                built.checked = head
-        return head
-
-    async def _forgets(self, start: int, stop: int) -> list[tuple[int, int]]:
-        """The forgets at ``start <= seq < stop``: (seq, the lowest seq they redact)."""
-        found = []
-        async for record in self._store.scan(start, stop):
-            entry = record.entry()
-            if entry.kind == _FORGOTTEN and entry.redacts:
-                found.append((record.seq, min(entry.redacts)))
-        return found
-
     async def _get(self, size: int) -> Built:
         for _attempt in range(_BUILD_ATTEMPTS):
-            head = await self.refresh()
+            await self.refresh()
             built = self._views.get(size)
             if built is not None:
                 self._views.move_to_end(size)
                 return built
             built = await self._build(size)
-            # A forget that committed while the entries were read may have erased one that
-            # was already copied: look (from the size checked before the copy began).
-            forgets = await self._forgets(head, (await self._store.head()).size)
-            if any(first < size for _seq, first in forgets):
-                await self._drop(built)
-                continue
-            built.checked = head
+            # A forget that committed after the snapshot: look before serving from it.
             self._views[size] = built
+            await self.refresh()
+            if size not in self._views:
+                continue
             while len(self._views) > self._capacity:
                 _, oldest = self._views.popitem(last=False)
                 await self._drop(oldest)
@@ -279,82 +479,34 @@ class ViewCache:
         )
 
     async def _build(self, size: int) -> Built:
-        """The view at ``size``: a cached idle smaller one extended, else a new one."""
-        base = max(
-            (s for s, b in self._views.items() if s < size and b.users == 0),
-            default=None,
-        )
-        if base is not None:
-            built = self._views.pop(base)
-            self.extensions += 1
-        else:
-            folder = Path(tempfile.mkdtemp(prefix="memseal-as-of-"))
-            built = Built(
-                TempLog(
-                    folder, self._secret, self._embedder, zone=self._zone, answerer=self._answerer
-                )
-            )
-            try:
-                await built.log.open()
-            except BaseException:
-                await built.close()
-                raise
-            self.cold_builds += 1
+        """The view at ``size``, from one read snapshot of the live store."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        embedder = None if self._embedder is None else self._embedder.id
+        snapshots = self._store.snapshots(workers=1)
         try:
-            await self._copy(built, size)
+            rows: _Rows = await snapshots.run(_read(size, embedder))
+        finally:
+            await snapshots.close()
+        if self._hook_mark is None:
+            # From the first view on, this process's forgets purge views as they commit.
+            self._hook_mark = rows.watermark
+            self._store.add_commit_hook(self._on_commit)
+        folder = Path(tempfile.mkdtemp(prefix="memseal-as-of-"))
+        built = Built(ViewLog(folder), size)
+        built.checked = rows.watermark
+        built.erased = _erased(size, rows.erased)
+        try:
+            await built.log.fill(
+                rows,
+                size,
+                self._secret,
+                embedder=self._embedder,
+                zone=self._zone,
+                answerer=self._answerer,
+            )
         except BaseException:
-            await self._drop(built)
+            await built.close()
             raise
+        self.cold_builds += 1
         return built
-
-    async def _copy(self, built: Built, size: int) -> None:
-        """Copy the live entries ``built.size <= seq < size`` into the view, then rebuild."""
-        start = built.size
-        while start < size:
-            stop = min(start + _CHUNK, size)
-            batch: list[Source | int] = []
-            async for record in self._store.scan(start, stop):
-                entry = record.entry()
-                if entry.kind not in ENGINE_KINDS:
-                    batch.append(record.seq)  # an inert gap: the view keeps no call's texts
-                    continue
-                body = bytes(entry.body)
-                built.note(
-                    record.seq,
-                    entry.kind,
-                    body,
-                    record.payload is None and entry.payload_hash is not None,
-                )
-                batch.append(
-                    Source(
-                        seq=record.seq,
-                        kind=entry.kind,
-                        at=entry.at,
-                        body=body,
-                        payload=record.payload,
-                        redacts=(),  # the live log erased them already: nothing to redo
-                        committed=entry.payload_hash is not None,
-                    )
-                )
-            await built.log.append(batch, rebuild=False)
-            await self._share_vectors(built, start, stop)
-            start = stop
-        built.size = size
-        await built.log.rebuild()
-        await built.settle(self._store)
-
-    async def _share_vectors(self, built: Built, start: int, stop: int) -> None:
-        """Put the live cache's vectors of the items stored at ``start <= seq < stop`` into
-        the view's store before its rebuild, whose fill then finds them there."""
-        if self._embedder is None or built.log.store is None:
-            return
-        embedder = self._embedder.id
-        rows = await self._store.rows(_LIVE_VECTORS, (embedder, start, stop))
-        if not rows:
-            return
-
-        def put(txn: WriteTxn) -> None:
-            for content, vec in rows:
-                txn.execute(_PUT_VECTOR, (embedder, content, bytes(vec)))
-
-        await built.log.store.run(put)

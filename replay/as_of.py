@@ -1,11 +1,14 @@
-"""The memory as of any point: a read-only view rebuilt from the log prefix.
+"""The memory as of any point: a read-only view of the log prefix's projection.
 
 ``await memory.as_of(size=N)`` (or ``at="2026-05-01T12:00:00Z"``, or ``run="R",
 step=S``) names a point of the log and returns an :class:`AsOfView`; its
 ``tools(scope)`` serve the five read tools (recall, fetch, list, get, explore)
 over the memory as it stood at tree size ``N``, and refuse memory_store and
 memory_forget. A point is served by the host, never the model: it is a Python
-argument, an HTTP query parameter, a CLI option, and never a tool argument.
+argument (here, ``SyncMemory.as_of``, the lifecycle's ``as_of=``), an HTTP query
+parameter (the read routes, the MCP endpoint's URL), a CLI option (``memseal
+show``, ``memseal mcp --as-of``), and never a tool argument. How a view is built,
+and how forgets reach it, is :mod:`._as_of_build`.
 Reads of a view are not recorded (they change no memory and belong to no run).
 
 Points:
@@ -25,12 +28,14 @@ words are gone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 
+from memseal.engine import Engine
 from memseal.engine.trust import trust_rank
 from memseal.ledger.errors import InvalidRequest, Unsupported, VerificationError
 from memseal.ledger.store import SqlStore
@@ -158,6 +163,16 @@ class AsOfView:
     def tools(self, scope: ToolScope | None = None) -> AsOfTools:
         """The read tools over this view, for one host-fixed scope (default: the root)."""
         return AsOfTools(self._cache, self.size, ToolScope() if scope is None else scope)
+
+    @contextlib.asynccontextmanager
+    async def engine(self) -> AsyncIterator[Engine]:
+        """The engine over this view, held for one read, for host code that reads the
+        engine rather than the tools (an auditor's item listing). Its reads take the
+        caller's reach as the live engine's do; it has no forget markers (listings and
+        searches leave a forgotten item out either way), and anything written through it
+        goes to the view's temporary store, never to the memory."""
+        async with self._cache.use(self.size) as built:
+            yield built.engine
 
 
 class AsOfTools:

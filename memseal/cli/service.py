@@ -275,15 +275,22 @@ class _Startup:
 
 async def _mcp(args: argparse.Namespace) -> int:
     from memseal.cli.mcp_stdio import stdio_wire
+    from memseal.cli.show import CLI_NAMES
     from memseal.memory import open as open_memory
     from memseal.replay.run import new_run_id
-    from memseal.service.mcp import stdio_server_for
+    from memseal.service.mcp import PastRun, stdio_server_for
 
     store, shown = store_display(args)
     scope = _scope(args, "agent")
+    if args.as_of is not None and (args.run_id or args.fork):
+        print(
+            "memseal mcp: --as-of serves the past unrecorded: no --run or --fork", file=sys.stderr
+        )
+        return USAGE
     run_id = args.run_id or new_run_id()
     folder = Path(args.data)
-    print(f"memseal mcp: run {run_id} on {shown}", file=sys.stderr, flush=True)
+    if args.as_of is None:
+        print(f"memseal mcp: run {run_id} on {shown}", file=sys.stderr, flush=True)
     lock = _StartupLock(folder)
     try:
         await asyncio.to_thread(lock.acquire)
@@ -294,6 +301,17 @@ async def _mcp(args: argparse.Namespace) -> int:
     finally:
         lock.release()
     try:
+        if args.as_of is not None:
+            try:
+                view = await memory.as_of(args.as_of, names=CLI_NAMES)
+            except MemsealError as exc:
+                print(f"memseal mcp: {exc}", file=sys.stderr)
+                return USAGE
+            print(f"memseal mcp: as of tree size {view.size} on {shown}", file=sys.stderr)
+            server = stdio_server_for(PastRun(view.tools(scope)))
+            async with stdio_wire() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+            return OK
         run = memory.run(run_id, scope, mode="resume", fork=args.fork)
         try:
             server = stdio_server_for(run)
@@ -426,6 +444,13 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _scope_options(mcp)
     mcp.add_argument("--run", dest="run_id", help="the run id (resume it by passing it again)")
     mcp.add_argument("--fork", action="store_true", help="a resumed run that diverges goes live")
+    mcp.add_argument(
+        "--as-of",
+        dest="as_of",
+        type=int,
+        metavar="N",
+        help="serve the read tools over the memory as of tree size N (unrecorded; no --run)",
+    )
     mcp.add_argument("--embedder", default="default", choices=["default", "hashing", "none"])
     mcp.set_defaults(run=_mcp)
 

@@ -17,6 +17,15 @@ always run with its own scope), worded for the model.
 ``memseal mcp`` serves the same tools over stdio for a scope fixed on its
 command line, one run per process (``--run`` to name it and resume it).
 
+The memory as of a point is the host's to choose, never the model's: on HTTP
+the endpoint's URL carries it (``/mcp?as_of=N``, or ``as_of_time``, or
+``as_of_run`` with ``as_of_step``, as on the read routes), on stdio ``memseal
+mcp --as-of N``. Such a server lists the read tools of the scope, with the
+schemas the live ones have (no tool has a point among its arguments), answers
+them over the memory as of the point, unrecorded (no run: a run header or a
+key is an ``isError`` result), and refuses memory_store and memory_forget;
+its brief and session-start prompt are those of the memory as of then.
+
 On either transport, a ``tools/call`` whose ``_meta`` holds
 ``"memseal/key"`` (:data:`KEY_META`: the id the client's model gave the tool
 call) is keyed by it in the run: a recorded key answers its memo in any
@@ -44,12 +53,14 @@ from starlette.types import Receive, Scope, Send
 
 from memseal.ledger.errors import InvalidRequest, MemsealError, NotFound
 from memseal.replay._sent import check_key
-from memseal.tools import to_text
+from memseal.replay.as_of import AsOfTools, AsOfView
+from memseal.tools import AsyncToolset, to_text
 
 from .errors import ApiError
+from .history import view_at
 from .tokens import role_token
 
-__all__ = ["KEY_META", "mcp_route", "stdio_server_for"]
+__all__ = ["KEY_META", "PastRun", "mcp_route", "stdio_server_for"]
 
 #: The ``_meta`` field of a ``tools/call`` that carries the call's key.
 KEY_META: Final = "memseal/key"
@@ -105,10 +116,51 @@ class _Sessions:
             )
 
 
-def _tools_of(service: Any, principal: Any) -> list[types.Tool]:
+def _tools_of(service: Any, principal: Any, view: AsOfView | None = None) -> list[types.Tool]:
     # Definitions only: calls go through the service's runs, which record each once.
-    toolset = service.memory.tools(principal.scope).toolset()
+    if view is None:
+        toolset = service.memory.tools(principal.scope).toolset()
+    else:
+        toolset = AsyncToolset.of(view.tools(principal.scope))
     return [types.Tool.model_validate(d) for d in toolset.mcp_tools()]
+
+
+async def _view_of(service: Any, principal: Any, request: Any) -> AsOfView | None:
+    """The point the endpoint's URL names (None: the live memory); InvalidRequest naming
+    the parameter for a bad one."""
+    query = request.query_params
+    return await view_at(
+        service.memory,
+        principal,
+        query.get("as_of"),
+        query.get("as_of_time"),
+        query.get("as_of_run"),
+        query.get("as_of_step"),
+    )
+
+
+class PastRun:
+    """What ``memseal mcp --as-of`` serves in place of a run: the read tools of a view,
+    unrecorded (a call with a key is refused: nothing records it)."""
+
+    def __init__(self, tools: AsOfTools) -> None:
+        self._tools = tools
+
+    def toolset(self) -> AsyncToolset:
+        """The view's read tools, for their definitions."""
+        return AsyncToolset.of(self._tools)
+
+    async def call(self, name: str, arguments: Any, *, key: str | None = None) -> Any:
+        """Run a read tool over the past; a key is an InvalidRequest naming it."""
+        if key is not None:
+            raise InvalidRequest(_PAST_UNRECORDED)
+        return await self._tools.call(name, arguments)
+
+
+_PAST_UNRECORDED: Final = (
+    "`as_of`: a read of the memory as of a point is not recorded, so it takes no run "
+    f'(X-Memseal-Run) or key (_meta["{KEY_META}"])'
+)
 
 
 def _key_of(params: types.CallToolRequestParams) -> str | None:
@@ -145,11 +197,36 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
         return service, principal, request
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        service, principal, _ = who(ctx)
-        return types.ListToolsResult(tools=_tools_of(service, principal))
+        service, principal, request = who(ctx)
+        try:
+            view = await _view_of(service, principal, request)
+        except MemsealError as exc:
+            raise MCPError(code=-32602, message=str(exc)) from exc
+        return types.ListToolsResult(tools=_tools_of(service, principal, view))
+
+    async def call_past(
+        service: Any, principal: Any, request: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | None:
+        """The call over the URL's point (None: no point, a live call)."""
+        try:
+            view = await _view_of(service, principal, request)
+            if view is None:
+                return None
+            if request.headers.get("x-memseal-run") or _key_of(params) is not None:
+                raise InvalidRequest(_PAST_UNRECORDED)
+            arguments: Any = {} if params.arguments is None else params.arguments
+            result = await view.tools(principal.scope).call(params.name, arguments)
+        except MemsealError as exc:
+            return _error(f"error: {exc}")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=to_text(result))], is_error=False
+        )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         service, principal, request = who(ctx)
+        past = await call_past(service, principal, request, params)
+        if past is not None:
+            return past
         arguments: Any = {} if params.arguments is None else params.arguments
         run_id = request.headers.get("x-memseal-run")
         session = request.headers.get("mcp-session-id")
@@ -190,11 +267,11 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
     async def read_resource(
         ctx: Any, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        service, principal, _ = who(ctx)
+        service, principal, request = who(ctx)
         if str(params.uri) != CONTEXT_URI:
             raise MCPError(code=-32002, message=f"no resource {str(params.uri)[:80]!r}")
         try:
-            text = await _brief(service, principal)
+            text = await _brief(service, principal, await _view_of(service, principal, request))
         except MemsealError as exc:
             raise MCPError(code=-32603, message=f"{CONTEXT_URI}: {exc}") from exc
         return types.ReadResourceResult(
@@ -208,14 +285,15 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
         return types.ListPromptsResult(prompts=[_START_PROMPT])
 
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        service, principal, _ = who(ctx)
+        service, principal, request = who(ctx)
         if params.name != START_PROMPT:
             raise MCPError(code=-32602, message=f"no prompt {params.name[:80]!r}")
         thread = (params.arguments or {}).get("thread")
         if not isinstance(thread, str) or not thread:
             raise MCPError(code=-32602, message="session_start: `thread` is required")
         try:
-            text = await _session_start(service, principal, thread)
+            view = await _view_of(service, principal, request)
+            text = await _session_start(service, principal, thread, view)
         except MemsealError as exc:
             raise MCPError(code=-32602, message=f"session_start: {exc}") from exc
         except ApiError as exc:
@@ -257,23 +335,29 @@ _START_PROMPT = types.Prompt(
 )
 
 
-async def _brief(service: Any, principal: Any) -> str:
-    """The briefing of the token's scope; its one read recorded in a fresh run."""
-    from memseal.tools.lifecycle import briefing
+async def _brief(service: Any, principal: Any, view: AsOfView | None = None) -> str:
+    """The briefing of the token's scope; its one read recorded in a fresh run (with a
+    view: read over it, unrecorded)."""
+    from memseal.tools.lifecycle import PastReader, briefing
 
+    if view is not None:
+        past = PastReader(view.tools(principal.scope))
+        return await briefing(past, principal.scope.replace(writes=False), key=None)
     tools = service.memory.tools(principal.scope)
     return await briefing(tools, principal.scope, key=None)
 
 
-async def _session_start(service: Any, principal: Any, thread: str) -> str:
+async def _session_start(
+    service: Any, principal: Any, thread: str, view: AsOfView | None = None
+) -> str:
     """The start moment of ``thread`` (as ``POST /v1/sessions/{thread}/start``): the
-    briefing with the session-start pack at its end."""
+    briefing with the session-start pack at its end (with a view: as of it)."""
     from .routes.lifecycle import session_for
 
     session = session_for(principal, service.memory, thread, writes=False)
     try:
-        pack = await session.start()
-        return await session.briefing(pack=pack)
+        pack = await session.start(as_of=view)
+        return await session.briefing(pack=pack, as_of=view)
     finally:
         await session.close(check=False)
 

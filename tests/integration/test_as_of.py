@@ -18,7 +18,7 @@ import pytest
 import memseal
 from memseal import InvalidRequest, Reach, ToolScope, Unsupported
 from memseal.engine import HashingEmbedder
-from memseal.replay._reexec import TempLog
+from memseal.replay._as_of_build import ViewLog
 
 READS = {"memory_recall", "memory_fetch", "memory_list", "memory_get", "memory_explore"}
 
@@ -91,7 +91,7 @@ async def test_a_view_built_before_a_forget_is_dropped_with_its_copy(tmp_path: P
         assert memory._views.cold_builds == 2
 
 
-async def test_warm_views_are_cached_and_a_larger_one_extends_a_smaller(tmp_path: Path) -> None:
+async def test_warm_views_are_cached_and_the_least_recently_used_goes(tmp_path: Path) -> None:
     async with memseal.open(tmp_path / "data", embedder=None) as memory:
         tools = memory.tools()
         sizes = []
@@ -102,16 +102,13 @@ async def test_warm_views_are_cached_and_a_larger_one_extends_a_smaller(tmp_path
         small = (await memory.as_of(sizes[1])).tools()
         first = await small.call("memory_list", {"limit": 50})
         again = await small.call("memory_list", {"limit": 50})
-        assert first == again and views.cold_builds == 1 and views.extensions == 0
-
-        extended = await (await memory.as_of(sizes[4])).tools().call("memory_list", {"limit": 50})
-        assert views.cold_builds == 1 and views.extensions == 1
-        assert views.sizes() == [sizes[4]]
-        # An extended view answers as one built from nothing does.
+        assert first == again and views.cold_builds == 1 and len(first["items"]) == 2
+        for size in sizes[2:]:
+            await (await memory.as_of(size)).tools().call("memory_list", {"limit": 50})
+        assert views.sizes() == sizes[2:]  # four kept; the oldest closed, its folder gone
+        assert len(views.folders()) == 4 and all(f.is_dir() for f in views.folders())
         await views.clear()
-        cold = await (await memory.as_of(sizes[4])).tools().call("memory_list", {"limit": 50})
-        assert extended == cold and len(cold["items"]) == 5
-        assert views.cold_builds == 2
+        assert views.sizes() == [] and views.folders() == []
 
 
 async def test_points_by_time_and_by_run_step(tmp_path: Path, store_url: str | None) -> None:
@@ -246,22 +243,41 @@ async def test_a_view_takes_the_live_vectors_and_ranks_as_the_live_memory(
         assert embedder.texts == before + 1  # the query alone: no stored text embedded again
 
 
-async def test_a_forget_committed_during_the_copy_is_caught_and_the_view_built_again(
+async def test_a_forget_committed_during_the_build_is_caught_and_the_view_built_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with memseal.open(tmp_path / "data", embedder=None) as memory:
         tools = memory.tools()
         gone = (await tools.call("memory_store", {"learning": {"text": "ssn 078-05"}}))["id"]
         point = await size_of(memory)
-        copy = TempLog.append
+        fill = ViewLog.fill
         raced: list[int] = []
 
-        async def append_then_forget(log: TempLog, *args: Any, **kwargs: Any) -> None:
-            await copy(log, *args, **kwargs)  # the payload is copied, then the forget lands
+        async def fill_then_forget(log: ViewLog, *args: Any, **kwargs: Any) -> None:
+            await fill(log, *args, **kwargs)  # the text is in the view, then the forget lands
             if not raced:
                 raced.append((await memory.engine.forget(ids=[gone])).seqs[0])
 
-        monkeypatch.setattr(TempLog, "append", append_then_forget)
+        monkeypatch.setattr(ViewLog, "fill", fill_then_forget)
         got = await (await memory.as_of(point)).tools().call("memory_get", {"ids": [gone]})
         assert got["items"][0]["text"] == {"forgotten_at": raced[0]}
-        assert memory._views.cold_builds == 2  # the first copy held the text: dropped
+        assert memory._views.cold_builds == 2  # the first build held the text: dropped
+
+
+async def test_a_view_pages_every_mode_as_the_live_memory_does(tmp_path: Path) -> None:
+    # The view's store holds no log; its log size (what pins a cursor and hybrid's prefix)
+    # must still read the view's size, or hybrid finds nothing and page two is empty.
+    async with memseal.open(tmp_path / "data", embedder=HashingEmbedder()) as memory:
+        tools = memory.tools()
+        for i in range(30):
+            await tools.call("memory_store", {"learning": {"text": f"tea note {i} green"}})
+        size = await size_of(memory)
+        past = (await memory.as_of(size)).tools()
+        for mode in ("hybrid", "exact", "semantic"):
+            asked = {"query": "green tea", "mode": mode, "limit": 5}
+            pages = []
+            for view in (tools, past):
+                first = await view.call("memory_fetch", asked)
+                second = await view.call("memory_fetch", {**asked, "cursor": first["next_cursor"]})
+                pages.append([[h["id"] for h in p["hits"]] for p in (first, second)])
+            assert pages[0] == pages[1] and all(len(p) == 5 for p in pages[1]), mode

@@ -30,6 +30,12 @@ ids to read), which a job queue consumes. Given a :class:`JobQueue`
 ``<session>/queue`` under the key ``queue/<turn>``: a resumed session gets the
 recorded job back and never queues a turn twice.
 
+The read moments also read the past: ``start(as_of=view)``, ``pre_turn(...,
+as_of=view)`` and ``briefing(as_of=view)`` take a host's view of the memory as
+of a point (``await memory.as_of(N)``) and read each reach through
+``view.tools(scope)`` with the same scopes, unrecorded (a read of the past
+belongs to no run and has no key). The writing moments have no past.
+
 A compaction's build is handed back, never queued by the session: every
 turn it folds was queued when it was logged, and a build of older turns run
 after the newer ones were built would let an older fact ("I live in
@@ -41,7 +47,7 @@ returned as current. A host that logged turns without a queue queues
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, date, datetime, tzinfo
 from typing import Any, Final, Literal, Protocol
 
@@ -75,6 +81,9 @@ __all__ = [
     "Compacted",
     "ExtractiveSummariser",
     "FoldedTurn",
+    "PastReader",
+    "PastTools",
+    "PastView",
     "RunOpener",
     "SessionRun",
     "Summariser",
@@ -107,6 +116,43 @@ class RunOpener(Protocol):
         self, run_id: str | None = None, scope: ToolScope | None = None, *, mode: str = "resume"
     ) -> SessionRun:
         """A run named ``run_id`` bound to ``scope``, opened in ``mode``."""
+
+
+class PastTools(Protocol):
+    """The read tools of a view of the past (the replay layer's ``AsOfTools``)."""
+
+    def specs(self) -> Sequence[Any]:
+        """The specs of the read tools offered."""
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> Awaitable[Any]:
+        """Run a read tool over the past, unrecorded."""
+
+
+class PastView(Protocol):
+    """The memory as of a point (``await memory.as_of(N)``: the replay layer's ``AsOfView``)."""
+
+    size: int
+
+    def tools(self, scope: ToolScope | None = None) -> PastTools:
+        """The read tools over the view for one host-fixed scope."""
+
+
+class PastReader:
+    """A :class:`Recorder` (and briefing source) over a view's read tools: nothing is
+    recorded, so a call's key names nothing and is dropped."""
+
+    def __init__(self, tools: PastTools) -> None:
+        self._tools = tools
+
+    def specs(self) -> Sequence[Any]:
+        """The specs of the view's read tools."""
+        return self._tools.specs()
+
+    def call(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, key: str | None = None
+    ) -> Awaitable[Any]:
+        """Run a read tool over the past (``key`` ignored: a past read is recorded nowhere)."""
+        return self._tools.call(name, {} if arguments is None else arguments)
 
 
 class BuildRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -306,6 +352,16 @@ class AgentMemory:
         readers: dict[str, Recorder] = dict(self._runs.items())
         return readers
 
+    def past_readers(self, view: PastView) -> Mapping[str, Recorder]:
+        """The reader of each reach over ``view``: the same scopes, read-only, unrecorded."""
+        return {reach: PastReader(view.tools(scope)) for reach, scope in self.scopes.items()}
+
+    def _readers(self, as_of: PastView | None) -> tuple[Mapping[str, Recorder], bool]:
+        """The readers of a moment, and whether its calls are keyed (recorded)."""
+        if as_of is None:
+            return self.readers, True
+        return self.past_readers(_view(as_of)), False
+
     async def close(self, *, check: bool = True) -> None:
         """Close the session's runs (strict: fail if a recorded call was never replayed)."""
         errors: list[BaseException] = []
@@ -324,19 +380,37 @@ class AgentMemory:
     async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
         await self.close(check=exc_type is None)
 
-    async def briefing(self, *, pack: ContextPack | None = None, budget_tokens: int = 2_000) -> str:
+    async def briefing(
+        self,
+        *,
+        pack: ContextPack | None = None,
+        budget_tokens: int = 2_000,
+        as_of: PastView | None = None,
+    ) -> str:
         """The system prompt for the model's tools (see :func:`briefing`), with ``pack``
-        (the session-start brief, say) at its end; recorded as ``brief/holds``."""
+        (the session-start brief, say) at its end; recorded as ``brief/holds``. With
+        ``as_of``, the brief of the model's tools over that view (read-only), unrecorded."""
+        scope = self.layout.agent_writer(self.agent)
+        if as_of is None:
+            return await briefing(self.tools, scope, pack=pack, budget_tokens=budget_tokens)
+        past = PastReader(_view(as_of).tools(scope))
         return await briefing(
-            self.tools, self.layout.agent_writer(self.agent), pack=pack, budget_tokens=budget_tokens
+            past, scope.replace(writes=False), pack=pack, budget_tokens=budget_tokens, key=None
         )
 
     # -- the four moments -----------------------------------------------------------------
 
-    async def start(self, *, budget_tokens: int | None = None) -> ContextPack:
-        """The session-start brief (a :data:`SESSION_START` pack, recorded as ``start``)."""
+    async def start(
+        self, *, budget_tokens: int | None = None, as_of: PastView | None = None
+    ) -> ContextPack:
+        """The session-start brief (a :data:`SESSION_START` pack, recorded as ``start``);
+        with ``as_of``, the brief the session would have started with then (unrecorded)."""
+        readers, keyed = self._readers(as_of)
         return await holistic_recall(
-            self.readers, self.start_preset, budget_tokens=budget_tokens, key="start"
+            readers,
+            self.start_preset,
+            budget_tokens=budget_tokens,
+            key="start" if keyed else None,
         )
 
     async def pre_turn(
@@ -346,8 +420,10 @@ class AgentMemory:
         turn: int,
         at: datetime | None = None,
         budget_tokens: int | None = None,
+        as_of: PastView | None = None,
     ) -> ContextPack:
-        """The context for ``message`` at ``turn`` (recorded as ``pre/<turn>``).
+        """The context for ``message`` at ``turn`` (recorded as ``pre/<turn>``); with
+        ``as_of``, the context the memory as of that view gives (unrecorded).
 
         Days the message names ("yesterday", "on March 2") become its
         ``refers_to``, read at ``at`` (the message's time; default now) in the
@@ -360,13 +436,14 @@ class AgentMemory:
         when = at if at is not None else datetime.now(UTC)
         if not isinstance(when, datetime) or when.tzinfo is None:
             raise InvalidRequest("`at` must be an aware datetime")
+        readers, keyed = self._readers(as_of)
         return await holistic_recall(
-            self.readers,
+            readers,
             self.turn_preset,
             query=message[:2_000],
             refers_to=refers_to_of(message, when, self.zone),
             budget_tokens=budget_tokens,
-            key=f"pre/{turn}",
+            key=f"pre/{turn}" if keyed else None,
         )
 
     async def post_turn(
@@ -515,6 +592,15 @@ class AgentMemory:
                 source_ids=(stored["id"], *folded),
             ),
         )
+
+
+def _view(value: object) -> PastView:
+    """``value`` as a view of the past; InvalidRequest naming ``as_of`` for anything else."""
+    if not callable(getattr(value, "tools", None)) or not isinstance(
+        getattr(value, "size", None), int
+    ):
+        raise InvalidRequest("`as_of` must be a view of the memory: `await memory.as_of(N)`")
+    return value  # type: ignore[return-value]
 
 
 def _through(summary: Mapping[str, Any] | None) -> int:

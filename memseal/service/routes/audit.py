@@ -9,7 +9,10 @@ this route shows it nothing new, only in the shape the console's Memory
 page needs: the current items with their trust, newest first or ranked by a
 search. The reach is the token's, applied by the engine's own scoped reads;
 a rejected item is never listed (as no read returns one), the lowest trust
-shown by default is ``stale``.
+shown by default is ``stale``. With a point of the log (``?as_of=N``, or
+``as_of_time``, or ``as_of_run`` with ``as_of_step``, as on the agent's read
+routes), the items as they stood then, later forgets applied, answered with
+``"as_of": N``.
 
 A memo hit (a step answered from its record on resume) writes no entry, so
 the ledger cannot say when one happened; what it holds is the memo itself:
@@ -21,15 +24,20 @@ from the memo and how many live (see :mod:`memseal.service.registry`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from memseal.engine import Engine
 from memseal.ledger.errors import NotFound
+from memseal.replay.as_of import AsOfView
 
 from ..deps import Auditor, MemoryDep, ServiceDep
+from ..history import AsOfQuery, AsOfRun, AsOfStep, AsOfTime, view_at
 from ..models import json_response
 from .runs import in_reach
 
@@ -64,28 +72,45 @@ async def items(
     min_trust: Annotated[Literal["stale", "unverified", "verified"], Query()] = "stale",
     limit: Annotated[int, Query(ge=1, le=MAX_ITEMS)] = 50,
     cursor: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+    as_of: AsOfQuery = None,
+    as_of_time: AsOfTime = None,
+    as_of_run: AsOfRun = None,
+    as_of_step: AsOfStep = None,
 ) -> Response:
     """
     \f
-    One page of the items in reach (``query``: ranked hits), and the cursor of the next.
+    One page of the items in reach (``query``: ranked hits), and the cursor of the next;
+    with a point (``as_of``...), of the memory as of it.
     """
-    engine = memory.engine
+    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
     reach = who.scope.reach
-    if query is None:
-        page = await engine.list(reach=reach, min_trust=min_trust, limit=limit, cursor=cursor)
-        return json_response(
-            {"items": [_item(i) for i in page.items], "next_cursor": page.next_cursor}
-        )
-    found = await engine.fetch(
-        query, mode=mode, reach=reach, min_trust=min_trust, limit=limit, cursor=cursor
-    )
-    return json_response(
-        {
-            "items": [_item(h.item, h.score) for h in found.hits],
-            "mode": found.mode,
-            "next_cursor": found.next_cursor,
-        }
-    )
+    out: dict[str, Any]
+    async with _engine(memory.engine, view) as engine:
+        if query is None:
+            page = await engine.list(reach=reach, min_trust=min_trust, limit=limit, cursor=cursor)
+            out = {"items": [_item(i) for i in page.items], "next_cursor": page.next_cursor}
+        else:
+            found = await engine.fetch(
+                query, mode=mode, reach=reach, min_trust=min_trust, limit=limit, cursor=cursor
+            )
+            out = {
+                "items": [_item(h.item, h.score) for h in found.hits],
+                "mode": found.mode,
+                "next_cursor": found.next_cursor,
+            }
+    if view is not None:
+        out["as_of"] = view.size
+    return json_response(out)
+
+
+@contextlib.asynccontextmanager
+async def _engine(live: Engine, view: AsOfView | None) -> AsyncIterator[Engine]:
+    """The live engine, or the view's, held for the one read."""
+    if view is None:
+        yield live
+        return
+    async with view.engine() as engine:
+        yield engine
 
 
 @router.get(

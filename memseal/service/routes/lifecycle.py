@@ -16,6 +16,12 @@ them) and releases them: a request repeated after a lost answer gets the
 recorded answer. Two requests of one session at the same moment: the
 second is a 409 (the runs are leased by one caller at a time).
 
+The read moments (start, pre-turn) take a point of the log as query
+parameters (``?as_of=N``, ``as_of_time``, ``as_of_run`` with ``as_of_step``:
+:mod:`memseal.service.history`): the pack (and brief) the memory as of that
+point gives, read through the same scopes, unrecorded, answered with
+``"as_of": N``. The writing moments take no point.
+
 A post-turn also queues the turn's belief build in the agent's job queue
 (``<agent>/queue:jobs``, keyed, so a repeated request queues nothing).
 ``GET /v1/jobs`` is the queue's status for the agent's token; ``POST
@@ -45,6 +51,7 @@ from memseal.tools.lifecycle import AgentMemory, ContextPack, JobQueue, MemoryLa
 
 from ..deps import Admin, Agent, MemoryDep, arguments
 from ..errors import ApiError
+from ..history import AsOfQuery, AsOfRun, AsOfStep, AsOfTime, view_at
 from ..models import json_response
 from ..tokens import Principal
 
@@ -211,17 +218,30 @@ def _pack(pack: ContextPack) -> dict[str, Any]:
     summary="Session start: the brief (a ContextPack) and the system-prompt briefing",
     openapi_extra=_BODY,
 )
-async def start(request: Request, who: Agent, thread: Thread, memory: MemoryDep) -> Response:
+async def start(
+    request: Request,
+    who: Agent,
+    thread: Thread,
+    memory: MemoryDep,
+    as_of: AsOfQuery = None,
+    as_of_time: AsOfTime = None,
+    as_of_run: AsOfRun = None,
+    as_of_step: AsOfStep = None,
+) -> Response:
     """
     \f
-    The session-start pack of ``thread``, and the briefing unless ``brief`` is false.
+    The session-start pack of ``thread``, and the briefing unless ``brief`` is false;
+    with a point (``as_of``...), those of the memory as of it, unrecorded.
     """
     body = await _body(request, StartIn)
+    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
     async with _session(who, memory, thread) as session:
-        pack = await session.start(budget_tokens=body.budget_tokens)
+        pack = await session.start(budget_tokens=body.budget_tokens, as_of=view)
         out = _pack(pack)
         if body.brief:
-            out["brief"] = await session.briefing(pack=pack)
+            out["brief"] = await session.briefing(pack=pack, as_of=view)
+    if view is not None:
+        out["as_of"] = view.size
     return json_response(out)
 
 
@@ -230,17 +250,34 @@ async def start(request: Request, who: Agent, thread: Thread, memory: MemoryDep)
     summary="Pre-turn: the context for an incoming message, within a budget",
     openapi_extra=_BODY,
 )
-async def pre_turn(request: Request, who: Agent, thread: Thread, memory: MemoryDep) -> Response:
+async def pre_turn(
+    request: Request,
+    who: Agent,
+    thread: Thread,
+    memory: MemoryDep,
+    as_of: AsOfQuery = None,
+    as_of_time: AsOfTime = None,
+    as_of_run: AsOfRun = None,
+    as_of_step: AsOfStep = None,
+) -> Response:
     """
     \f
-    The context of ``message`` at ``turn``.
+    The context of ``message`` at ``turn`` (with a point: as of it, unrecorded).
     """
     body = await _body(request, PreTurnIn)
+    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
     async with _session(who, memory, thread) as session:
         pack = await session.pre_turn(
-            body.message, turn=body.turn, at=body.at, budget_tokens=body.budget_tokens
+            body.message,
+            turn=body.turn,
+            at=body.at,
+            budget_tokens=body.budget_tokens,
+            as_of=view,
         )
-    return json_response(_pack(pack))
+    out = _pack(pack)
+    if view is not None:
+        out["as_of"] = view.size
+    return json_response(out)
 
 
 @router.post(

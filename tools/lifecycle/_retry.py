@@ -114,8 +114,16 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
         return failed_at + timedelta(seconds=self.delay(attempt))
 
 
-class FailureMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One failed attempt, as its marker's text says (decoded strictly)."""
+class FailureMark(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """One failed attempt, as its marker's text says (decoded strictly).
+
+    ``planned`` says the attempt's run recorded a model's plan before it failed: the
+    round's next attempt reuses that plan, read from the run's signed entry, rather than
+    asking the model again (see :mod:`._model_extract`). Left out of the text when
+    false, so a marker of an attempt without a plan is byte for byte as before.
+    """
 
     v: Literal[1]
     job: str
@@ -125,6 +133,7 @@ class FailureMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     at: str
     error: str
     retry_at: str | None
+    planned: bool = False
 
 
 class RequeueMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -149,6 +158,8 @@ class JobState(msgspec.Struct, frozen=True, kw_only=True):
     #: The run of the attempt to come (pending), the last one (failed), or the one that
     #: finished the job (done).
     run_id: str
+    #: The run of the round's latest attempt that recorded a model's plan, or None.
+    plan_run: str | None = None
 
 
 _encoder = msgspec.json.Encoder(order="deterministic")
@@ -221,6 +232,8 @@ def job_state(
     # number already used, and its run (already holding a failure) would never reach the cap.
     attempts = max((mark.attempt for mark in ours), default=0)
     latest = _latest(ours)
+    planned = [mark for mark in ours if mark.planned]
+    plan_run = max(planned, key=lambda m: m.attempt).run if planned else None
     if done:
         # A done marker that names no run was written by the round's next attempt.
         run = done_run or attempt_run(job, current, attempts + 1)
@@ -230,6 +243,7 @@ def job_state(
             attempts=attempts,
             last_error=None if latest is None else latest.error,
             run_id=run,
+            plan_run=plan_run,
         )
     # 2. the round's distinct attempts: a duplicate marker of one attempt counts once.
     if latest is None:
@@ -243,6 +257,7 @@ def job_state(
             last_error=latest.error,
             failed_at=latest.at,
             run_id=latest.run,
+            plan_run=plan_run,
         )
     return JobState(
         state="pending",
@@ -252,6 +267,7 @@ def job_state(
         failed_at=latest.at,
         not_before=latest.retry_at,
         run_id=attempt_run(job, current, max(m.attempt for m in ours) + 1),
+        plan_run=plan_run,
     )
 
 

@@ -413,7 +413,7 @@ class JobQueue:
         """Record a failed attempt (a signed marker in the queue) and say when it retries;
         ``planned``: its run recorded a model's plan, which the next attempt reuses."""
         now = self._now()
-        retry_at = self._retry.retry_at(attempt, now)
+        retry_at = self._retry.retry_at(attempt, now, job=job.id)
         mark = FailureMark(
             v=1,
             job=job.id,

@@ -296,7 +296,7 @@ async def _mcp(args: argparse.Namespace) -> int:
     try:
         run = memory.run(run_id, scope, mode="resume", fork=args.fork)
         try:
-            server = stdio_server_for(run)
+            server = stdio_server_for(run, memory=memory, scope=scope)
             async with stdio_wire() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         finally:

@@ -86,6 +86,12 @@ class RecordedTools:
         """The bound run's id; None when each call gets a fresh run."""
         return None if self._run is None else self._run.run_id
 
+    def is_recorded_key(self, key: str) -> bool:
+        """Whether call key ``key`` is recorded in the bound run (False without a run, or
+        before the run's first call loaded its steps): a caller that must not redo what
+        the key stands for (ask a model again) asks first, and replays the key instead."""
+        return self._run is not None and self._run.step_of(key) is not None
+
     @property
     def modes(self) -> tuple[str, ...]:
         """The fetch modes memory_fetch offers (the engine's)."""

@@ -308,13 +308,15 @@ async def _mcp(args: argparse.Namespace) -> int:
                 print(f"memseal mcp: {exc}", file=sys.stderr)
                 return USAGE
             print(f"memseal mcp: as of tree size {view.size} on {shown}", file=sys.stderr)
-            server = stdio_server_for(PastRun(view.tools(scope)))
+            server = stdio_server_for(
+                PastRun(view.tools(scope)), memory=memory, scope=scope, view=view
+            )
             async with stdio_wire() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
             return OK
         run = memory.run(run_id, scope, mode="resume", fork=args.fork)
         try:
-            server = stdio_server_for(run)
+            server = stdio_server_for(run, memory=memory, scope=scope)
             async with stdio_wire() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         finally:

@@ -3,8 +3,17 @@
 ``memseal worker --place team:acme/agent:writer`` runs the pending belief
 builds of that agent's queue (``<place>/queue:jobs``), each in its own
 recorded run, then waits ``--interval`` seconds and looks again, until
-interrupted; ``--once`` runs what is pending and exits. A job's reads cover
-the agent's subtree (its threads). One plain line a job; errors one line.
+interrupted; ``--once`` runs what is pending and exits. One plain line a
+job; errors one line.
+
+``--place`` takes the explicit scope ``serve --worker`` takes, read by the
+same parser (:func:`memseal.service.workers.parse_worker`):
+``PLACE[,reach=subtree:PLACE][,trust=LEVEL][,attempts=N]``; a job's reads
+cover the agent's subtree (its threads), at ``trust`` and above. So a job
+queued for an agent runs under the same scope, and so in the same run,
+whichever of the two runs it; bad text is refused naming ``--place`` and the
+field. ``--max-attempts N`` is the older spelling of ``attempts=N`` (giving
+both is refused).
 
 A job whose attempt fails is recorded (a signed marker) and tried again
 after a backoff, at most ``--max-attempts`` times (default 5); then it is
@@ -24,11 +33,9 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from memseal.cli.options import OK, USAGE, store_options, store_url
-from memseal.engine import Namespace, Reach
-from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory, open
-from memseal.tools import ToolScope
-from memseal.tools.lifecycle import DEFAULT_MAX_ATTEMPTS, JobInfo, JobOutcome, JobQueue, RetryPolicy
+from memseal.service.workers import WorkerScope, parse_worker
+from memseal.tools.lifecycle import DEFAULT_MAX_ATTEMPTS, JobInfo, JobOutcome, JobQueue
 
 __all__ = ["add_verbs", "job_line", "outcome_line"]
 
@@ -58,11 +65,9 @@ def job_line(job: JobInfo) -> str:
     return line
 
 
-def _agent_scope(value: str) -> ToolScope:
-    place = Namespace(value, field="--place").text
-    if not place:
-        raise InvalidRequest("`--place` must name the agent's node, like team:acme/agent:writer")
-    return ToolScope.placed_at(place, reach=Reach.subtree(place))
+def _agent_scope(args: argparse.Namespace) -> WorkerScope:
+    """The explicit scope ``--place`` states (``serve --worker``'s syntax and parser)."""
+    return parse_worker(args.place, field="--place", attempts=getattr(args, "max_attempts", None))
 
 
 def _open_queue(args: argparse.Namespace) -> AbstractAsyncContextManager[Memory]:
@@ -77,7 +82,7 @@ def _open_queue(args: argparse.Namespace) -> AbstractAsyncContextManager[Memory]
 
 
 async def _status(args: argparse.Namespace) -> int:
-    scope = _agent_scope(args.place)
+    scope = _agent_scope(args).scope
     async with _open_queue(args) as memory:
         status = await JobQueue(memory, scope).status()
     for job in (*status.pending, *status.failed, *status.done):
@@ -92,7 +97,7 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 async def _requeue(args: argparse.Namespace) -> int:
-    scope = _agent_scope(args.place)
+    scope = _agent_scope(args).scope
     async with _open_queue(args) as memory:
         done = await JobQueue(memory, scope).requeue(args.job, reason=args.reason)
     print(f"job {done.job.id}: pending again (round {done.job.round}, note {done.note})")
@@ -103,10 +108,9 @@ async def _worker(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("memseal worker: --interval must be more than 0 seconds", file=sys.stderr)
         return USAGE
-    scope = _agent_scope(args.place)
-    retry = RetryPolicy(max_attempts=args.max_attempts)
+    worker = _agent_scope(args)
     async with _open_queue(args) as memory:
-        queue = JobQueue(memory, scope, retry=retry)
+        queue = JobQueue(memory, worker.scope, retry=worker.retry)
         while True:
             outcomes = await queue.run_pending()
             for outcome in outcomes:
@@ -119,12 +123,23 @@ async def _worker(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.interval)
 
 
+_PLACE = "PLACE[,reach=R][,trust=T]"
+_PLACE_HELP = "the agent's node (team:acme/agent:w), in the worker's scope syntax"
+
+
 def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``worker`` and ``jobs status`` to the ``memseal`` parser."""
     worker = verbs.add_parser(
         "worker", parents=[store_options()], help="run the background jobs queued for an agent"
     )
-    worker.add_argument("--place", required=True, help="the agent's node (team:acme/agent:w)")
+    worker.add_argument(
+        "--place",
+        required=True,
+        metavar="PLACE[,reach=R][,trust=T][,attempts=N]",
+        help="the agent's node (team:acme/agent:w) and the scope its jobs run under, as "
+        "serve --worker takes it: reach subtree:PLACE (the only one accepted), trust T "
+        "(default unverified), N attempts a failing job (default 5)",
+    )
     worker.add_argument("--once", action="store_true", help="run what is pending, then exit")
     worker.add_argument(
         "--interval", type=float, default=2.0, help="seconds between looks (default 2)"
@@ -132,9 +147,10 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     worker.add_argument(
         "--max-attempts",
         type=int,
-        default=DEFAULT_MAX_ATTEMPTS,
+        default=None,
         metavar="N",
-        help=f"attempts of a failing job before it is failed (default {DEFAULT_MAX_ATTEMPTS})",
+        help="attempts of a failing job before it is failed, as attempts=N in --place "
+        f"(default {DEFAULT_MAX_ATTEMPTS})",
     )
     worker.set_defaults(run=_worker)
 
@@ -143,13 +159,13 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     status = actions.add_parser(
         "status", parents=[store_options()], help="list the pending, failed and done jobs"
     )
-    status.add_argument("--place", required=True, help="the agent's node (team:acme/agent:w)")
+    status.add_argument("--place", required=True, help=_PLACE_HELP, metavar=_PLACE)
     status.set_defaults(run=_status)
     requeue = actions.add_parser(
         "requeue", parents=[store_options()], help="make a failed job pending again"
     )
     requeue.add_argument("job", help="the job's id (from jobs status)")
-    requeue.add_argument("--place", required=True, help="the agent's node (team:acme/agent:w)")
+    requeue.add_argument("--place", required=True, help=_PLACE_HELP, metavar=_PLACE)
     requeue.add_argument(
         "--reason", default="re-queued by an operator", help="why (kept in the signed note)"
     )

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import mcp.types as types
@@ -58,7 +58,7 @@ from memseal.tools import AsyncToolset, to_text
 
 from .errors import ApiError
 from .history import view_at
-from .tokens import role_token
+from .tokens import Principal, role_token
 
 __all__ = ["KEY_META", "PastRun", "mcp_route", "stdio_server_for"]
 
@@ -260,50 +260,9 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
             content=[types.TextContent(type="text", text=to_text(result))], is_error=False
         )
 
-    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        who(ctx)
-        return types.ListResourcesResult(resources=[_CONTEXT_RESOURCE])
-
-    async def read_resource(
-        ctx: Any, params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    def lifecycle_of(ctx: Any) -> tuple[Any, Any, Callable[[], Awaitable[AsOfView | None]]]:
         service, principal, request = who(ctx)
-        if str(params.uri) != CONTEXT_URI:
-            raise MCPError(code=-32002, message=f"no resource {str(params.uri)[:80]!r}")
-        try:
-            text = await _brief(service, principal, await _view_of(service, principal, request))
-        except MemsealError as exc:
-            raise MCPError(code=-32603, message=f"{CONTEXT_URI}: {exc}") from exc
-        return types.ReadResourceResult(
-            contents=[
-                types.TextResourceContents(uri=CONTEXT_URI, mime_type="text/markdown", text=text)
-            ]
-        )
-
-    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
-        who(ctx)
-        return types.ListPromptsResult(prompts=[_START_PROMPT])
-
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        service, principal, request = who(ctx)
-        if params.name != START_PROMPT:
-            raise MCPError(code=-32602, message=f"no prompt {params.name[:80]!r}")
-        thread = (params.arguments or {}).get("thread")
-        if not isinstance(thread, str) or not thread:
-            raise MCPError(code=-32602, message="session_start: `thread` is required")
-        try:
-            view = await _view_of(service, principal, request)
-            text = await _session_start(service, principal, thread, view)
-        except MemsealError as exc:
-            raise MCPError(code=-32602, message=f"session_start: {exc}") from exc
-        except ApiError as exc:
-            raise MCPError(code=-32602, message=f"session_start: {exc.message}") from exc
-        return types.GetPromptResult(
-            description="The session-start brief of the thread",
-            messages=[
-                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
-            ],
-        )
+        return service.memory, principal, lambda: _view_of(service, principal, request)
 
     return Server(
         "memseal",
@@ -311,10 +270,7 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
         instructions="Memory tools; every call is a signed ledger entry.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_read_resource=read_resource,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
+        **_lifecycle_handlers(lifecycle_of),
     )
 
 
@@ -335,26 +291,87 @@ _START_PROMPT = types.Prompt(
 )
 
 
-async def _brief(service: Any, principal: Any, view: AsOfView | None = None) -> str:
-    """The briefing of the token's scope; its one read recorded in a fresh run (with a
-    view: read over it, unrecorded)."""
+#: ``lookup(ctx)``: the memory, the principal, and the point its reads are as of (None: now).
+Lookup = Callable[[Any], tuple[Any, Any, Callable[[], Awaitable[AsOfView | None]]]]
+
+
+def _lifecycle_handlers(lookup: Lookup) -> dict[str, Any]:
+    """The brief as the resource ``memory://context`` and session start as the prompt
+    ``session_start``, on either transport: ``lookup(ctx)`` gives the memory, the
+    principal (the token's on HTTP; the command line's scope on stdio) and the point."""
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        lookup(ctx)
+        return types.ListResourcesResult(resources=[_CONTEXT_RESOURCE])
+
+    async def read_resource(
+        ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        memory, principal, point = lookup(ctx)
+        if str(params.uri) != CONTEXT_URI:
+            raise MCPError(code=-32002, message=f"no resource {str(params.uri)[:80]!r}")
+        try:
+            text = await _brief(memory, principal, await point())
+        except MemsealError as exc:
+            raise MCPError(code=-32603, message=f"{CONTEXT_URI}: {exc}") from exc
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(uri=CONTEXT_URI, mime_type="text/markdown", text=text)
+            ]
+        )
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        lookup(ctx)
+        return types.ListPromptsResult(prompts=[_START_PROMPT])
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        memory, principal, point = lookup(ctx)
+        if params.name != START_PROMPT:
+            raise MCPError(code=-32602, message=f"no prompt {params.name[:80]!r}")
+        thread = (params.arguments or {}).get("thread")
+        if not isinstance(thread, str) or not thread:
+            raise MCPError(code=-32602, message="session_start: `thread` is required")
+        try:
+            text = await _session_start(memory, principal, thread, await point())
+        except MemsealError as exc:
+            raise MCPError(code=-32602, message=f"session_start: {exc}") from exc
+        except ApiError as exc:
+            raise MCPError(code=-32602, message=f"session_start: {exc.message}") from exc
+        return types.GetPromptResult(
+            description="The session-start brief of the thread",
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+            ],
+        )
+
+    return {
+        "on_list_resources": list_resources,
+        "on_read_resource": read_resource,
+        "on_list_prompts": list_prompts,
+        "on_get_prompt": get_prompt,
+    }
+
+
+async def _brief(memory: Any, principal: Any, view: AsOfView | None = None) -> str:
+    """The briefing of the principal's scope; its one read recorded in a fresh run (with
+    a view: read over it, unrecorded)."""
     from memseal.tools.lifecycle import PastReader, briefing
 
     if view is not None:
         past = PastReader(view.tools(principal.scope))
         return await briefing(past, principal.scope.replace(writes=False), key=None)
-    tools = service.memory.tools(principal.scope)
+    tools = memory.tools(principal.scope)
     return await briefing(tools, principal.scope, key=None)
 
 
 async def _session_start(
-    service: Any, principal: Any, thread: str, view: AsOfView | None = None
+    memory: Any, principal: Any, thread: str, view: AsOfView | None = None
 ) -> str:
     """The start moment of ``thread`` (as ``POST /v1/sessions/{thread}/start``): the
     briefing with the session-start pack at its end (with a view: as of it)."""
     from .routes.lifecycle import session_for
 
-    session = session_for(principal, service.memory, thread, writes=False)
+    session = session_for(principal, memory, thread, writes=False)
     try:
         pack = await session.start(as_of=view)
         return await session.briefing(pack=pack, as_of=view)
@@ -362,13 +379,20 @@ async def _session_start(
         await session.close(check=False)
 
 
-def stdio_server_for(run: Any) -> Server[Any]:
+def stdio_server_for(
+    run: Any, *, memory: Any = None, scope: Any = None, view: AsOfView | None = None
+) -> Server[Any]:
     """The MCP server ``memseal mcp`` runs over stdio: one run's tools, every call recorded.
 
     Like :func:`memseal.tools.mcp_server` over ``run.toolset()``, except that a
     run's own refusals (a divergence from the recorded run, a lease held by
     another process) also come back as ``isError`` results rather than
-    protocol errors, as on the HTTP transport.
+    protocol errors, as on the HTTP transport. Given the ``memory`` and the
+    ``scope`` the run was opened with, it also serves the brief as the resource
+    ``memory://context`` and session start as the prompt ``session_start``, as
+    ``/mcp`` does for a token of that scope (each read recorded in a run of its
+    own, never in the model's run; with ``view``, those of the memory as of it,
+    unrecorded).
     """
     definitions = [types.Tool.model_validate(d) for d in run.toolset().mcp_tools()]
 
@@ -385,12 +409,22 @@ def stdio_server_for(run: Any) -> Server[Any]:
             content=[types.TextContent(type="text", text=to_text(result))], is_error=False
         )
 
+    lifecycle: dict[str, Any] = {}
+    if memory is not None and scope is not None:
+        # The command line's scope stands in for a token's: same checks, same refusals.
+        principal = Principal(token_id="stdio", role="agent", scope=scope)
+
+        async def point() -> AsOfView | None:
+            return view
+
+        lifecycle = _lifecycle_handlers(lambda ctx: (memory, principal, point))
     return Server(
         "memseal",
         version="0.1.0",
         instructions="Memory tools; every call is a signed ledger entry.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        **lifecycle,
     )
 
 

@@ -60,56 +60,70 @@ class WorkerScope(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-def _bad(text: str, why: str) -> InvalidRequest:
-    return InvalidRequest(f"`--worker` {text!r:.80}: {why}")
+def _bad(field: str, text: str, why: str) -> InvalidRequest:
+    return InvalidRequest(f"`{field}` {text!r:.80}: {why}")
 
 
-def parse_worker(text: object) -> WorkerScope:
+def parse_worker(
+    text: object, *, field: str = "--worker", attempts: int | None = None
+) -> WorkerScope:
     """The :class:`WorkerScope` of one ``--worker`` text, or :class:`InvalidRequest` saying
-    what is wrong with it (see the module docstring)."""
+    what is wrong with it (see the module docstring).
+
+    ``field`` is the option the text came from, named in every error: ``memseal worker``
+    and ``memseal jobs`` take the same text as ``--place`` (one syntax, one parser).
+    ``attempts`` is what another option gave (``memseal worker --max-attempts``): the
+    attempts when the text names none; a text that names them too is refused, so the
+    two never disagree silently.
+    """
     if not isinstance(text, str) or not text.strip():
-        raise InvalidRequest("`--worker` must be an agent node, like team:acme/agent:writer")
+        raise InvalidRequest(f"`{field}` must be an agent node, like team:acme/agent:writer")
     place_text, *rest = text.split(",")
     options: dict[str, str] = {}
     for part in rest:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in _KEYS:
-            raise _bad(text, f"{part!r:.40} is not one of {', '.join(k + '=...' for k in _KEYS)}")
+            known = ", ".join(k + "=..." for k in _KEYS)
+            raise _bad(field, text, f"{part!r:.40} is not one of {known}")
         if key in options:
-            raise _bad(text, f"`{key}` is given twice")
+            raise _bad(field, text, f"`{key}` is given twice")
         options[key] = value.strip()
     # 1. the place: an agent node of a tenant (what the layout's learnings writer is for).
-    node = Namespace(place_text.strip(), field="--worker")
+    node = Namespace(place_text.strip(), field=field)
     if len(node.segments) < 2 or node.segments[-1][0] != "agent":
-        raise _bad(text, "the place must be an agent node, like team:acme/agent:writer")
+        raise _bad(field, text, "the place must be an agent node, like team:acme/agent:writer")
     tenant = "/".join(f"{k}:{n}" for k, n in node.segments[:-1])
     trust = options.get("trust", "unverified")
     try:
         level = cast(Trust, trust)  # checked by the layout's scopes, naming the level
         layout = MemoryLayout(tenant=tenant, floor=level, default_trust=level)
     except InvalidRequest as exc:
-        raise _bad(text, f"`trust` {trust!r:.20}: {exc}") from None
+        raise _bad(field, text, f"`trust` {trust!r:.20}: {exc}") from None
     scope = layout.learnings_writer(node.segments[-1][1])
     # 2. the reach: exactly the agent's subtree (why: the module docstring).
     if "reach" in options:
         try:
             asked = parse_reach(options["reach"], scope.place, "agent")
         except InvalidRequest as exc:
-            raise _bad(text, str(exc)) from None
+            raise _bad(field, text, str(exc)) from None
         if asked != scope.reach:
             raise _bad(
+                field,
                 text,
                 f"the reach must be subtree:{scope.place}: a build reads the agent's threads "
                 "and supersedes its beliefs there, and a wider reach would let it forget "
                 "another agent's beliefs",
             )
     # 3. the retries.
-    attempts_text = options.get("attempts", str(DEFAULT_MAX_ATTEMPTS))
+    if attempts is not None and "attempts" in options:
+        raise _bad(field, text, "`attempts` is given twice (here and as --max-attempts)")
+    fallback = DEFAULT_MAX_ATTEMPTS if attempts is None else attempts
+    attempts_text = options.get("attempts", str(fallback))
     if not attempts_text.isdigit():
-        raise _bad(text, "`attempts` must be a whole number from 1")
+        raise _bad(field, text, "`attempts` must be a whole number from 1")
     try:
         retry = RetryPolicy(max_attempts=int(attempts_text))
     except InvalidRequest as exc:
-        raise _bad(text, str(exc)) from None
+        raise _bad(field, text, str(exc)) from None
     return WorkerScope(place=scope.place, scope=scope, retry=retry)

@@ -21,6 +21,7 @@ from memseal.engine import Reach
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
 from memseal.tools.lifecycle import Belief, JobQueue, RetryPolicy, SourceTurn
+from memseal.tools.lifecycle._retry import stamp
 
 MEMSEAL = Path(sys.executable).parent / "memseal"
 AGENT = "team:acme/agent:writer"
@@ -99,7 +100,11 @@ async def test_a_failing_job_is_marked_retried_with_backoff_capped_and_requeued(
         (first,) = await queue.run_pending()
         assert (first.state, first.attempt, first.run_id) == ("failed", 1, f"job-{job.id}")
         assert "the model is down (call 1)" in (first.error or "")
-        assert first.retry_at == "2026-12-01T09:00:10.000000Z"  # base 10 s after the failure
+        # Base 10 s after the failure, moved by the job's own jitter (at most a quarter).
+        wait = POLICY.delay(1, job=job.id)
+        assert 7.5 <= wait <= 12.5 and wait != 10
+        due = T0 + timedelta(seconds=wait)
+        assert first.retry_at == stamp(due)
         kinds = await _kinds_since(memory, before)
         assert kinds["memory_stored"] == 1  # the marker; the job stored no belief
         (marker,) = await _queue_texts(memory, queue, "memseal-job-failed")
@@ -111,22 +116,25 @@ async def test_a_failing_job_is_marked_retried_with_backoff_capped_and_requeued(
         assert pending.run_id == f"job-{job.id}.0.2"  # the next attempt is a run of its own
 
         # Not due yet: nothing runs, nothing is written but the status reads.
-        clock.now = T0 + timedelta(seconds=9)
+        clock.now = due - timedelta(milliseconds=1)
         before = await memory.ledger.size()
         assert await queue.run_pending() == []
         assert "memory_stored" not in await _kinds_since(memory, before)
         assert raising.calls == 1
 
         # Attempt 2 at its time; its backoff doubles, capped at max_seconds (15 s).
-        clock.now = T0 + timedelta(seconds=10)
+        clock.now = due
         (second,) = await queue.run_pending()
         assert (second.state, second.attempt, second.run_id) == (
             "failed",
             2,
             f"job-{job.id}.0.2",
         )
-        assert second.retry_at == "2026-12-01T09:00:25.000000Z"
-        clock.now = T0 + timedelta(seconds=25)
+        # 20 s doubled, capped at 15, jittered: the same draw the marker holds.
+        due = due + timedelta(seconds=POLICY.delay(2, job=job.id))
+        assert second.retry_at == stamp(due)
+        assert 11.25 <= POLICY.delay(2, job=job.id) <= 18.75
+        clock.now = due
         (third,) = await queue.run_pending()
         assert (third.state, third.attempt, third.retry_at) == ("failed", 3, None)
 
@@ -177,7 +185,7 @@ async def test_a_job_that_fails_once_is_built_once_on_its_retry(tmp_path: Path) 
         job = await queue.enqueue("beliefs", thread="t1", source_ids=[turn])
         (failed,) = await queue.run_pending()
         assert failed.state == "failed"
-        clock.now += timedelta(seconds=10)
+        clock.now += timedelta(seconds=POLICY.delay(1, job=job.id))
         (done,) = await queue.run_pending()
         assert done.state == "done" and done.attempt == 2
         page = await memory.tools(SCOPE).call(
@@ -335,7 +343,7 @@ async def test_a_retry_killed_mid_build_resumes_its_own_run_and_writes_nothing_t
         job = await queue.enqueue("beliefs", thread="t1", source_ids=[turn])
         (first,) = await queue.run_pending()
         assert first.state == "failed"
-        clock.now += timedelta(seconds=10)
+        clock.now += timedelta(seconds=POLICY.delay(1, job=job.id))
         crashing = JobQueue(
             CrashingMemory(memory),  # type: ignore[arg-type]
             SCOPE,

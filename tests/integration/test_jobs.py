@@ -346,3 +346,57 @@ async def test_a_belief_names_the_day_its_turn_meant_and_refers_to_finds_it(
             },
         )
         assert [hit["id"] for hit in found["hits"]][:1] == list(outcome.learned)
+
+
+def test_the_worker_takes_the_explicit_scope_serve_does_and_names_a_bad_field(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "d"
+
+    def worker(*place: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(MEMSEAL), "worker", "--once", "--data", str(data), *place],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    async def queue_one() -> str:
+        async with _open(data) as memory:
+            turn = await _turn(memory, "My favourite colour is green.")
+            job = await JobQueue(memory, SCOPE).enqueue("beliefs", thread="t1", source_ids=[turn])
+            return job.id
+
+    async def size() -> int:
+        async with _open(data) as memory:
+            return await memory.ledger.size()
+
+    import asyncio
+
+    job = asyncio.run(queue_one())
+    # The scope as serve --worker states it: an agent's turn is unverified, so a worker
+    # reading verified turns only fails the job, and with attempts=1 gives up at once.
+    ran = worker("--place", f"{AGENT},reach=subtree:{AGENT},trust=verified,attempts=1")
+    assert ran.returncode == 2, ran.stderr
+    assert ran.stdout.startswith(f"job {job}: failed (attempt 1, no more retries)"), ran.stdout
+    before = asyncio.run(size())
+    for place, named in [
+        (f"{AGENT},reach=subtree:team:acme", "the reach must be subtree:"),
+        (f"{AGENT},reach=nowhere", "reach"),
+        (f"{AGENT},trust=gossip", "`trust` 'gossip'"),
+        (f"{AGENT},colour=red", "'colour=red' is not one of reach=..., trust=..., attempts=..."),
+        (f"{AGENT},attempts=many", "`attempts` must be a whole number"),
+        (f"{AGENT},trust=verified,trust=stale", "`trust` is given twice"),
+        ("team:acme", "the place must be an agent node"),
+    ]:
+        bad = worker("--place", place)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1, (place, bad.stderr)
+        assert "`--place`" in bad.stderr and named in bad.stderr, (place, bad.stderr)
+    both = worker("--place", f"{AGENT},attempts=2", "--max-attempts", "3")
+    assert both.returncode == 2 and "`attempts` is given twice" in both.stderr, both.stderr
+    assert asyncio.run(size()) == before  # a refused scope changes nothing
+    # jobs status reads the same syntax and shows the failed attempt.
+    listed = subprocess.run(
+        [str(MEMSEAL), "jobs", "status", "--place", f"{AGENT},trust=verified", "--data", str(data)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[-1] == f"{AGENT}: 0 pending, 1 failed, 0 done"

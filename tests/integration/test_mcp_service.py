@@ -324,3 +324,44 @@ async def test_stdio_at_end_of_input_answers_every_call_in_flight(tmp_path: Path
     finally:
         await memory.close()
     assert int(rows[0][0]) == 5
+
+
+async def test_stdio_serves_the_brief_as_a_resource_and_session_start_as_a_prompt(
+    tmp_path: Path,
+) -> None:
+    agent = "team:acme/agent:helper"
+    folder = tmp_path / "data"
+    params = _stdio(folder, "--place", agent, "--reach", "subtree:team:acme", "--run", "model")
+    async with Client(params) as client:
+        stored = await client.call_tool(
+            "memory_store", {"learning": {"text": "Ana prefers short answers."}}
+        )
+        assert not stored.is_error, _text(stored)
+        listed = await client.list_resources()
+        assert [str(r.uri) for r in listed.resources] == ["memory://context"]
+        read = await client.read_resource("memory://context")
+        brief = read.contents[0].text  # type: ignore[union-attr]
+        assert "# Your memory" in brief and "`memory_store`" in brief
+        prompts = await client.list_prompts()
+        assert [p.name for p in prompts.prompts] == ["session_start"]
+        got = await client.get_prompt("session_start", {"thread": "t1"})
+        shown = got.messages[0].content.text  # type: ignore[union-attr]
+        assert "# Memory at session start" in shown and "Ana prefers short answers." in shown
+        # Asked again, the same start (its recorded memo), and the model's run is untouched.
+        again = await client.get_prompt("session_start", {"thread": "t1"})
+        assert again.messages[0].content.text == shown  # type: ignore[union-attr]
+        with pytest.raises(Exception, match="`thread` is required"):
+            await client.get_prompt("session_start", {})
+        with pytest.raises(Exception, match="no resource"):
+            await client.read_resource("memory://elsewhere")
+    # The model's run holds only the model's own call: the brief and the start ran apart.
+    async with Client(params) as client:
+        replayed = await client.call_tool(
+            "memory_store", {"learning": {"text": "Ana prefers short answers."}}
+        )
+        assert _text(replayed) == _text(stored)
+    # A scope whose reach does not cover the session is told what to give it.
+    narrow = _stdio(tmp_path / "data", "--place", agent, "--run", "narrow")
+    async with Client(narrow) as client:
+        with pytest.raises(Exception, match="reach"):
+            await client.get_prompt("session_start", {"thread": "t1"})

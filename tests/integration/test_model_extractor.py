@@ -17,6 +17,7 @@ import pytest
 
 import memseal
 from memseal.engine import Reach
+from memseal.ledger.errors import StorageError
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
 from memseal.tools.lifecycle import JobQueue, ModelExtractor, RetryPolicy
@@ -79,6 +80,39 @@ class _CrashingTools:
         if str(options.get("key") or "").startswith("learn:"):
             raise Crash
         return result
+
+    async def close(self, *, check: bool = True) -> None:
+        await self.inner.close(check=check)
+
+
+class FailingOnceMemory:
+    """The memory, but a job's first belief write fails (a StorageError, what a store down
+    for a moment gives) before it reaches the ledger: an attempt that fails after its
+    model answered and its plan was recorded."""
+
+    def __init__(self, memory: memseal.Memory) -> None:
+        self.memory = memory
+        self.failed = False
+
+    def tools(self, scope: ToolScope | None = None, **options: Any) -> Any:
+        return _FailingOnceTools(self, self.memory.tools(scope, **options))
+
+
+class _FailingOnceTools:
+    def __init__(self, owner: FailingOnceMemory, inner: Any) -> None:
+        self.owner = owner
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # what the run holds, as the real tools say it
+
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | None = None, **options: Any
+    ) -> Any:
+        if not self.owner.failed and str(options.get("key") or "").startswith("learn:"):
+            self.owner.failed = True
+            raise StorageError("the store is down for a moment")
+        return await self.inner.call(name, arguments, **options)
 
     async def close(self, *, check: bool = True) -> None:
         await self.inner.close(check=check)
@@ -155,12 +189,44 @@ async def test_a_job_resumed_after_a_crash_writes_its_plan_not_the_models_new_an
         assert [b["text"] for b in await _tagged(memory, "belief")] == ["The user climbs."]
         queue = JobQueue(memory, SCOPE, extractor=ModelExtractor(model))
         (done,) = await queue.run_pending()
-        assert done.state == "done" and len(model.prompts) == 2  # asked again, answer dropped
+        assert done.state == "done" and len(model.prompts) == 1  # its run holds the plan
         texts = sorted(b["text"] for b in await _tagged(memory, "belief"))
         assert texts == ["The user climbs.", "The user plays chess."]  # the plan, once each
         assert len(await _tagged(memory, "memseal-job-plan")) == 1
         (finished,) = (await queue.status()).done
         assert await queue.replay_job(finished) == done
+        await memory.verify(deep=True)
+
+
+async def test_a_retry_after_the_model_answered_reuses_the_signed_plan_and_never_asks_again(
+    tmp_path: Path,
+) -> None:
+    async with _open(tmp_path / "d") as memory:
+        turn = await _turn(memory, "I am into climbing and chess.")
+        model = ScriptedModel(
+            _reply("The user climbs.", "The user plays chess."),
+            _reply("The user sails."),  # what the model would say on the retry
+        )
+        failing = FailingOnceMemory(memory)
+        retry = RetryPolicy(max_attempts=3, base_seconds=0, max_seconds=0)
+        queue = JobQueue(failing, SCOPE, extractor=ModelExtractor(model), retry=retry)  # type: ignore[arg-type]
+        job = await queue.enqueue("beliefs", thread="t1", source_ids=[turn])
+        (failed,) = await queue.run_pending()
+        assert failed.state == "failed" and "down for a moment" in (failed.error or "")
+        assert len(model.prompts) == 1 and await _tagged(memory, "belief") == []
+        # The failure marker says the attempt's run holds a plan; the retry is told where.
+        (pending,) = (await queue.status()).pending
+        assert (pending.run_id, pending.plan_run) == (f"job-{job.id}.0.2", f"job-{job.id}")
+        (done,) = await queue.run_pending()
+        assert (done.state, done.attempt, done.run_id) == ("done", 2, pending.run_id)
+        assert len(model.prompts) == 1  # the round asked the model once
+        texts = sorted(b["text"] for b in await _tagged(memory, "belief"))
+        assert texts == ["The user climbs.", "The user plays chess."]
+        assert len(await _tagged(memory, "memseal-job-plan")) == 1  # one plan, both runs
+        # The retry recorded the plan in its own run: it replays strictly, model-free.
+        (finished,) = (await queue.status()).done
+        assert finished.run_id == done.run_id
+        assert await queue.replay_job(finished) == done and len(model.prompts) == 1
         await memory.verify(deep=True)
 
 

@@ -1,7 +1,8 @@
 """The public surface of memseal and its four layers, pinned.
 
-Each layer package re-exports its public names from ``__init__.py`` and lists
-them in ``__all__``. This pins those lists, so adding, dropping or renaming a
+Each layer package, and each package inside one (``memseal.tools.lifecycle``,
+the agent memory lifecycle), re-exports its public names from ``__init__.py``
+and lists them in ``__all__``. This pins those lists, so adding, dropping or renaming a
 public name is a deliberate edit here and not a side effect of a refactor
 (the same check httpx keeps in ``tests/test_exported_members.py``).
 """
@@ -9,6 +10,7 @@ public name is a deliberate edit here and not a side effect of a refactor
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import types
 
 import pytest
@@ -212,6 +214,60 @@ PINNED: dict[str, list[str]] = {
         "spec_for",
         "to_text",
     ],
+    "memseal.tools.lifecycle": [
+        "BRAIN_TAG",
+        "DEFAULT_BUDGET",
+        "DEFAULT_MAX_ATTEMPTS",
+        "JOB_KINDS",
+        "LEARNINGS",
+        "PRESETS",
+        "PRE_TURN",
+        "SESSION_START",
+        "AgentMemory",
+        "Belief",
+        "BeliefModel",
+        "Brain",
+        "BriefingSource",
+        "BuildRequest",
+        "Chunk",
+        "Compacted",
+        "ContextPack",
+        "ExtractiveSummariser",
+        "Extractor",
+        "FoldedTurn",
+        "IngestReport",
+        "JobInfo",
+        "JobOutcome",
+        "JobQueue",
+        "MemoryLayout",
+        "ModelExtractor",
+        "PackItem",
+        "PackPreset",
+        "PackSection",
+        "QueueStatus",
+        "RecordedCalls",
+        "Recorder",
+        "RecordingMemory",
+        "Requeued",
+        "Retraction",
+        "RetryPolicy",
+        "RuleExtractor",
+        "RunOpener",
+        "SectionSpec",
+        "SessionRun",
+        "SourceTurn",
+        "Summariser",
+        "briefing",
+        "chunk_id",
+        "chunk_text",
+        "count_tokens",
+        "doc_tag",
+        "fit",
+        "holistic_recall",
+        "kind_of",
+        "parse_turns",
+        "refers_to_of",
+    ],
     "memseal.replay": [
         "BUNDLE_FORMAT",
         "MODES",
@@ -290,3 +346,24 @@ def test_every_public_name_in_the_package_is_in_all(name: str) -> None:
         if not n.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert sorted(public - set(module.__all__)) == []
+
+
+LAYERS = ("memseal.ledger", "memseal.engine", "memseal.tools", "memseal.replay")
+
+
+def test_every_package_of_a_layer_is_pinned() -> None:
+    # A package inside a layer (the lifecycle inside the tools) is public surface too:
+    # one added without a pinned list here would change its names unnoticed.
+    found = set(LAYERS)
+    for layer in LAYERS:
+        package = importlib.import_module(layer)
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{layer}."):
+            if info.ispkg and not info.name.rsplit(".", 1)[-1].startswith("_"):
+                found.add(info.name)
+    assert sorted(found - set(PINNED)) == []
+
+
+def test_the_lifecycle_names_are_the_ones_its_docs_and_readme_use() -> None:
+    # The names a host writes (README's agent loop, docs/lifecycle.md) are among the pins.
+    for name in ("MemoryLayout", "Brain", "AgentMemory", "ContextPack", "JobQueue", "briefing"):
+        assert name in PINNED["memseal.tools.lifecycle"]

@@ -61,6 +61,8 @@ class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
     starts the next), ``last_error`` is the latest one's error, ``not_before``
     when a pending job that failed may run again, and ``run_id`` the run of its
     next attempt (pending), its last (failed) or the one that finished it (done).
+    ``plan_run`` is the run of the round's latest failed attempt that recorded a
+    model's plan: the next attempt takes its beliefs from there, not from the model.
     """
 
     id: str
@@ -75,6 +77,7 @@ class JobInfo(msgspec.Struct, frozen=True, kw_only=True):
     failed_at: str | None = None
     not_before: str | None = None
     run_id: str | None = None
+    plan_run: str | None = None
 
 
 class JobOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -185,4 +188,5 @@ def info_of(job: str, spec: JobSpec, state: JobState) -> JobInfo:
         failed_at=state.failed_at,
         not_before=state.not_before,
         run_id=state.run_id,
+        plan_run=state.plan_run,
     )

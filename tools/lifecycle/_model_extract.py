@@ -15,14 +15,23 @@ A model is not deterministic, so a job whose extractor does not declare
 ``deterministic = True`` records what it drew: the *plan*, a ``scratch``
 learning in the job's run (keyed ``plan``, a signed ``memory_stored``
 entry) whose text is canonical JSON of the beliefs (:func:`encode_plan`).
-The beliefs written are always the recorded plan's:
+The beliefs written are always the recorded plan's, and a round asks the
+model once:
 
-1. a resumed job (killed after its plan was recorded) asks the model again,
-   and the store keyed ``plan`` diverges from the recorded one: the recorded
-   arguments (carried by the :class:`ReplayDivergence`) are decoded and
-   replayed from their memo, and the fresh answer is dropped, so the job
-   writes what it planned the first time;
-2. a strict replay (CI) never asks the model: it reads the recorded plan the
+1. a resumed job (killed after its plan was recorded) finds the key ``plan``
+   recorded in its run and does not ask the model: a call under that key
+   diverges from the recorded store, whose arguments (carried by the
+   :class:`ReplayDivergence`, read from the run's signed ``memory_tool_call``
+   entry and checked against it) are decoded and replayed from their memo;
+2. a retry (the attempt after one that failed once its plan was recorded;
+   its failure marker says ``planned``) reads that attempt's plan the same
+   way, from the earlier run opened ``strict`` (nothing live, nothing
+   written), and records it as its own plan: the model is not asked again in
+   the round. A re-queue opens a new round, which asks it afresh;
+3. should a resumed job still get a fresh answer (a host's recorder that
+   cannot say what its run holds), the store keyed ``plan`` diverges and the
+   recorded plan stands, the fresh answer dropped;
+4. a strict replay (CI) never asks the model: it reads the recorded plan the
    same way and replays every step from its memo.
 
 :class:`RuleExtractor` declares ``deterministic = True``: its plan is its
@@ -50,6 +59,7 @@ __all__ = [
     "encode_plan",
     "is_deterministic",
     "planned",
+    "recorded_plan",
 ]
 
 #: The tag of a job's recorded plan.
@@ -187,24 +197,45 @@ class ModelExtractor:
         return beliefs
 
 
+async def recorded_plan(tools: RecordedCalls, job: str) -> list[Belief]:
+    """The plan recorded under the key ``plan`` in the run ``tools`` are bound to (opened
+    ``strict``: nothing live, nothing written), read from its signed entry; or
+    :class:`StorageError` when the run recorded none."""
+    return decode_plan(job, _recorded_arguments(job, await _probe(tools, job)))
+
+
+async def _probe(tools: RecordedCalls, job: str) -> ReplayDivergence:
+    """The divergence a call under the key ``plan`` meets in a run that recorded the key
+    (or a strict run): it carries the recorded call, checked against its signed entry."""
+    probe: dict[str, Any] = {"ids": [f"plan-of-{job}"]}
+    try:
+        await tools.call("memory_get", probe, key="plan")
+    except ReplayDivergence as exc:
+        return exc
+    raise StorageError(f"job {job}: its run recorded no plan")
+
+
+def _recorded_key(tools: RecordedCalls, key: str) -> bool:
+    # memseal's recorded tools say what their run holds; a host's own recorder may not.
+    ask = getattr(tools, "is_recorded_key", None)
+    return callable(ask) and ask(key) is True
+
+
 async def planned(
     tools: RecordedCalls,
     job: str,
     extract: Callable[[], Awaitable[list[Belief]]],
     mode: str,
+    earlier: Callable[[], Awaitable[list[Belief] | None]] | None = None,
 ) -> list[Belief]:
     """The beliefs a job of a non-deterministic extractor writes: its run's recorded plan,
-    or, the first time, what ``extract`` draws, recorded as the plan (module docstring)."""
-    if mode == "strict":
-        # CI never asks the model: a call the plan's key was not recorded with makes the
-        # run hand back the recorded one (a strict run never goes live).
-        probe: dict[str, Any] = {"ids": [f"plan-of-{job}"]}
-        try:
-            await tools.call("memory_get", probe, key="plan")
-        except ReplayDivergence as exc:
-            return await _recorded_plan(tools, job, exc)
-        raise StorageError(f"job {job}: its run recorded no plan")
-    beliefs = await extract()
+    else an earlier attempt's of the round (``earlier``), else, the first time, what
+    ``extract`` draws; recorded as this run's plan (see the module docstring)."""
+    if mode == "strict" or _recorded_key(tools, "plan"):
+        # CI, or a resumed run that recorded its plan: the model is never asked.
+        return await _recorded_plan(tools, job, await _probe(tools, job))
+    reused = None if earlier is None else await earlier()
+    beliefs = reused if reused is not None else await extract()
     arguments = {
         "learning": {"text": encode_plan(job, beliefs), "learning_kind": "scratch"},
         "tags": [PLAN_TAG, f"plan:{job}"],
@@ -218,13 +249,17 @@ async def planned(
     return beliefs
 
 
-async def _recorded_plan(
-    tools: RecordedCalls, job: str, divergence: ReplayDivergence
-) -> list[Belief]:
+def _recorded_arguments(job: str, divergence: ReplayDivergence) -> Any:
     recorded = divergence.recorded
     if not isinstance(recorded, dict) or recorded.get("tool") != "memory_store":
         raise StorageError(f"job {job}: the run's `plan` step is not a recorded plan")
-    arguments = recorded.get("arguments")
+    return recorded.get("arguments")
+
+
+async def _recorded_plan(
+    tools: RecordedCalls, job: str, divergence: ReplayDivergence
+) -> list[Belief]:
+    arguments = _recorded_arguments(job, divergence)
     beliefs = decode_plan(job, arguments)
     # The recorded call again, from its memo: the step is consumed, nothing is written.
     await tools.call("memory_store", arguments, key="plan")

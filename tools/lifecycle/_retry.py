@@ -23,10 +23,16 @@ attempts count from one again and nothing of the round before holds it back.
    (``retry_at``); a marker with none (the cap was reached) makes the job
    ``failed``, never retried until re-queued; otherwise it is ``pending``.
 
-The backoff is deterministic: attempt ``n`` waits ``base * 2 ** (n - 1)``
-seconds from its failure, at most ``max_seconds``; the clock is the
-queue's (injected in tests), and the time it read is in the marker, so
-every reader of the queue agrees when a job is due.
+The backoff is deterministic: attempt ``n`` of a job waits
+``base * 2 ** (n - 1)`` seconds from its failure, at most ``max_seconds``,
+moved by a *jitter* of at most ``jitter`` (default a quarter) of it either
+way. The jitter is drawn from keyed blake3 over the job id and the attempt,
+not from a random source: the same job and attempt always wait the same
+time (a replay, a second worker, a test all agree), while jobs that failed
+together (a model down for everyone) spread out rather than all come back
+in the same second. The clock is the queue's (injected in tests), and the
+time it read is in the marker, so every reader of the queue agrees when a
+job is due.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
+import blake3
 import msgspec
 
 from memseal.ledger.entry import format_time
@@ -51,6 +58,7 @@ __all__ = [
     "decode_failure",
     "decode_requeue",
     "encode_mark",
+    "jitter_of",
     "job_state",
     "parse_time",
     "stamp",
@@ -61,6 +69,23 @@ DEFAULT_MAX_ATTEMPTS: Final = 5
 MAX_ERROR_CHARS: Final = 500
 _MAX_ATTEMPTS_CAP: Final = 1_000
 _MAX_DELAY: Final = 7 * 24 * 3_600.0
+#: The default jitter: a quarter of the delay, either way.
+DEFAULT_JITTER: Final = 0.25
+_MAX_JITTER: Final = 0.5
+# A fixed key, not a secret: every worker must draw the same jitter for a job, so that a
+# replay and a second worker agree on when it is due. The key only keeps this use of
+# blake3 apart from every other (derived from a context string, as blake3 intends).
+_JITTER_KEY: Final = blake3.blake3(
+    b"retry jitter", derive_key_context="memseal 2026-12 job retry jitter v1"
+).digest()
+
+
+def jitter_of(job: str, attempt: int) -> float:
+    """The jitter draw of ``job``'s attempt ``attempt``: a number in [-1, 1), keyed blake3
+    over both, so the same job and attempt always draw the same, and jobs spread."""
+    data = f"{job}\n{attempt}".encode()
+    draw = int.from_bytes(blake3.blake3(data, key=_JITTER_KEY).digest(8), "big")
+    return draw / 2.0**63 - 1.0
 
 
 class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,12 +93,15 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
 
     ``max_attempts`` attempts in a round (default 5), then the job is
     ``failed``; attempt ``n`` waits ``base_seconds * 2 ** (n - 1)``, at most
-    ``max_seconds``, before the next.
+    ``max_seconds``, before the next, moved by at most ``jitter`` of that
+    (0 to 0.5, default 0.25: 75% to 125%) either way, the same for the same
+    job and attempt (see the module docstring; 0 turns it off).
     """
 
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     base_seconds: float = 30.0
     max_seconds: float = 3_600.0
+    jitter: float = DEFAULT_JITTER
 
     def __post_init__(self) -> None:
         attempts = self.max_attempts
@@ -98,24 +126,48 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
                 )
         if self.max_seconds < self.base_seconds:
             raise InvalidRequest("`max_seconds` must be at least `base_seconds`")
+        jitter = self.jitter
+        if (
+            isinstance(jitter, bool)
+            or not isinstance(jitter, int | float)
+            or not math.isfinite(jitter)
+            or not 0 <= jitter <= _MAX_JITTER
+        ):
+            raise InvalidRequest(
+                f"`jitter` must be a fraction of the delay from 0 to {_MAX_JITTER}"
+            )
 
-    def delay(self, attempt: int) -> float:
-        """The seconds attempt ``attempt`` (from 1) waits after it failed."""
-        if attempt < 1:
+    def delay(self, attempt: int, *, job: str | None = None) -> float:
+        """The seconds attempt ``attempt`` (from 1) of ``job`` waits after it failed: the
+        doubled, capped base moved by the job's jitter (without ``job``, the base)."""
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
             raise InvalidRequest("`attempt` counts from 1")
         # 2 ** 60 seconds is past any cap: stop doubling there rather than overflow a float.
-        return float(min(self.base_seconds * 2.0 ** min(attempt - 1, 60), self.max_seconds))
+        base = float(min(self.base_seconds * 2.0 ** min(attempt - 1, 60), self.max_seconds))
+        if job is None:
+            return base
+        return base * (1.0 + self.jitter * jitter_of(job, attempt))
 
-    def retry_at(self, attempt: int, failed_at: datetime) -> datetime | None:
-        """When the job may run again after attempt ``attempt`` failed at ``failed_at``;
+    def retry_at(
+        self, attempt: int, failed_at: datetime, *, job: str | None = None
+    ) -> datetime | None:
+        """When ``job`` may run again after attempt ``attempt`` failed at ``failed_at``;
         None when that was the last attempt the policy allows."""
         if attempt >= self.max_attempts:
             return None
-        return failed_at + timedelta(seconds=self.delay(attempt))
+        return failed_at + timedelta(seconds=self.delay(attempt, job=job))
 
 
-class FailureMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One failed attempt, as its marker's text says (decoded strictly)."""
+class FailureMark(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """One failed attempt, as its marker's text says (decoded strictly).
+
+    ``planned`` says the attempt's run recorded a model's plan before it failed: the
+    round's next attempt reuses that plan, read from the run's signed entry, rather than
+    asking the model again (see :mod:`._model_extract`). Left out of the text when
+    false, so a marker of an attempt without a plan is byte for byte as before.
+    """
 
     v: Literal[1]
     job: str
@@ -125,6 +177,7 @@ class FailureMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     at: str
     error: str
     retry_at: str | None
+    planned: bool = False
 
 
 class RequeueMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -149,6 +202,8 @@ class JobState(msgspec.Struct, frozen=True, kw_only=True):
     #: The run of the attempt to come (pending), the last one (failed), or the one that
     #: finished the job (done).
     run_id: str
+    #: The run of the round's latest attempt that recorded a model's plan, or None.
+    plan_run: str | None = None
 
 
 _encoder = msgspec.json.Encoder(order="deterministic")
@@ -221,6 +276,8 @@ def job_state(
     # number already used, and its run (already holding a failure) would never reach the cap.
     attempts = max((mark.attempt for mark in ours), default=0)
     latest = _latest(ours)
+    planned = [mark for mark in ours if mark.planned]
+    plan_run = max(planned, key=lambda m: m.attempt).run if planned else None
     if done:
         # A done marker that names no run was written by the round's next attempt.
         run = done_run or attempt_run(job, current, attempts + 1)
@@ -230,6 +287,7 @@ def job_state(
             attempts=attempts,
             last_error=None if latest is None else latest.error,
             run_id=run,
+            plan_run=plan_run,
         )
     # 2. the round's distinct attempts: a duplicate marker of one attempt counts once.
     if latest is None:
@@ -243,6 +301,7 @@ def job_state(
             last_error=latest.error,
             failed_at=latest.at,
             run_id=latest.run,
+            plan_run=plan_run,
         )
     return JobState(
         state="pending",
@@ -252,6 +311,7 @@ def job_state(
         failed_at=latest.at,
         not_before=latest.retry_at,
         run_id=attempt_run(job, current, max(m.attempt for m in ours) + 1),
+        plan_run=plan_run,
     )
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -81,7 +82,7 @@ from ._job_records import (
     spec_decoder,
     tag,
 )
-from ._model_extract import is_deterministic, planned
+from ._model_extract import is_deterministic, planned, recorded_plan
 from ._retry import (
     MAX_ERROR_CHARS,
     FailureMark,
@@ -115,6 +116,14 @@ REQUEUE_TAG: Final = "memseal-job-requeued"
 RETRACTION_TAG: Final = "memseal-retraction"
 BELIEF_TAG: Final = "belief"
 _LIST_LIMIT: Final = 50
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one attempt did that its failure marker must say: whether its run recorded a
+    model's plan (the next attempt then reuses it)."""
+
+    planned: bool = False
 
 
 class JobQueue:
@@ -349,8 +358,9 @@ class JobQueue:
             return JobOutcome(
                 id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
             )
+        notes = _Attempt()
         try:
-            learned, superseded = await self._build(tools, job, mode)
+            learned, superseded = await self._build(tools, job, mode, run_id, notes)
         except Conflict as exc:
             return JobOutcome(
                 id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
@@ -358,7 +368,7 @@ class JobQueue:
         except MemsealError as exc:
             if mode == "strict":
                 return JobOutcome(id=job.id, run_id=run_id, state="failed", error=str(exc))
-            return await self._failed(job, run_id, attempt, str(exc))
+            return await self._failed(job, run_id, attempt, str(exc), planned=notes.planned)
         finally:
             # The lease lapses by itself; the outcome already says what happened.
             if mode == "strict":
@@ -397,10 +407,13 @@ class JobQueue:
             attempt=attempt,
         )
 
-    async def _failed(self, job: JobInfo, run_id: str, attempt: int, error: str) -> JobOutcome:
-        """Record a failed attempt (a signed marker in the queue) and say when it retries."""
+    async def _failed(
+        self, job: JobInfo, run_id: str, attempt: int, error: str, *, planned: bool = False
+    ) -> JobOutcome:
+        """Record a failed attempt (a signed marker in the queue) and say when it retries;
+        ``planned``: its run recorded a model's plan, which the next attempt reuses."""
         now = self._now()
-        retry_at = self._retry.retry_at(attempt, now)
+        retry_at = self._retry.retry_at(attempt, now, job=job.id)
         mark = FailureMark(
             v=1,
             job=job.id,
@@ -410,6 +423,7 @@ class JobQueue:
             at=stamp(now),
             error=error[:MAX_ERROR_CHARS],
             retry_at=None if retry_at is None else stamp(retry_at),
+            planned=planned,
         )
         await self._memory.tools(self._queue).call(
             "memory_store",
@@ -467,16 +481,50 @@ class JobQueue:
             ) from exc
 
     async def _beliefs(
-        self, tools: RecordedCalls, job: JobInfo, turns: Sequence[SourceTurn], mode: str
+        self,
+        tools: RecordedCalls,
+        job: JobInfo,
+        turns: Sequence[SourceTurn],
+        mode: str,
+        run_id: str,
+        notes: _Attempt,
     ) -> list[Belief]:
         """What the job writes: the extractor's beliefs, or for an extractor that is not
-        deterministic (a model) the plan its run recorded (see :mod:`._model_extract`)."""
+        deterministic (a model) the plan its run recorded, else the plan an earlier
+        attempt of the round recorded (see :mod:`._model_extract`)."""
         if is_deterministic(self._extractor):
             return await self._extract(job, turns)
-        return await planned(tools, job.id, lambda: self._extract(job, turns), mode)
+
+        async def earlier() -> list[Belief] | None:
+            return await self._earlier_plan(job, run_id)
+
+        beliefs = await planned(
+            tools, job.id, lambda: self._extract(job, turns), mode, earlier=earlier
+        )
+        notes.planned = True
+        return beliefs
+
+    async def _earlier_plan(self, job: JobInfo, run_id: str) -> list[Belief] | None:
+        """The plan the round's latest planned attempt recorded (its failure marker names
+        the run), read from that run's signed entry, strictly: nothing live, nothing
+        written. None when no attempt of the round recorded one."""
+        if job.plan_run is None or job.plan_run == run_id:
+            return None
+        earlier = self._memory.tools(self._scope, run_id=job.plan_run, mode="strict")
+        try:
+            return await recorded_plan(earlier, job.id)
+        finally:
+            # Its other steps are not replayed: only the plan is read from it.
+            with contextlib.suppress(MemsealError):
+                await earlier.close(check=False)
 
     async def _build(
-        self, tools: RecordedCalls, job: JobInfo, mode: str = "resume"
+        self,
+        tools: RecordedCalls,
+        job: JobInfo,
+        mode: str,
+        run_id: str,
+        notes: _Attempt,
     ) -> tuple[list[str], list[str]]:
         got = await tools.call("memory_get", {"ids": list(job.source_ids)})
         missing = [*got.get("missing", ()), *got.get("filtered", ())]
@@ -491,7 +539,7 @@ class JobQueue:
             if isinstance(text, str):
                 # The turn's time: the days it names are read from when it was said.
                 turns.extend(parse_turns(item["id"], text, at if isinstance(at, str) else None))
-        beliefs = await self._beliefs(tools, job, turns, mode)
+        beliefs = await self._beliefs(tools, job, turns, mode, run_id, notes)
         learned: list[str] = []
         superseded: list[str] = []
         for belief in beliefs:

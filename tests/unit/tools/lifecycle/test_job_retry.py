@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from msgspec.structs import replace as msgspec_replace
+
+from memseal.ledger.errors import InvalidRequest
 from memseal.tools.lifecycle import RetryPolicy
 from memseal.tools.lifecycle._retry import (
     FailureMark,
@@ -12,6 +16,7 @@ from memseal.tools.lifecycle._retry import (
     decode_failure,
     decode_requeue,
     encode_mark,
+    jitter_of,
     job_state,
 )
 
@@ -43,6 +48,46 @@ def test_the_backoff_doubles_from_the_base_up_to_the_cap_and_stops_at_the_last_a
     assert RetryPolicy().max_attempts == 5
     # Far past the cap: no overflow, the cap.
     assert RetryPolicy(max_attempts=1_000).delay(999) == 3_600
+
+
+def test_the_jitter_is_the_same_for_the_same_job_and_attempt_so_a_replay_agrees() -> None:
+    policy = RetryPolicy(base_seconds=30)
+    # Pinned: a worker of another version, or a replay, must draw exactly this.
+    assert policy.delay(1, job=JOB) == 34.28420959607243
+    assert policy.delay(2, job=JOB) == 55.58615554608843
+    again = RetryPolicy(base_seconds=30)
+    for attempt in range(1, 6):
+        assert again.delay(attempt, job=JOB) == policy.delay(attempt, job=JOB)
+        assert again.retry_at(attempt, T0, job=JOB) == policy.retry_at(attempt, T0, job=JOB)
+    assert policy.retry_at(1, T0, job=JOB) == T0 + timedelta(seconds=34.28420959607243)
+    # Another attempt of the same job draws anew (not the same factor every time).
+    assert jitter_of(JOB, 1) != jitter_of(JOB, 2)
+
+
+def test_the_jitter_spreads_jobs_within_a_quarter_of_the_base_either_way() -> None:
+    policy = RetryPolicy(base_seconds=40, max_seconds=40)
+    jobs = [f"{n:032x}" for n in range(400)]
+    delays = [policy.delay(1, job=job) for job in jobs]
+    assert all(30 <= d <= 50 for d in delays)  # 40 s, plus or minus 25%
+    assert len(set(delays)) == len(jobs)  # no two jobs come back in the same instant
+    # Spread over the whole band, both sides of the base, not bunched at it.
+    assert min(delays) < 31 and max(delays) > 49
+    below = sum(d < 40 for d in delays)
+    assert 150 < below < 250
+    for tenth in range(10):  # every tenth of the band is reached
+        low = 30 + 2 * tenth
+        assert any(low <= d < low + 2 for d in delays)
+    # At the cap too: the capped delay is the one jittered.
+    assert 30 <= policy.delay(9, job=jobs[0]) <= 50
+    # Off, or without a job: the base, exactly.
+    assert RetryPolicy(base_seconds=40, max_seconds=40, jitter=0).delay(1, job=jobs[0]) == 40
+    assert policy.delay(1) == 40
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 0.6, float("nan"), True, "0.2"])
+def test_a_bad_jitter_is_refused_naming_it(jitter: object) -> None:
+    with pytest.raises(InvalidRequest, match="`jitter`"):
+        RetryPolicy(jitter=jitter)  # type: ignore[arg-type]
 
 
 def test_markers_fold_into_pending_then_failed_and_a_requeue_opens_a_new_round() -> None:
@@ -89,3 +134,19 @@ def test_a_lost_marker_never_hands_out_an_attempt_number_already_used() -> None:
     # so each attempt gets a fresh run and the count still climbs to the cap.
     state = job_state(JOB, done=False, done_run=None, failures=[_mark(1), _mark(3)], requeues=[])
     assert (state.state, state.attempts, state.run_id) == ("pending", 3, f"job-{JOB}.0.4")
+
+
+def test_a_planned_attempt_names_its_run_for_the_rounds_next_attempt_only() -> None:
+    planned = msgspec_replace(_mark(1), planned=True)
+    state = job_state(JOB, done=False, done_run=None, failures=[planned, _mark(2)], requeues=[])
+    assert (state.run_id, state.plan_run) == (f"job-{JOB}.0.3", f"job-{JOB}")
+    # Unplanned markers name none, and their text is as it always was (no `planned` key).
+    assert (
+        job_state(JOB, done=False, done_run=None, failures=[_mark(1)], requeues=[]).plan_run is None
+    )
+    assert '"planned"' not in encode_mark(_mark(1)) and '"planned":true' in encode_mark(planned)
+    assert decode_failure(encode_mark(planned)) == planned
+    # A re-queue opens a round that asks the model afresh.
+    requeue = RequeueMark(v=1, job=JOB, round=1, at="t", reason="fixed")
+    fresh = job_state(JOB, done=False, done_run=None, failures=[planned], requeues=[requeue])
+    assert fresh.plan_run is None

@@ -140,6 +140,9 @@ async def main() -> None:
     parser.add_argument(
         "--real", action="store_true", help="engine.py's texts, the default embedder"
     )
+    parser.add_argument(
+        "--folder", help="keep the data folder here (a second run with the same options reuses it)"
+    )
     args = parser.parse_args()
     n = 30_000 if args.quick else args.n
     embedder: Embedder
@@ -156,8 +159,9 @@ async def main() -> None:
         corpus, asked = table_texts(n), [f"question q{i}" for i in range(args.asked)]
         print(f"{n:,} memories, {DIM} dimensions (synthetic), {args.asked} questions")
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "data"
-        await fill(folder, corpus, embedder)
+        folder = Path(args.folder) if args.folder else Path(tmp) / "data"
+        if not (folder / "ledger.db").exists():
+            await fill(folder, corpus, embedder)
         on_disk = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         line("data folder on disk (log, projections, vectors)", f"{on_disk / 2**20:,.0f} MiB")
         start = time.perf_counter()

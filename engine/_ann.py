@@ -53,12 +53,12 @@ _CONNECTIVITY: Final = 16
 _EXPANSION_ADD: Final = 128
 _EXPANSION_SEARCH: Final = 128
 #: A search's breadth grows with the graph: one more 128 per this many live vectors, up
-#: to :data:`_EXPANSION_CEILING`. At a fixed breadth, recall falls as the graph grows
-#: (usearch alone, connectivity 16, 384 dimensions, 1,000 clusters, recall@10 of the
-#: rescored top 10: breadth 128 gives 0.995 at 10^5 but 0.80 at 10^6; at 10^6 breadth
-#: 512 gives 0.956 and 1,024 gives 0.992 for 3.7 ms p95), while a small graph does not
-#: need the wider search's cost.
-_EXPANSION_STEP: Final = 125_000
+#: to :data:`_EXPANSION_CEILING`. At a fixed breadth, recall falls as the graph grows:
+#: usearch alone (connectivity 16, 384 dimensions, 1,000 clusters, recall@10 of the
+#: rescored top 10) gives 0.995 at 10^5 but 0.80 at 10^6 with breadth 128, and 0.992
+#: at 10^6 with 1,024 (3.7 ms p95); real MiniLM vectors of short texts are harder
+#: (0.896 at 10^5 with breadth 128, through memseal), hence a step of 25,000.
+_EXPANSION_STEP: Final = 25_000
 _EXPANSION_CEILING: Final = 1_024
 #: A search asks for this many times the wanted count first (the scope filter discards
 #: some; most survive an unscoped read, and a proposal costs its share of the search) ...
@@ -214,7 +214,7 @@ class AnnIndex:
 
 def search_breadth(size: int) -> int:
     """The HNSW search breadth (``ef``) for a graph of ``size`` live vectors."""
-    steps = -(-size // _EXPANSION_STEP)  # ceiling: 1 up to 125,000, 8 at 10^6
+    steps = -(-size // _EXPANSION_STEP)  # ceiling: 1 up to 25,000, 4 at 10^5
     return max(_EXPANSION_SEARCH, min(_EXPANSION_CEILING, _EXPANSION_SEARCH * steps))
 
 

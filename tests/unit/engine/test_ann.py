@@ -168,16 +168,17 @@ def test_the_search_widens_as_the_graph_grows() -> None:
 
     from memseal.engine._ann import AnnIndex, search_breadth
 
-    assert search_breadth(1) == search_breadth(125_000) == 128
-    assert search_breadth(125_001) == 256
-    assert search_breadth(1_000_000) == search_breadth(10**8) == 1_024
+    assert search_breadth(1) == search_breadth(25_000) == 128
+    assert search_breadth(25_001) == 256
+    assert search_breadth(100_000) == 512
+    assert search_breadth(200_000) == search_breadth(10**8) == 1_024
     index = AnnIndex(8, minimum=0)
     rng = np.random.default_rng(1)
-    vectors = rng.standard_normal((130_000, 8)).astype("<f4")
+    vectors = rng.standard_normal((30_000, 8)).astype("<f4")
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index.add(list(range(100)), vectors[:100], 99)
     assert index.propose(vectors[0], 10)[0] == 0
     assert index._index.expansion_search == 128
-    index.add(list(range(100, 130_000)), vectors[100:], 129_999)
+    index.add(list(range(100, 30_000)), vectors[100:], 29_999)
     assert index.propose(vectors[5], 10)[0] == 5
     assert index._index.expansion_search == 256

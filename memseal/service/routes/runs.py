@@ -19,9 +19,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
-from memseal.ledger.errors import NotFound
+from memseal.ledger.errors import NotFound, VerificationError
 from memseal.memory import Memory
-from memseal.replay.read_proof import decode_read_proof
+from memseal.replay.read_proof import decode_read_proof, verify_read
 
 from ..deps import Agent, KeyHeader, MemoryDep, Revalidate, ServiceDep, StepHeader, role
 from ..errors import ApiError
@@ -149,6 +149,19 @@ async def read_proof(
     proof = decode_read_proof(data)
     carried = [e.seq for e in (*proof.prefix, *proof.later) if e.payload is not None]
     await _check_payloads(memory, who, run_id, carried, what="read proof")
+    try:
+        # Checked as an auditor will (the same verifier, against the first key) before it is
+        # served: a store whose rows no longer match their signed hashes, or a read whose
+        # ranking needs texts outside the reach, gets a named refusal, never a bad proof.
+        await verify_read(proof, memory.trust_root)
+    except VerificationError as exc:
+        raise ApiError(
+            409,
+            f"read_proof_{exc.step.replace(' ', '_')}_failed",
+            "the read proof would not verify: " + " ".join(str(exc).split()),
+            step=exc.step,
+            seq=exc.seq,
+        ) from exc
     plain = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
     return Response(
         data,

@@ -1,0 +1,53 @@
+"""The read-proof route checks the proof it built before serving it.
+
+A store whose rows no longer match their signed hashes (a payload edited in
+the database behind the service's back) must get a named 409, never a proof
+that an auditor's ``verify-read`` would then reject, and never a 500.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from test_service_support import ServerThread, assert_error
+
+from memseal.replay.read_proof import decode_read_proof
+
+PLACE = "team:acme/agent:writer"
+
+
+def test_a_proof_that_would_not_verify_is_refused_with_a_409_naming_the_check(
+    tmp_path: Path,
+) -> None:
+    with ServerThread(tmp_path / "svc") as server:
+        agent = server.client(server.token("agent", PLACE))
+        with agent:
+            r = agent.post(
+                "/v1/runs/web/tools/memory_store",
+                json={"learning": {"text": "the staging database is pg-7"}},
+            )
+            assert r.status_code == 200, r.text
+            r = agent.post("/v1/runs/web/tools/memory_fetch", json={"query": "staging database"})
+            assert r.status_code == 200, r.text
+            good = agent.get("/v1/runs/web/steps/1/read-proof")
+            assert good.status_code == 200, good.text
+            stored = decode_read_proof(good.content)
+            assert any(b"pg-7" in (e.payload or b"") for e in stored.prefix)
+            # Same length, still JSON: only the signed payload hash can tell.
+            with closing(sqlite3.connect(server.folder / "ledger.db")) as db, db:
+                rows = db.execute("SELECT seq, data FROM payloads ORDER BY seq").fetchall()
+                seq, data = next((s, bytes(d)) for s, d in rows if b"pg-7" in bytes(d))
+                db.execute(
+                    "UPDATE payloads SET data = ? WHERE seq = ?",
+                    (data.replace(b"pg-7", b"pg-8"), seq),
+                )
+            bad = agent.get("/v1/runs/web/steps/1/read-proof")
+            assert bad.status_code == 409, (bad.status_code, bad.text)
+            body = bad.json()
+            assert body["error"]["code"] == "read_proof_payload_hash_failed", body
+            assert "would not verify" in body["error"]["message"], body
+            assert body["seq"] == seq and body["step"] == "payload hash", body
+            # An unrelated refusal still has its own status.
+            assert_error(agent.get("/v1/runs/web/steps/7/read-proof"), 404)

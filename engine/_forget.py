@@ -39,7 +39,7 @@ from memseal.ledger.store import WriteTxn
 from ._dialect import for_dialect
 from ._projection import Projection
 from ._scope import scope_sql
-from .events import Keyring, MemoryForgotten, event_body
+from .events import ForgetPayload, Keyring, MemoryForgotten, event_body, payload_value
 from .explore import CLOSED_FACETS
 from .filters import Filter
 from .namespaces import Reach
@@ -64,6 +64,7 @@ def forget_command(
     picked: Filter | None,
     mark: Mark | None,
     drop: Drop | None,
+    why: ForgetPayload | None = None,
 ) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], None]]:
     """``(command, release)``: the command forgetting ``wanted`` ids, or what ``picked``
     matches, within ``scope``; and ``release``, to be called once its transaction
@@ -75,6 +76,9 @@ def forget_command(
     item twice, so index-served rankings would miss it. Between the commit and the
     release no ranking can return the item: every candidate is checked against the
     projection, where the forget has already removed it.
+
+    ``why`` (actor and reason) is each entry's payload: redactable like any payload,
+    and mentioning nothing, so no later forget erases it for naming an item.
     """
     pending: list[tuple[list[int], list[str], int]] = []
 
@@ -123,7 +127,8 @@ def forget_command(
             )
             kept = _residues(txn, redacts, set(chunk))
             event = MemoryForgotten(items=chunk)
-            draft = make_draft("memory_forgotten", event_body(event), None, redacts=redacts)
+            payload = None if why is None else payload_value(why)
+            draft = make_draft("memory_forgotten", event_body(event), payload, redacts=redacts)
             appended = txn.append(msgspec.structs.replace(draft, kept=kept))
             projection.forgotten(appended.seq, event)
             txn.execute("INSERT INTO engine_scrub (seq) VALUES (?)", (appended.seq,))

@@ -44,7 +44,7 @@ from ._scrub import Scrubber
 from ._vectors import VectorCache
 from ._writes import Prepared, embed, prepare, prepare_many, store_command, trust_command
 from .embedders import Embedder
-from .events import Keyring, TrustPayload
+from .events import ForgetPayload, Keyring, TrustPayload
 from .explore import Exploration, check_facet, explore
 from .filters import DateRange, Filter, check_date_range, check_filter
 from .items import Hit, check_ids, clean_text
@@ -339,6 +339,8 @@ class Engine:
         filter: Filter | dict[str, object] | None = None,
         reach: Reach | None = None,
         scrub: bool = True,
+        actor: str | None = None,
+        reason: str | None = None,
     ) -> Forgotten:
         """Forget items in reach, whatever their trust, by ``ids`` or by a non-empty ``filter``.
 
@@ -346,8 +348,12 @@ class Engine:
         and redacts every payload that mentions them; the projection rows
         and cached vectors go in the same transaction; then the scrub
         (``scrub=False`` leaves it pending for :meth:`scrub` or the next open).
+        With ``reason`` (and ``actor``, who asked), each entry carries them as its
+        redactable payload; a forget without them signs none, as before.
         """
-        command, release = self._forget_command(ids=ids, filter=filter, reach=reach)
+        command, release = self._forget_command(
+            ids=ids, filter=filter, reach=reach, actor=actor, reason=reason
+        )
         result = await self._store.run(command)
         release()
         if result.seqs and scrub:
@@ -387,6 +393,8 @@ class Engine:
         ids: Sequence[str] | None,
         filter: Filter | dict[str, object] | None,
         reach: Reach | None,
+        actor: object = None,
+        reason: object = None,
     ) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], None]]:
         """The checked forget command and its release (see :func:`._forget.forget_command`)."""
         if (ids is None) == (filter is None):
@@ -396,10 +404,16 @@ class Engine:
         if picked is not None and picked.is_empty():
             raise InvalidRequest("`filter` must set at least one field to forget by")
         scope = check_reach(reach)
+        why = None
+        if reason is not None or actor is not None:
+            why = ForgetPayload(
+                actor="" if actor is None else clean_text(actor, "actor", MAX_ACTOR_CHARS),
+                reason=clean_text(reason, "reason", MAX_REASON_CHARS),
+            )
         vectors = self._vectors
         if vectors is None:
-            return forget_command(self._keyring, scope, wanted, picked, None, None)
-        return forget_command(self._keyring, scope, wanted, picked, vectors.mark, vectors.drop)
+            return forget_command(self._keyring, scope, wanted, picked, None, None, why)
+        return forget_command(self._keyring, scope, wanted, picked, vectors.mark, vectors.drop, why)
 
     async def scrub(self) -> bool:
         """Finish every pending forget's scrub (FTS merge, WAL truncation); True when done.

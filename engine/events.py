@@ -9,7 +9,9 @@ entry kind                body (structure, signed)                    payload (r
 ``memory_stored``         item id, kind, namespace, observed_at,      text, title, turns,
                           trust, confidence, source item ids          evidence, tags, meta
 ``trust_changed``         item id, new and previous trust             actor, reason
-``memory_forgotten``      the item ids it forgets                     (none)
+``memory_forgotten``      the item ids it forgets                     actor, reason (since
+                                                                      the forget reason; an
+                                                                      older entry has none)
 ========================  ==========================================  ====================
 
 A ``memory_forgotten`` entry also lists, in the entry's own ``redacts``
@@ -38,6 +40,7 @@ from .trust import Trust
 __all__ = [
     "ENGINE_KINDS",
     "Event",
+    "ForgetPayload",
     "Keyring",
     "MemoryForgotten",
     "MemoryStored",
@@ -45,6 +48,7 @@ __all__ = [
     "TrustChanged",
     "TrustPayload",
     "decode_event",
+    "decode_forget_payload",
     "decode_stored_payload",
     "decode_trust_payload",
     "event_body",
@@ -139,9 +143,23 @@ class TrustPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     reason: str
 
 
+class ForgetPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The redactable part of a forget: who asked for it and why.
+
+    A payload, not the signed body, so the body (and every older entry, which has no
+    payload at all) keeps its format: an old ledger and its golden vectors verify as
+    before, and a reader takes a forget entry without a payload as one of unknown actor
+    and reason.
+    """
+
+    actor: str
+    reason: str
+
+
 _event_decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)
 _stored_decoder = msgspec.json.Decoder(StoredPayload)
 _trust_decoder = msgspec.json.Decoder(TrustPayload)
+_forget_decoder = msgspec.json.Decoder(ForgetPayload)
 
 
 def event_body(event: Event) -> dict[str, object]:
@@ -150,7 +168,7 @@ def event_body(event: Event) -> dict[str, object]:
     return body
 
 
-def payload_value(payload: StoredPayload | TrustPayload) -> dict[str, object]:
+def payload_value(payload: StoredPayload | TrustPayload | ForgetPayload) -> dict[str, object]:
     """The payload as plain JSON values, ready for the entry's canonical encoding."""
     value: dict[str, object] = msgspec.to_builtins(payload)
     return value
@@ -226,3 +244,8 @@ class Keyring:
 
     def __repr__(self) -> str:
         return "Keyring(<derived from the instance secret>)"
+
+
+def decode_forget_payload(data: bytes) -> ForgetPayload:
+    """Decode a ``memory_forgotten`` payload strictly (unknown fields refused)."""
+    return _forget_decoder.decode(data)

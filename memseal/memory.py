@@ -187,6 +187,7 @@ class Memory:
         run_id: str | None = None,
         mode: str = "resume",
         fork: bool = False,
+        lifecycle: str | None = None,
     ) -> RecordedTools:
         """The seven memory tools for one host-fixed scope (default: the root, everything),
         every call recorded as a signed ``memory_tool_call`` entry with its memo.
@@ -202,7 +203,8 @@ class Memory:
                     "`mode` and `fork` choose how a named run resumes: give `run_id`"
                 )
             return RecordedTools(self, tools)
-        return RecordedTools(self, tools, self._run(run_id, tools, mode=mode, fork=fork))
+        run = self._run(run_id, tools, mode=mode, fork=fork, lifecycle=lifecycle)
+        return RecordedTools(self, tools, run)
 
     def run(
         self,
@@ -213,6 +215,7 @@ class Memory:
         fork: bool = False,
         lease_ttl: float = 15.0,
         oneshot: bool = False,
+        lifecycle: str | None = None,
     ) -> Run:
         """A durable run: every call recorded as a signed entry, replayed from its memo.
 
@@ -221,7 +224,8 @@ class Memory:
         ``revalidate``; ``fork=True`` lets a resumed run that diverges go live
         from there (recorded as a signed ``run_forked`` entry) instead of failing.
         A run belongs to the whole scope that opened it: opening it with a scope
-        that differs in any field raises :class:`Conflict`.
+        that differs in any field raises :class:`Conflict`. ``lifecycle`` names what
+        the run is to the lifecycle layer (signed into its ``run_started`` entry).
         """
         return self._run(
             run_id,
@@ -230,6 +234,7 @@ class Memory:
             fork=fork,
             lease_ttl=lease_ttl,
             oneshot=oneshot,
+            lifecycle=lifecycle,
         )
 
     def _run(
@@ -241,6 +246,7 @@ class Memory:
         fork: bool = False,
         lease_ttl: float = 15.0,
         oneshot: bool = False,
+        lifecycle: str | None = None,
     ) -> Run:
         if self._closed:
             raise InvalidRequest(f"the memory at {self.location} is closed")
@@ -257,6 +263,7 @@ class Memory:
             lease_ttl=lease_ttl,
             oneshot=oneshot,
             owner=self._token,
+            lifecycle=lifecycle,
         )
         if not oneshot:
             self._runs.add(run)

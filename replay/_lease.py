@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Self
 
 import msgspec
+from msgspec import UNSET
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -43,6 +44,7 @@ class RunLease:
     """The lease half of a run: what :class:`~memseal.replay.run.Run` opens and closes with."""
 
     run_id: str
+    lifecycle: str | None
     mode: str
     restored: list[int]
     _scope: ScopeIdentity
@@ -159,7 +161,13 @@ class RunLease:
             raise Conflict(other_scope(self.run_id, differs))
 
     def _started_draft(self) -> Draft:
-        started = RunStarted(run_id=self.run_id, mode=self.mode, **self._scope.recorded())
+        lifecycle = self.lifecycle
+        started = RunStarted(
+            run_id=self.run_id,
+            mode=self.mode,
+            **self._scope.recorded(),
+            lifecycle=UNSET if lifecycle is None else lifecycle,
+        )
         return make_draft(RUN_STARTED, msgspec.to_builtins(started))
 
     async def _renew(self) -> None:

@@ -90,6 +90,11 @@ class RunStarted(msgspec.Struct, frozen=True, kw_only=True):
     default_trust: str | UnsetType = UNSET
     frozen: bool | UnsetType = UNSET
     allowlist: list[str] | UnsetType | None = UNSET
+    # What the run is to memseal's lifecycle (``session/thread``, ``session/model``,
+    # ``job``, ``job-queue``, ``retraction``, ``brain``...), recorded by the layer that
+    # opened it so a reader need not guess from the run id. Absent from plain runs and
+    # from every run recorded before it existed (a reader shows those as plain).
+    lifecycle: str | UnsetType = UNSET
 
 
 class RunForked(msgspec.Struct, frozen=True, kw_only=True):

@@ -116,7 +116,16 @@ class Run(LiveCalls):
         lease_ttl: float = 15.0,
         oneshot: bool = False,
         owner: str = "",
+        lifecycle: str | None = None,
     ) -> None:
+        if lifecycle is not None and (
+            not isinstance(lifecycle, str)
+            or not 1 <= len(lifecycle) <= 64
+            or not lifecycle.isprintable()
+        ):
+            raise InvalidRequest("`lifecycle` must be 1 to 64 printable characters")
+        #: The lifecycle kind signed into the run's ``run_started`` entry (None: a plain run).
+        self.lifecycle = lifecycle
         if not isinstance(run_id, str) or not 1 <= len(run_id) <= 200 or not run_id.isprintable():
             raise InvalidRequest("`run_id` must be 1 to 200 printable characters")
         if mode not in MODES:

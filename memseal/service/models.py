@@ -157,9 +157,15 @@ class ReasonIn(_Documented):
 
 
 class ForgetIn(_Documented):
-    """The body of an admin's forget: the item id typed again, so no slip erases an item."""
+    """The body of an admin's forget: the item id typed again, so no slip erases an item,
+    and why (signed into the entry's payload with the token that asked)."""
+
+    # An unknown field is refused, naming it: a misspelt ``reason`` must not forget
+    # an item with no reason at all.
+    model_config = ConfigDict(json_schema_extra=_no_description, extra="forbid")
 
     confirm: str = Field(min_length=1, max_length=200, description="the item id, again")
+    reason: str = Field(min_length=1, max_length=2000, description="why the item is forgotten")
 
 
 class ForgetOut(_Documented):

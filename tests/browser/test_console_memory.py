@@ -45,6 +45,8 @@ def test_an_admin_forgets_an_item_after_typing_its_id_and_ledger_shows_it_at_onc
     typed.fill(item[:-1])  # one character short: still refused
     assert confirm.is_disabled()
     typed.fill(item)
+    assert confirm.is_disabled()  # no reason yet: the API would refuse it
+    page.get_by_label("Reason for the forget").fill("customer asked, ticket 881")
     confirm.click()
     status = page.get_by_role("status").filter(has_text="forgotten")
     status.wait_for()
@@ -54,6 +56,8 @@ def test_an_admin_forgets_an_item_after_typing_its_id_and_ledger_shows_it_at_onc
     marker.wait_for()
     history = page.get_by_role("table", name=f"History of {item}").inner_text()
     assert f"erased by the forget at seq {seq}" in history and "memory_forgotten" in history
+    # The forget's own row shows who asked and why, from its signed payload.
+    assert "customer asked, ticket 881" in history and "first admin" in history
     shoot(page, artifacts, "memory-forget")
     # The signed entry, at once in Ledger.
     marker.get_by_role("link", name=f"seq {seq}").click()
@@ -81,6 +85,7 @@ def test_a_forget_the_api_refuses_shows_its_error_and_forgets_nothing(
     sign_in(page, server, other, f"#/memory/{item}")
     page.get_by_role("button", name="Forget", exact=True).click()
     page.get_by_label("Type the item id to confirm").fill(item)
+    page.get_by_label("Reason for the forget").fill("not ours to keep")
     page.get_by_role("button", name=f"Confirm: Forget {item}").click()
     alert = page.locator("main [role=alert]")
     alert.wait_for()

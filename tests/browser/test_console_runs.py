@@ -48,7 +48,12 @@ def test_lifecycle_runs_are_listed_and_labelled(server: Server, page: Any) -> No
         assert r.status_code == 200, r.text
         r = c.post("/v1/sessions/t1/post-turn", json={"turn": 0, "user": "I live in Lisbon."})
         assert r.status_code == 200, r.text
-        job = r.json()["build"]["job"]
+        assert r.json()["build"]["job"]
+        # Plain runs named as the lifecycle names its own: the kind is the signed entry's,
+        # not the id's, so these stay plain runs.
+        for fake in ("job-impostor", "t9/thread"):
+            r = c.post(f"/v1/runs/{quote(fake, safe='')}/tools/memory_list", json={})
+            assert r.status_code == 200, r.text
     with httpx.Client(
         base_url=server.url, headers={"Authorization": f"Bearer {server.admin}"}, timeout=60
     ) as admin:
@@ -66,8 +71,9 @@ def test_lifecycle_runs_are_listed_and_labelled(server: Server, page: Any) -> No
     sessions = {rid: kind for rid, kind in rows.items() if "lifecycle: session" in kind}
     assert any(rid.endswith("/thread") for rid in sessions), rows
     assert rows[outcome["run_id"]].startswith("lifecycle: job"), rows
-    assert f"background job {job}" in rows[outcome["run_id"]]
+    assert "background job" in rows[outcome["run_id"]]
     assert rows["acme-nightly"] == "run"
+    assert rows["job-impostor"] == "run" and rows["t9/thread"] == "run", rows
     # A session run's timeline names its moments: the start, the turn's context, the log.
     thread = next(rid for rid in sessions if rid.endswith("/thread"))
     runs.get_by_role("link", name=thread, exact=True).click()

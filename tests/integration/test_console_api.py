@@ -10,6 +10,7 @@ import base64
 from collections.abc import Iterator
 
 import httpx
+import msgspec
 import pytest
 from stores import ADAPTERS, drop_schemas, fresh_url
 from test_service_support import ServerThread, assert_error
@@ -53,7 +54,8 @@ def test_an_admins_forget_is_a_signed_entry_that_erases_the_items_payloads(
         with server.client(server.admin) as admin:
             stored = admin.get(f"/v1/ledger/entries?item={item}").json()["entries"][0]
             assert stored["payload"] is not None
-            r = admin.post(f"/v1/admin/items/{item}/forget", json={"confirm": item})
+            body = {"confirm": item, "reason": "a leaked secret"}
+            r = admin.post(f"/v1/admin/items/{item}/forget", json=body)
             assert r.status_code == 200, r.text
             done = r.json()
             assert done["id"] == item and len(done["seqs"]) == 1
@@ -65,7 +67,9 @@ def test_an_admins_forget_is_a_signed_entry_that_erases_the_items_payloads(
             assert again["payload"] is None and again["redacted"]
             assert again["redacted_by"] == done["seqs"][0]
             # Forgotten once: a second forget finds nothing to forget.
-            gone = admin.post(f"/v1/admin/items/{item}/forget", json={"confirm": item})
+            gone = admin.post(
+                f"/v1/admin/items/{item}/forget", json={"confirm": item, "reason": "again"}
+            )
             assert_error(gone, 404, "not_found")
         assert item not in listed(agent)
         fetched = agent.post("/v1/tools/memory_fetch", json={"query": "staging password"})
@@ -80,14 +84,44 @@ def test_a_forget_without_the_id_typed_again_is_refused_naming_the_field(
         with server.client(server.admin) as admin:
             before = size(admin)
             other = item[:-1] + ("1" if item.endswith("0") else "0")
-            for body in ({}, {"confirm": ""}, {"confirm": other}, {"confirm": 7}):
+            why = {"reason": "cleanup"}
+            for body in ({}, {"confirm": "", **why}, {"confirm": other, **why}, {"confirm": 7}):
                 r = admin.post(f"/v1/admin/items/{item}/forget", json=body)
                 message = assert_error(r, 400, "invalid_request")["error"]["message"]
                 assert "`confirm`" in message, message
-            bad = admin.post("/v1/admin/items/n%20o/forget", json={"confirm": "n o"})
+            bad = admin.post("/v1/admin/items/n%20o/forget", json={"confirm": "n o", **why})
             assert "`item_id`" in assert_error(bad, 400, "invalid_request")["error"]["message"]
             assert size(admin) == before  # nothing signed, nothing erased
         assert item in listed(agent)
+
+
+def test_a_forget_signs_its_reason_and_actor_and_refuses_a_missing_reason_or_unknown_field(
+    server: ServerThread,
+) -> None:
+    with server.client(server.token("agent", "team:fgt4/agent:x")) as agent:
+        item = store(agent, "the forget reason is signed with it")
+        with server.client(server.admin) as admin:
+            before = size(admin)
+            for body, name in (
+                ({"confirm": item}, "reason"),
+                ({"confirm": item, "reason": ""}, "reason"),
+                ({"confirm": item, "reason": "   "}, "reason"),
+                ({"confirm": item, "reason": "ok", "reasn": "typo"}, "reasn"),
+            ):
+                r = admin.post(f"/v1/admin/items/{item}/forget", json=body)
+                message = assert_error(r, 400, "invalid_request")["error"]["message"]
+                assert f"`{name}`" in message, message
+            assert size(admin) == before and item in listed(agent)
+            body = {"confirm": item, "reason": "GDPR request 17"}
+            done = admin.post(f"/v1/admin/items/{item}/forget", json=body)
+            assert done.status_code == 200, done.text
+            entry = admin.get(f"/v1/ledger/entries/{done.json()['seqs'][0]}").json()
+            why = msgspec.json.decode(base64.b64decode(entry["payload"]))
+            assert why["reason"] == "GDPR request 17"
+            # The actor is the asking token, as a trust change names it: id, then label.
+            tokens = {t["id"]: t for t in admin.get("/v1/admin/tokens").json()["tokens"]}
+            token_id, _, label = why["actor"].partition(" ")
+            assert tokens[token_id]["role"] == "admin" and label == tokens[token_id]["label"]
 
 
 def test_only_an_admin_forgets_and_only_within_its_reach(server: ServerThread) -> None:
@@ -96,7 +130,7 @@ def test_only_an_admin_forgets_and_only_within_its_reach(server: ServerThread) -
         placed = server.client(server.token("admin", "team:fgt3"))
         auditor = server.client(server.token("auditor", "/"))
         with placed, auditor:
-            body = {"confirm": theirs}
+            body = {"confirm": theirs, "reason": "not yours"}
             assert_error(placed.post(f"/v1/admin/items/{theirs}/forget", json=body), 404)
             assert_error(auditor.post(f"/v1/admin/items/{theirs}/forget", json=body), 403)
             assert_error(agent.post(f"/v1/admin/items/{theirs}/forget", json=body), 403)

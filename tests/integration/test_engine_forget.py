@@ -37,6 +37,8 @@ from memseal.engine import (
     Source,
     Turn,
 )
+from memseal.engine.events import MemoryForgotten, decode_event, decode_forget_payload
+from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.location import parse_database_url
 from memseal.memory import DATABASE
 
@@ -230,6 +232,36 @@ async def test_forget_by_filter_reaches_only_what_the_filter_and_reach_name(
         await engine.forget(ids=[outside.id])
         assert leaks(folder, store_url) == {}
         await engine.ledger.verify()
+
+
+async def test_a_forget_with_a_reason_signs_it_and_an_old_forget_without_one_still_verifies(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    folder = tmp_path / "data"
+    async with open_engine(folder, create=True, store=store_url) as engine:
+        old = await engine.store(Learning(text="forgotten the old way"), namespace=PLACE)
+        new = await engine.store(Learning(text="forgotten with a reason"), namespace=PLACE)
+        # A forget as every ledger before the reason has one: no payload at all.
+        before = await engine.forget(ids=[old.id])
+        assert (await engine.ledger.read(before.seqs[0])).payload is None
+        for bad, name in ((" ", "reason"), ("x" * 2001, "reason")):
+            with pytest.raises(InvalidRequest, match=f"`{name}`"):
+                await engine.forget(ids=[new.id], actor="tok-1 ops", reason=bad)
+        with pytest.raises(InvalidRequest, match="`actor`"):
+            await engine.forget(ids=[new.id], actor=7, reason="ok")  # type: ignore[arg-type]
+        assert new.id in {i.id for i in (await engine.list(limit=10)).items}
+        done = await engine.forget(ids=[new.id], actor="tok-1 ops", reason="ticket 12")
+        record = await engine.ledger.read(done.seqs[0])
+        assert record.payload is not None
+        why = decode_forget_payload(bytes(record.payload))
+        assert (why.actor, why.reason) == ("tok-1 ops", "ticket 12")
+        assert decode_event("memory_forgotten", bytes(record.entry().body)) == MemoryForgotten(
+            items=(new.id,)
+        )
+        # Both shapes side by side: the log verifies and the projections rebuild the same.
+        await engine.ledger.verify()
+        assert (await engine.rebuild()).matches
+        assert await engine.recompute_state_hash() == await engine.state_hash()
 
 
 async def test_a_scrub_held_up_by_a_reader_is_retried(tmp_path: Path) -> None:

@@ -113,9 +113,15 @@ class RunOpener(Protocol):
     """What opens the runs (``memseal.open(...)``'s memory is one)."""
 
     def run(
-        self, run_id: str | None = None, scope: ToolScope | None = None, *, mode: str = "resume"
+        self,
+        run_id: str | None = None,
+        scope: ToolScope | None = None,
+        *,
+        mode: str = "resume",
+        lifecycle: str | None = None,
     ) -> SessionRun:
-        """A run named ``run_id`` bound to ``scope``, opened in ``mode``."""
+        """A run named ``run_id`` bound to ``scope``, opened in ``mode`` (``lifecycle``
+        signed into its ``run_started`` entry: what the run is to the lifecycle)."""
 
 
 class PastTools(Protocol):
@@ -315,13 +321,18 @@ class AgentMemory:
         }
         self.scopes: Mapping[ReachName, ToolScope] = scopes
         self._runs: dict[ReachName, SessionRun] = {
-            reach: memory.run(f"{self.session}/{reach}", scope, mode=mode)
+            reach: memory.run(
+                f"{self.session}/{reach}", scope, mode=mode, lifecycle=f"session/{reach}"
+            )
             for reach, scope in scopes.items()
         }
         #: The model's own tools: the agent writer scope, every call recorded in
         #: ``<session>/model`` (hand ``tools.toolset()`` to the model).
         self.tools: SessionRun = memory.run(
-            f"{self.session}/model", layout.agent_writer(agent), mode=mode
+            f"{self.session}/model",
+            layout.agent_writer(agent),
+            mode=mode,
+            lifecycle="session/model",
         )
         self.jobs = jobs
         self._queue: SessionRun | None = None
@@ -334,7 +345,9 @@ class AgentMemory:
                     f"`jobs`: the queue's reach does not include the thread {thread_node}; "
                     "build it on layout.learnings_writer(agent)"
                 )
-            self._queue = memory.run(f"{self.session}/queue", jobs.queue_scope, mode=mode)
+            self._queue = memory.run(
+                f"{self.session}/queue", jobs.queue_scope, mode=mode, lifecycle="session/queue"
+            )
 
     @property
     def run_ids(self) -> tuple[str, ...]:

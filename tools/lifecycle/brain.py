@@ -102,8 +102,10 @@ class RecordingMemory(Protocol):
         run_id: str | None = None,
         mode: str = "resume",
         fork: bool = False,
+        lifecycle: str | None = None,
     ) -> RecordedCalls:
-        """The seven tools for ``scope``, every call recorded (in run ``run_id``)."""
+        """The seven tools for ``scope``, every call recorded (in run ``run_id``, whose
+        ``run_started`` entry signs ``lifecycle``, what the run is to the lifecycle)."""
         ...
 
 
@@ -314,7 +316,7 @@ class Brain:
 
     def _tools(self, run_id: str | None) -> RecordedCalls:
         chosen = run_id if run_id is not None else f"brain-{secrets.token_hex(8)}"
-        return self._memory.tools(self._scope, run_id=chosen, mode="resume")
+        return self._memory.tools(self._scope, run_id=chosen, mode="resume", lifecycle="brain")
 
     async def _held(self, tools: RecordedCalls, doc: str) -> list[_Held]:
         """The items document ``doc`` holds now, each with the chunk id its tag claims."""

@@ -237,7 +237,9 @@ class JobQueue:
 
     async def status(self) -> QueueStatus:
         """The pending, failed and done jobs (recorded reads of the queue)."""
-        tools = self._memory.tools(self._queue, run_id=f"queue-{secrets.token_hex(8)}")
+        tools = self._memory.tools(
+            self._queue, run_id=f"queue-{secrets.token_hex(8)}", lifecycle="job-queue"
+        )
         try:
             return await self._status(tools)
         finally:
@@ -353,7 +355,7 @@ class JobQueue:
                 error=f"gave up after {job.attempts} attempts ({job.last_error}); re-queue it",
             )
         try:
-            tools = self._memory.tools(self._scope, run_id=run_id, mode=mode)
+            tools = self._memory.tools(self._scope, run_id=run_id, mode=mode, lifecycle="job")
         except Conflict as exc:
             return JobOutcome(
                 id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
@@ -457,7 +459,7 @@ class JobQueue:
             v=1, job=job.id, round=job.round + 1, at=stamp(self._now()), reason=reason.strip()
         )
         run_id = f"requeue-{secrets.token_hex(8)}"
-        tools = self._memory.tools(self._queue, run_id=run_id)
+        tools = self._memory.tools(self._queue, run_id=run_id, lifecycle="job-queue")
         try:
             note = await tools.call(
                 "memory_store",
@@ -603,7 +605,7 @@ class JobQueue:
             },
         )
         run_id = f"retract-{secrets.token_hex(8)}"
-        tools = self._memory.tools(self._scope, run_id=run_id)
+        tools = self._memory.tools(self._scope, run_id=run_id, lifecycle="retraction")
         try:
             result = await tools.call("memory_forget", {"ids": [item_id]}, key=f"retract:{item_id}")
         finally:

@@ -168,7 +168,14 @@ async def forget_item(
     # script's wrong variable never erases an item nobody named twice.
     if body.confirm != target:
         raise InvalidRequest("`confirm` must repeat the item id of the path, exactly")
-    done = await memory.engine.forget(ids=[target], reach=who.scope.reach)
+    if not body.reason.strip():
+        raise InvalidRequest("`reason` must not be empty")
+    done = await memory.engine.forget(
+        ids=[target],
+        reach=who.scope.reach,
+        actor=f"{who.token_id} {who.label}".strip(),
+        reason=body.reason,
+    )
     if target not in done.forgotten:
         raise NotFound(f"no item {target!r} in your reach")
     return json_response({"id": target, "seqs": list(done.seqs), "redacted": list(done.redacted)})

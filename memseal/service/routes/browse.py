@@ -74,6 +74,11 @@ def _admits(reach: Reach | None, place: object) -> bool:
         return False
 
 
+def _lifecycle(body: object) -> str | None:
+    value = body.get("lifecycle") if isinstance(body, dict) else None
+    return value if isinstance(value, str) else None
+
+
 @router.get(
     "/v1/ledger/runs",
     summary=f"Runs within the caller's reach, newest first (up to {MAX_RUNS} a page)",
@@ -128,6 +133,9 @@ async def runs(
                 "started_seq": started,
                 "started_at": entry.at,
                 "mode": body.get("mode") if isinstance(body, dict) else None,
+                # What the run is to the lifecycle, as its signed run_started entry says
+                # (None: a plain run, or one recorded before runs said so).
+                "lifecycle": _lifecycle(body),
                 "place": place,
                 "recorded_steps": int(count),
                 "last_step": None if last is None else int(last),

@@ -45,12 +45,17 @@ __all__ = [
 
 router = APIRouter(tags=["runs"])
 
-#: A run id in a path: 1 to 200 characters (the registry checks they are printable).
+#: A run id in a path: 1 to 200 characters (the registry checks they are printable). The
+#: routes take it with Starlette's ``path`` converter, because the server decodes ``%2F``
+#: before routing: a run id such as ``job/nightly/7`` (sent as ``job%2Fnightly%2F7`` or
+#: as is) reaches every run route. A run id ending in ``/export`` is the one ambiguity:
+#: ``GET /v1/runs/X/export`` is the export of run X (``GET /v1/ledger/runs?run=ID`` lists
+#: any run by id).
 RunId = Annotated[str, PathParam(min_length=1, max_length=200)]
 
 
 @router.post(
-    "/v1/runs/{run_id}/tools/{name}",
+    "/v1/runs/{run_id:path}/tools/{name}",
     summary="Call a tool as the next step (or X-Memseal-Step) of a named run",
     response_model=ToolResultOut,
     openapi_extra=ARGUMENTS_BODY,
@@ -73,20 +78,7 @@ async def call_in_run(
 
 
 @router.get(
-    "/v1/runs/{run_id}",
-    summary="A run's status: recorded steps, lease, whether this process holds it",
-    response_model=RunStatusOut,
-)
-async def run_status(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
-    """
-    \f
-    What the ledger and this process know of ``run_id``.
-    """
-    return json_response(await service.runs.status(run_id, who.scope))
-
-
-@router.get(
-    "/v1/runs/{run_id}/export",
+    "/v1/runs/{run_id:path}/export",
     summary="The run as a session bundle (offline-verifiable; `memseal verify FILE`)",
     response_class=Response,
     responses={200: {"content": {"application/json": {}}}},
@@ -123,7 +115,7 @@ async def export_run(
 
 
 @router.get(
-    "/v1/runs/{run_id}/steps/{step}/read-proof",
+    "/v1/runs/{run_id:path}/steps/{step}/read-proof",
     summary="A self-contained proof of what one recorded read returned "
     "(offline-verifiable; `memseal verify-read FILE`)",
     response_class=Response,
@@ -170,8 +162,23 @@ async def read_proof(
     )
 
 
+# The routes naming only the run come last: with the ``path`` converter their pattern
+# would take ".../export" or ".../steps/N/read-proof" as part of the run id.
+@router.get(
+    "/v1/runs/{run_id:path}",
+    summary="A run's status: recorded steps, lease, whether this process holds it",
+    response_model=RunStatusOut,
+)
+async def run_status(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
+    """
+    \f
+    What the ledger and this process know of ``run_id``.
+    """
+    return json_response(await service.runs.status(run_id, who.scope))
+
+
 @router.delete(
-    "/v1/runs/{run_id}",
+    "/v1/runs/{run_id:path}",
     summary="Close a held run (release its lease); its record stays and can be resumed",
 )
 async def close_run(who: Agent, run_id: RunId, service: ServiceDep) -> Response:

@@ -2,7 +2,25 @@
 // its own tools; for an admin, an item's signed history and the trust actions. Every read
 // and action is the API's, so what is shown is what the token may see.
 import { api, query } from "./api.js";
-import { badge, errorBox, field, h, short, table } from "./ui.js";
+import { badge, decodeB64Text, errorBox, field, h, short, table } from "./ui.js";
+
+// A trust change's or a forget's payload: who asked and why. A forget signed before
+// forgets carried a reason has no payload: its actor and reason are unknown.
+function whyOf(e) {
+  if (e.payload) {
+    try {
+      const p = JSON.parse(decodeB64Text(e.payload));
+      if (p && typeof p.reason === "string") return `by ${p.actor || "an unknown actor"}: “${p.reason}”`;
+    } catch (err) {
+      return "payload not readable";
+    }
+    return "payload in reach";
+  }
+  if (e.redacted) return `erased by the forget at seq ${e.redacted_by}`;
+  if (e.payload_withheld) return "withheld";
+  if (e.kind === "memory_forgotten") return "actor and reason not recorded";
+  return "";
+}
 
 function itemRows(items) {
   return items.map((it) => [
@@ -119,7 +137,7 @@ async function adminMemory(args, me) {
           const b = e.header.body;
           const what = e.kind === "memory_stored" ? `stored in ${b.namespace} as ${b.trust}` : e.kind === "trust_changed" ? `trust ${b.previous} → ${b.trust}` : "forgotten";
           if (e.kind === "memory_forgotten") forgetSeq = e.seq;
-          rows.push([h("a", { href: `#/ledger/${e.seq}` }, String(e.seq)), e.at, e.kind, what, e.payload ? "actor and reason in the payload" : e.redacted ? `erased by the forget at seq ${e.redacted_by}` : e.payload_withheld ? "withheld" : ""]);
+          rows.push([h("a", { href: `#/ledger/${e.seq}` }, String(e.seq)), e.at, e.kind, what, e.kind === "memory_stored" && e.payload ? "text in the payload" : whyOf(e)]);
         }
         next = page.next;
       }
@@ -181,7 +199,7 @@ async function adminMemory(args, me) {
           disabled: true,
           onclick: async () => {
             try {
-              const r = await api(`/v1/admin/items/${encodeURIComponent(id)}/forget`, { method: "POST", body: { confirm: typed.value.trim() } });
+              const r = await api(`/v1/admin/items/${encodeURIComponent(id)}/forget`, { method: "POST", body: { confirm: typed.value.trim(), reason: why.value.trim() } });
               const seq = r.seqs[r.seqs.length - 1];
               out.replaceChildren(
                 h("p", { role: "status", class: "ok" }, `${id}: forgotten (signed entry `, h("a", { href: `#/ledger/${seq}` }, `seq ${seq}`), `; ${r.redacted.length} payloads erased)`),
@@ -192,10 +210,15 @@ async function adminMemory(args, me) {
             }
           },
         }, `Confirm: Forget ${id}`);
-        typed.addEventListener("input", () => { confirmBtn.disabled = typed.value.trim() !== id; });
+        // The reason is signed into the forget's payload; the API refuses a forget without one.
+        const why = h("input", { type: "text", size: 50, value: reasonIn.value.trim() });
+        const ready = () => { confirmBtn.disabled = typed.value.trim() !== id || !why.value.trim(); };
+        typed.addEventListener("input", ready);
+        why.addEventListener("input", ready);
         out.replaceChildren(
           h("p", {}, `Forget item ${id}? This appends a signed memory_forgotten entry and erases every payload that names the item. It cannot be undone.`),
           field("Type the item id to confirm", typed),
+          field("Reason for the forget", why),
           confirmBtn,
           h("button", { type: "button", class: "quiet", onclick: () => out.replaceChildren() }, "Cancel"),
         );

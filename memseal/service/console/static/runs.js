@@ -6,26 +6,28 @@ import { badge, decodeB64Text, errorBox, field, h, short, table } from "./ui.js"
 const RUN_PAGE = 50;
 const ENTRY_PAGE = 200;
 
-// What a lifecycle run is, from the names memseal's lifecycle gives its runs (see
-// docs/lifecycle.md): a session's runs are SESSION/REACH, a background job's job-ID.
-// A label only: what the run holds is still read from its signed entries.
-const SESSION_REACHES = {
-  thread: "session reads and writes of the thread",
-  own: "session reads of the agent's node",
-  team: "session reads of the team's node",
-  brain: "session reads of the brain",
-  model: "the model's own tools",
-  queue: "job queue (builds queued per turn)",
+// What a lifecycle run is, from the `lifecycle` its signed run_started entry records (the
+// lifecycle layer sets it when it opens the run; see docs/lifecycle.md), never from the run
+// id: an id is the host's to choose. A run without it (a plain run, or one recorded before
+// runs said so) is shown as a plain run.
+const LIFECYCLE = {
+  "session/thread": ["session", "session reads and writes of the thread"],
+  "session/own": ["session", "session reads of the agent's node"],
+  "session/team": ["session", "session reads of the team's node"],
+  "session/brain": ["session", "session reads of the brain"],
+  "session/model": ["session", "the model's own tools"],
+  "session/queue": ["session", "job queue (builds queued per turn)"],
+  job: ["job", "background job"],
+  "job-queue": ["job", "the job queue"],
+  retraction: ["job", "a retraction"],
+  brain: ["brain", "a brain ingest"],
 };
 
-export function lifecycleRun(id) {
-  const m = /^(.+)\/(thread|own|team|brain|model|queue)$/.exec(id);
-  if (m) return { kind: "session", label: `session ${m[1]}: ${SESSION_REACHES[m[2]]}` };
-  if (/^job-/.test(id)) return { kind: "job", label: `background job ${id.slice(4)}` };
-  if (/^queue-[0-9a-f]+$/.test(id)) return { kind: "job", label: "a job queued" };
-  if (/^retract-[0-9a-f]+$/.test(id)) return { kind: "job", label: "a retraction" };
-  if (/^brain-[0-9a-f]+$/.test(id)) return { kind: "brain", label: "a brain ingest" };
-  return null;
+export function lifecycleRun(run) {
+  const value = run && typeof run.lifecycle === "string" ? run.lifecycle : null;
+  if (value === null) return null;
+  const [kind, label] = LIFECYCLE[value] || ["other", value];
+  return { kind, label };
 }
 
 // The lifecycle moment a keyed call is: start, pre/N, post/N, compact/N, queue/N (a moment
@@ -43,8 +45,8 @@ export function lifecycleStep(key) {
   return null;
 }
 
-function kindCell(id) {
-  const l = lifecycleRun(id);
+function kindCell(run) {
+  const l = lifecycleRun(run);
   return l ? [badge(`lifecycle: ${l.kind}`, "lifecycle"), ` ${l.label}`] : "run";
 }
 
@@ -100,7 +102,7 @@ async function runList(before) {
   const page = await api(`/v1/ledger/runs${query({ before, limit: RUN_PAGE })}`);
   const rows = page.runs.map((r) => [
     runLink(r.run_id),
-    kindCell(r.run_id),
+    kindCell(r),
     r.leased ? badge("leased", "warn") : badge("idle"),
     r.leased ? `${r.holder || "?"} until ${new Date(r.lease_until * 1000).toISOString()}` : "—",
     r.mode || "",
@@ -218,7 +220,7 @@ async function runPage(runId, me) {
     return section;
   }
   const started = found.started_seq;
-  const life = lifecycleRun(runId);
+  const life = lifecycleRun(found);
   section.append(
     h("p", {}, found.leased ? badge("leased", "warn") : badge("idle"), ` ${found.mode} at ${found.place}; ${found.recorded_steps} recorded steps; started ${found.started_at}`),
   );

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
+from starlette.convertors import Convertor, register_url_convertor
 
 from memseal.ledger.errors import NotFound, VerificationError
 from memseal.memory import Memory
@@ -43,6 +44,22 @@ __all__ = [
     "run_status",
 ]
 
+
+class _RunIdConvertor(Convertor[str]):
+    """A run id in the path: any characters, '/' and control characters included (so a
+    bad id reaches the route and is refused with 400 naming it, not a 404)."""
+
+    regex = r"[\s\S]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("run_id", _RunIdConvertor())
+
 router = APIRouter(tags=["runs"])
 
 #: A run id in a path: 1 to 200 characters (the registry checks they are printable). The
@@ -55,7 +72,7 @@ RunId = Annotated[str, PathParam(min_length=1, max_length=200)]
 
 
 @router.post(
-    "/v1/runs/{run_id:path}/tools/{name}",
+    "/v1/runs/{run_id:run_id}/tools/{name}",
     summary="Call a tool as the next step (or X-Memseal-Step) of a named run",
     response_model=ToolResultOut,
     openapi_extra=ARGUMENTS_BODY,
@@ -78,7 +95,7 @@ async def call_in_run(
 
 
 @router.get(
-    "/v1/runs/{run_id:path}/export",
+    "/v1/runs/{run_id:run_id}/export",
     summary="The run as a session bundle (offline-verifiable; `memseal verify FILE`)",
     response_class=Response,
     responses={200: {"content": {"application/json": {}}}},
@@ -115,7 +132,7 @@ async def export_run(
 
 
 @router.get(
-    "/v1/runs/{run_id:path}/steps/{step}/read-proof",
+    "/v1/runs/{run_id:run_id}/steps/{step}/read-proof",
     summary="A self-contained proof of what one recorded read returned "
     "(offline-verifiable; `memseal verify-read FILE`)",
     response_class=Response,
@@ -165,7 +182,7 @@ async def read_proof(
 # The routes naming only the run come last: with the ``path`` converter their pattern
 # would take ".../export" or ".../steps/N/read-proof" as part of the run id.
 @router.get(
-    "/v1/runs/{run_id:path}",
+    "/v1/runs/{run_id:run_id}",
     summary="A run's status: recorded steps, lease, whether this process holds it",
     response_model=RunStatusOut,
 )
@@ -178,7 +195,7 @@ async def run_status(who: Agent, run_id: RunId, service: ServiceDep) -> Response
 
 
 @router.delete(
-    "/v1/runs/{run_id:path}",
+    "/v1/runs/{run_id:run_id}",
     summary="Close a held run (release its lease); its record stays and can be resumed",
 )
 async def close_run(who: Agent, run_id: RunId, service: ServiceDep) -> Response:

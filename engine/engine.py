@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, tzinfo
@@ -80,8 +81,7 @@ MAX_INSTRUCTIONS_CHARS: Final = 4_000
 _LOG_SIZE: Final = "SELECT coalesce(max(seq), -1) + 1 FROM entries"
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
+_utcnow: Clock = functools.partial(datetime.now, UTC)
 
 
 class Engine:
@@ -198,6 +198,11 @@ class Engine:
         if self._vectors is None or self._vectors.ann is None:
             return None
         return len(self._vectors.ann)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder semantic search uses (its ``id`` is the cache's); None without one."""
+        return None if self._vectors is None else self._vectors.embedder
 
     @property
     def embedder_id(self) -> str | None:

@@ -265,7 +265,7 @@ class _HeldWriter:
     caller whose command is queued behind it (submitted, not yet committed)."""
 
     def __init__(self, memory: memseal.Memory) -> None:
-        self._store = memory.engine._store
+        self._store: Any = memory.engine._store
         self._go = threading.Event()
         self._held = asyncio.ensure_future(self._store.run(lambda txn: self._go.wait(10)))
 

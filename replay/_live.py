@@ -19,6 +19,7 @@ import msgspec
 from memseal.ledger.entry import Draft, make_draft
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError
 from memseal.ledger.store import WriteTxn, observing_sizes, run_committed
+from memseal.tools.catalog import WRITE_TOOLS
 
 from ._lease import RunLease
 from ._sent import RECORDED_ERRORS, Sent, as_recorded, error_result, normal, withheld_digest
@@ -246,7 +247,9 @@ class LiveCalls(RunLease):
         query reports its own size; a read whose queries straddled a commit runs again.
         """
         for _attempt in range(_READ_ATTEMPTS):
-            before = (await self._store.head()).size
+            # A write records the size its transaction starts at, so it reads no head
+            # here (a round trip per store); a refused write reads one after.
+            before = None if sent.name in WRITE_TOOLS else (await self._store.head()).size
             error: MemsealError | None = sent.invalid
             prepared: Prepared | None = None
             with observing_sizes() as sizes:
@@ -256,7 +259,9 @@ class LiveCalls(RunLease):
                     except RECORDED_ERRORS as exc:
                         error = exc
             if prepared is not None and prepared.command is not None:
-                return before, prepared, error  # a write: the writer records its own size
+                return 0, prepared, error  # a write: the writer records its own size
+            if before is None:
+                before = (await self._store.head()).size
             seen = set(sizes) if sizes else {before, (await self._store.head()).size}
             if len(seen) == 1:
                 return seen.pop(), prepared, error

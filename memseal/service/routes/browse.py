@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from memseal.engine import Reach
+from memseal.replay.memo import hits_of
 
 from ..deps import Auditor, MemoryDep, principal
 from ..models import json_response
@@ -126,6 +127,7 @@ async def runs(
             "SELECT count(*), max(step) FROM memos WHERE run_id = ?", (run_id,)
         )
         count, last = counted[0]
+        hits, last_hit = await hits_of(store, str(run_id))
         leased = float(lease_until) > now
         listed.append(
             {
@@ -142,6 +144,9 @@ async def runs(
                 "leased": leased,
                 "lease_until": float(lease_until) if leased else None,
                 "holder": str(holder) if leased and holder is not None else None,
+                # Memo hits in every process: an unsigned count (a hit writes no entry).
+                "memo_hits": hits,
+                "last_hit_at": last_hit,
             }
         )
     else:

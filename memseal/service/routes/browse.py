@@ -124,9 +124,9 @@ async def runs(
         if not _admits(who.scope.reach, place):
             continue
         counted = await store.rows(
-            "SELECT count(*), max(step) FROM memos WHERE run_id = ?", (run_id,)
+            "SELECT count(*), max(step), max(seq) FROM memos WHERE run_id = ?", (run_id,)
         )
-        count, last = counted[0]
+        count, last, last_seq = counted[0]
         hits, last_hit = await hits_of(store, str(run_id))
         leased = float(lease_until) > now
         listed.append(
@@ -141,6 +141,9 @@ async def runs(
                 "place": place,
                 "recorded_steps": int(count),
                 "last_step": None if last is None else int(last),
+                # The seq of the run's newest recorded call: its timeline ends there (every
+                # call it superseded, and every divergence that led to a call, is below).
+                "last_seq": None if last_seq is None else int(last_seq),
                 "leased": leased,
                 "lease_until": float(lease_until) if leased else None,
                 "holder": str(holder) if leased and holder is not None else None,

@@ -248,8 +248,8 @@ async def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     if args.build_only is not None:
-        took = await build(args.build_only, args.runs, args.calls, args.interleave)
-        print(json.dumps({"entries": args.runs * (args.calls + 1), "build_s": round(took, 2)}))
+        spent = await build(args.build_only, args.runs, args.calls, args.interleave)
+        print(json.dumps({"entries": args.runs * (args.calls + 1), "build_s": round(spent, 2)}))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.folder or Path(tmp) / "data"

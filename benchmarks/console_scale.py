@@ -21,7 +21,8 @@ transport) as an auditor of everything, ``--requests`` times, p50 and p95:
   matches nothing (the scan window's worst case);
 * the Runs page: the newest runs, and the next page through its cursor;
 * a run's timeline: the run's row, its memo (one page), and its entries from its
-  ``run_started`` to its newest call (``end``), every page through ``next``.
+  ``run_started`` to its newest call (``end``), every page through ``next``; beside
+  it, the same without ``end`` (how the console paged before: on to the log's end).
 
 Each row also says how many rows one response carried at most: no request loads
 everything.
@@ -136,7 +137,7 @@ async def _timed(
     return times, most, good
 
 
-async def measure(folder: Path, requests: int, per: int = 50) -> list[dict[str, Any]]:
+async def measure(folder: Path, runs: int, requests: int, per: int = 50) -> list[dict[str, Any]]:
     """Each console read on the folder's ledger, timed (see the module docstring)."""
     first_admin(folder)
     token = _auditor(folder)
@@ -152,7 +153,8 @@ async def measure(folder: Path, requests: int, per: int = 50) -> list[dict[str, 
         ) as c:
             size = (await c.get("/v1/ledger")).json()["size"]
             first = (await c.get("/v1/ledger/runs", params={"limit": per})).json()
-            middle = first["runs"][len(first["runs"]) // 2]["run_id"]
+            # The run halfway through the log: its timeline has half the log after it.
+            middle = f"scale-{runs // 2:05d}"
 
             async def get(path: str, **params: Any) -> Any:
                 r = await c.get(path, params=params)
@@ -211,6 +213,18 @@ async def measure(folder: Path, requests: int, per: int = 50) -> list[dict[str, 
                     start = page["next"]
                 return most, got == found["recorded_steps"] + 1
 
+            async def timeline_unbounded() -> tuple[int, bool]:
+                # What the console did before `end`: scan on until 200 entries or the log's
+                # end (the run has fewer, so it reads every entry after the run's start).
+                start: int | None = found["started_seq"]
+                got, most = 0, 0
+                while start is not None and got < 200:
+                    page = await get("/v1/ledger/entries", run=middle, start=start, limit=200)
+                    got += len(page["entries"])
+                    most = max(most, len(page["entries"]))
+                    start = page["next"]
+                return most, got == found["recorded_steps"] + 1
+
             cases: list[tuple[str, Callable[[], Awaitable[tuple[int, bool]]]]] = [
                 ("Ledger: newest 50 entries", newest_entries),
                 ("Ledger: kind filter matching nothing (5,000 scanned)", kind_scan),
@@ -220,6 +234,7 @@ async def measure(folder: Path, requests: int, per: int = 50) -> list[dict[str, 
                 ("Run: its memo, one page", run_memo),
                 ("Run timeline: first page of entries (start, end)", timeline_page),
                 ("Run timeline: every page through next", timeline_all),
+                ("Run timeline without end (the console before this pass)", timeline_unbounded),
             ]
             for name, request in cases:
                 times, most, ok = await _timed(requests, request)
@@ -256,7 +271,7 @@ async def main() -> int:
         took: float | None = None
         if not (folder / "ledger.db").exists():
             took = await build(folder, args.runs, args.calls, args.interleave)
-        rows = await measure(folder, args.requests, args.page)
+        rows = await measure(folder, args.runs, args.requests, args.page)
     entries = args.runs * (args.calls + 1)
     built = "reused" if took is None else f"built in {took:.1f} s"
     print(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -34,7 +34,7 @@ from memseal.ledger.store import SqlStore, WriteTxn
 
 from .calls import RUN_STARTED, RunStarted
 from .identity import ScopeIdentity
-from .memo import acquire, held_here, let_go_here, release, renew
+from .memo import acquire, add_hits, held_here, let_go_here, release, renew
 from .provenance import reconcile_memos
 
 __all__ = ["RunLease", "other_scope"]
@@ -65,6 +65,7 @@ class RunLease:
     _started: bool
     _closed: bool
     _renewer: asyncio.Task[None] | None
+    _hits: dict[int, tuple[int, int]]
 
     async def __aenter__(self) -> Self:
         await self._start()
@@ -174,11 +175,22 @@ class RunLease:
         while True:
             await asyncio.sleep(self._ttl / 3)
 
-            def command(txn: WriteTxn) -> bool:
-                return renew(txn, self.run_id, self._holder, self._ttl)
+            hits = self._take_hits()
+            try:
+                await self._store.run(self._renewal(hits))
+            except MemsealError:
+                self._keep_hits(hits)
 
-            with contextlib.suppress(MemsealError):
-                await self._store.run(command)
+    def _renewal(self, hits: dict[int, tuple[int, int]]) -> Callable[[WriteTxn], bool]:
+        """The renewal's transaction: the lease extended, and the hits counted since the
+        last one added (a count, added even when the lease was lost: those calls were
+        answered)."""
+
+        def command(txn: WriteTxn) -> bool:
+            add_hits(txn, self.run_id, hits)
+            return renew(txn, self.run_id, self._holder, self._ttl)
+
+        return command
 
     async def close(self, *, check: bool = True) -> None:
         """Release the lease; in ``strict`` mode, fail if recorded steps were never replayed."""
@@ -190,8 +202,10 @@ class RunLease:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
         if self._started and not self._oneshot:
+            hits = self._take_hits()
 
             def command(txn: WriteTxn) -> None:
+                add_hits(txn, self.run_id, hits)
                 release(txn, self.run_id, self._holder)
 
             try:
@@ -205,6 +219,17 @@ class RunLease:
                 run_id=self.run_id,
                 step=unconsumed[0],
             )
+
+    def _take_hits(self) -> dict[int, tuple[int, int]]:
+        """The memo hits counted since the last flush, taken out to be written."""
+        hits, self._hits = self._hits, {}
+        return hits
+
+    def _keep_hits(self, hits: dict[int, tuple[int, int]]) -> None:
+        """Put back hits whose write failed, so the next flush adds them."""
+        for seq, (step, count) in hits.items():
+            _, more = self._hits.get(seq, (step, 0))
+            self._hits[seq] = (step, count + more)
 
     def _keys(self) -> dict[str, VerifyKey]:
         """The ledger's keys by id, including any the history gained since the last call."""

@@ -7,6 +7,13 @@ the entry it points at and checks it (see :mod:`memseal.replay.provenance`).
 ``runs`` holds each run's lease: one process at a time records a run. A
 lease lapses when its time runs out or, on the same machine, as soon as its
 holder's process is gone, so a restarted process resumes at once.
+
+``memo_hits`` counts, per signed call, how many times a resume answered a
+step from it (a memo hit). A hit writes no entry: the count is an unsigned
+operations figure, not a proof (nothing checks it, verify ignores it), kept
+so that a console in any process sees the hits of every process. A run adds
+its hits in the transaction of its next lease renewal and of its close
+(:func:`add_hits`), never in the hit's own path.
 """
 
 from __future__ import annotations
@@ -14,11 +21,12 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Mapping
 
 import msgspec
 
 from memseal.ledger.errors import Conflict
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import SqlStore, WriteTxn
 
 __all__ = [
     "DDL",
@@ -27,9 +35,11 @@ __all__ = [
     "Lease",
     "MemoRow",
     "acquire",
+    "add_hits",
     "check_holder",
     "ddl_for",
     "held_here",
+    "hits_of",
     "let_go_here",
     "put_memo",
     "release",
@@ -52,6 +62,15 @@ CREATE TABLE IF NOT EXISTS runs (
     lease_until REAL NOT NULL DEFAULT 0,
     started_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS runs_started ON runs (started_seq);
+CREATE TABLE IF NOT EXISTS memo_hits (
+    run_id  TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    step    INTEGER NOT NULL,
+    hits    INTEGER NOT NULL,
+    last_at REAL NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
 """
 
 #: The same tables on PostgreSQL: 64-bit seqs, a double-precision lease time (a ``real``
@@ -71,6 +90,15 @@ CREATE TABLE IF NOT EXISTS runs (
     host        TEXT,
     lease_until DOUBLE PRECISION NOT NULL DEFAULT 0,
     started_seq BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_started ON runs (started_seq);
+CREATE TABLE IF NOT EXISTS memo_hits (
+    run_id  TEXT COLLATE "C" NOT NULL,
+    seq     BIGINT NOT NULL,
+    step    BIGINT NOT NULL,
+    hits    BIGINT NOT NULL,
+    last_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, seq)
 );
 """
 
@@ -214,3 +242,24 @@ def put_memo(txn: WriteTxn, row: MemoRow) -> None:
         "ON CONFLICT (run_id, step) DO UPDATE SET memo_key = excluded.memo_key, seq = excluded.seq",
         (row.run_id, row.step, row.memo_key, row.seq),
     )
+
+
+def add_hits(txn: WriteTxn, run_id: str, hits: Mapping[int, tuple[int, int]]) -> None:
+    """Add a run's memo hits (signed call seq -> (step, hits)) to ``memo_hits``."""
+    now = time.time()
+    for seq, (step, count) in hits.items():
+        txn.execute(
+            "INSERT INTO memo_hits (run_id, seq, step, hits, last_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id, seq) DO UPDATE SET hits = memo_hits.hits + excluded.hits, "
+            "last_at = excluded.last_at",
+            (run_id, seq, step, count, now),
+        )
+
+
+async def hits_of(store: SqlStore, run_id: str) -> tuple[int, float | None]:
+    """The memo hits every process added for ``run_id``, and when the last was added."""
+    rows = await store.rows(
+        "SELECT sum(hits), max(last_at) FROM memo_hits WHERE run_id = ?", (run_id,)
+    )
+    total, last = rows[0] if rows else (None, None)
+    return (0 if total is None else int(total)), (None if last is None else float(last))

@@ -195,6 +195,8 @@ class Run(LiveCalls):
         self._started = False
         self._closed = False
         self._renewer: asyncio.Task[None] | None = None
+        # Memo hits not yet in the memo_hits table: signed call seq -> (step, hits).
+        self._hits: dict[int, tuple[int, int]] = {}
 
     # -- calls ----------------------------------------------------------------------
 
@@ -527,6 +529,10 @@ class Run(LiveCalls):
             await self._fork(step, verified, fp)
             return await self._live(step, sent, fp, verified.seq)
         self._consumed.add(step)
+        # A memo hit: counted here (a dict, nothing else on the hit's path), added to the
+        # unsigned memo_hits table with the next lease renewal or the close (_lease.py).
+        _, hits = self._hits.get(verified.seq, (step, 0))
+        self._hits[verified.seq] = (step, hits + 1)
         return outcome(verified)
 
     def _same_key(

@@ -7,7 +7,8 @@ What is copied, and why that and no more:
   bytes, so nothing is re-encoded or re-signed;
 * the replay layer's ``memos`` and ``runs``, so a run resumes on the target
   from its memos. A run's lease is not carried over: it was held against the
-  source by a process that is not writing to the target;
+  source by a process that is not writing to the target. The unsigned
+  ``memo_hits`` counts come along too, so the console's figures stay;
 * the vector cache (``engine_vectors``) of the live items, so nothing has to
   be embedded again.
 
@@ -155,6 +156,15 @@ _TABLES: Final = (
         where="started_seq < ?",
         bound="size",
         order="run_id",
+        required=False,
+    ),
+    _Table(
+        name="memo_hits",
+        columns=("run_id", "seq", "step", "hits", "last_at"),
+        select="run_id, seq, step, hits, last_at",
+        where="seq < ?",
+        bound="size",
+        order="run_id, seq",
         required=False,
     ),
     _Table(

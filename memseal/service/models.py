@@ -102,6 +102,11 @@ class RunStatusOut(_Documented):
     steps_issued: int | None
     mode: str | None
     leased: bool
+    #: Memo hits of the run in every process (an unsigned count, not a proof: a hit
+    #: writes no entry), as added by each run's lease renewals and close.
+    memo_hits: int
+    #: When a process last added hits (Unix time), or None.
+    last_hit_at: float | None
 
 
 class TokenIn(_Documented):

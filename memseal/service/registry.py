@@ -21,6 +21,9 @@ unkeyed call this process answered, per step, as *replayed* (the step had a
 memo and was not revalidated: in ``resume`` mode any other call at a recorded
 step is a divergence, refused) or *live*. The counts live as long as the
 held run (:meth:`RunRegistry.answered_here`); a keyed call is not counted.
+The hits of every process (this one's held runs included, keyed calls too)
+are in the unsigned ``memo_hits`` table each run adds to on its lease
+renewals and close (see :mod:`memseal.replay.memo`); the status says them.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFou
 from memseal.memory import Memory
 from memseal.replay import Run
 from memseal.replay.identity import ScopeIdentity
+from memseal.replay.memo import hits_of
 from memseal.replay.run import other_scope
 from memseal.tools import ToolScope
 
@@ -238,6 +242,7 @@ class RunRegistry:
         )
         held = self._held.get(run_id)
         count, last = memos[0]
+        hits, last_hit = await hits_of(store, run_id)
         return {
             "run_id": run_id,
             "started_seq": int(lease[0][0]),
@@ -247,6 +252,8 @@ class RunRegistry:
             "steps_issued": None if held is None else held.run.steps_issued,
             "mode": None if held is None else held.run.mode,
             "leased": float(lease[0][1]) > time.time(),
+            "memo_hits": hits,
+            "last_hit_at": last_hit,
         }
 
     async def close_run(self, run_id: str, scope: ToolScope) -> bool:

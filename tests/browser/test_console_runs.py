@@ -4,6 +4,7 @@ through the served lifecycle routes, listed and labelled."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -18,16 +19,26 @@ def test_the_timeline_marks_the_call_each_steps_memo_replays(
 ) -> None:
     with sqlite3.connect(server.folder / "ledger.db") as db:
         memo = dict(db.execute("SELECT step, seq FROM memos WHERE run_id = 'acme-nightly'"))
+        # The seed's two resumes, in another Memory than the server's: their memo hits.
+        hits = dict(db.execute("SELECT seq, hits FROM memo_hits WHERE run_id = 'acme-nightly'"))
+    assert sorted(hits.values()) == [1, 2, 2]
     sign_in(page, server, server.tokens["auditor"], "#/runs/acme-nightly")
     timeline = page.get_by_role("table", name="Timeline")
     timeline.wait_for()
     marked: dict[int, bool] = {}
+    shown_hits: dict[int, int] = {}
     for row in timeline.locator("tbody tr").all():
         cells = row.locator("td").all_inner_texts()
         if cells[1] in ("run started", "divergence"):
             continue
         assert "live, recorded" in cells[4]
         marked[int(cells[-1])] = "memo: a resume replays this" in cells[4]
+        counted = re.search(r"memo hits ×(\d+) \(all processes, unsigned count\)", cells[4])
+        if counted:
+            shown_hits[int(cells[-1])] = int(counted.group(1))
+    # Each call's hits as the table holds them, from a process that is not the server.
+    assert shown_hits == hits
+    assert "5 memo hits in all processes" in page.locator("main").inner_text()
     # Exactly the seqs the memo table names: the revalidated and forked replacements, not
     # the calls they superseded.
     assert {seq for seq, on in marked.items() if on} == set(memo.values())

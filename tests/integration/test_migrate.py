@@ -30,6 +30,7 @@ from memseal.cli import main
 from memseal.engine import HashingEmbedder, Learning
 from memseal.ledger.errors import StorageError
 from memseal.memory import STORE_ENV, open_audit
+from memseal.replay.memo import hits_of
 
 needs_postgres = pytest.mark.skipif(
     not POSTGRES,
@@ -65,6 +66,10 @@ async def _fill(folder: Path) -> Source:
         async with memory.run("run-a", scope) as run:
             for name, arguments in RUN_A:
                 results.append(await run.call(name, arguments))
+        # Resumed once: five memo hits, in the unsigned memo_hits table (no entry).
+        async with memory.run("run-a", scope) as run:
+            for name, arguments in RUN_A:
+                await run.call(name, arguments)
         await memory.call(
             "memory_store", {"learning": {"text": "One-shot: tea at four"}}, scope=scope
         )
@@ -231,10 +236,14 @@ def test_a_resumed_run_on_the_target_returns_its_memoised_results(
             source.folder, store=target, embedder=HashingEmbedder(), checkpoint_interval=None
         ) as memory:
             before = await memory.ledger.size()
+            # The source's memo hits came along (an unsigned count, beside the memos).
+            copied, last_hit = await hits_of(memory.ledger.store, "run-a")
+            assert copied == 5 and last_hit is not None
             async with memory.run("run-a", ToolScope.placed_at(PLACE), mode="resume") as run:
                 again = [await run.call(name, arguments) for name, arguments in RUN_A]
             assert again == source.results
             assert await memory.ledger.size() == before  # every call served from its memo
+            assert (await hits_of(memory.ledger.store, "run-a"))[0] == 10
             # And the target takes new writes, signed by the folder's current key.
             async with memory.run("run-d", ToolScope.placed_at(PLACE)) as run:
                 await run.call("memory_store", {"learning": {"text": "Written after the move"}})

@@ -18,8 +18,10 @@ A memo hit (a step answered from its record on resume) writes no entry, so
 the ledger cannot say when one happened; what it holds is the memo itself:
 each recorded step maps to the signed call a resume replays. The memo route
 lists that map for a run whose starting place is inside the caller's reach,
-with, for a run this process holds, how many calls of each step it answered
-from the memo and how many live (see :mod:`memseal.service.registry`).
+with each step's memo hits in every process (``hits``: the unsigned count of
+:mod:`memseal.replay.memo`, a figure, not a proof) and, for a run this process
+holds, how many calls of each step it answered from the memo and how many live
+(see :mod:`memseal.service.registry`).
 """
 
 from __future__ import annotations
@@ -131,19 +133,25 @@ async def memos(
     """
     if not await in_reach(memory, who, run):
         raise NotFound(f"no run {run!r} in your reach")
+    # Each step's memo hits in every process, for the signed call the memo names now (an
+    # unsigned count a run adds on its lease renewals and close: see replay/memo.py).
     rows = await memory.ledger.store.rows(
-        "SELECT step, seq FROM memos WHERE run_id = ? AND step > ? ORDER BY step LIMIT ?",
+        "SELECT m.step, m.seq, h.hits, h.last_at FROM memos m LEFT JOIN memo_hits h"
+        " ON h.run_id = m.run_id AND h.seq = m.seq"
+        " WHERE m.run_id = ? AND m.step > ? ORDER BY m.step LIMIT ?",
         (run, after, limit + 1),
     )
     # What this process answered in the run while it holds it (memo hits leave no entry).
     here = service.runs.answered_here(run)
     shown = []
-    for step, seq in rows[:limit]:
+    for step, seq, hits, last_hit in rows[:limit]:
         counted = None if here is None else here.get(int(step), (0, 0))
         shown.append(
             {
                 "step": int(step),
                 "seq": int(seq),
+                "hits": 0 if hits is None else int(hits),
+                "last_hit_at": None if last_hit is None else float(last_hit),
                 "replayed_here": None if counted is None else counted[0],
                 "live_here": None if counted is None else counted[1],
             }

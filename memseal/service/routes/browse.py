@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from memseal.engine import Reach
+from memseal.replay.memo import hits_of
 
 from ..deps import Auditor, MemoryDep, principal
 from ..models import json_response
@@ -123,9 +124,10 @@ async def runs(
         if not _admits(who.scope.reach, place):
             continue
         counted = await store.rows(
-            "SELECT count(*), max(step) FROM memos WHERE run_id = ?", (run_id,)
+            "SELECT count(*), max(step), max(seq) FROM memos WHERE run_id = ?", (run_id,)
         )
-        count, last = counted[0]
+        count, last, last_seq = counted[0]
+        hits, last_hit = await hits_of(store, str(run_id))
         leased = float(lease_until) > now
         listed.append(
             {
@@ -139,9 +141,15 @@ async def runs(
                 "place": place,
                 "recorded_steps": int(count),
                 "last_step": None if last is None else int(last),
+                # The seq of the run's newest recorded call: its timeline ends there (every
+                # call it superseded, and every divergence that led to a call, is below).
+                "last_seq": None if last_seq is None else int(last_seq),
                 "leased": leased,
                 "lease_until": float(lease_until) if leased else None,
                 "holder": str(holder) if leased and holder is not None else None,
+                # Memo hits in every process: an unsigned count (a hit writes no entry).
+                "memo_hits": hits,
+                "last_hit_at": last_hit,
             }
         )
     else:

@@ -76,6 +76,10 @@ async def entries(
         str | None,
         Query(max_length=200, description="only the memory entries naming this item id"),
     ] = None,
+    end: Annotated[
+        int | None,
+        Query(ge=1, le=2**53, description="scan no further than this seq (exclusive)"),
+    ] = None,
 ) -> Response:
     """
     \f
@@ -84,14 +88,19 @@ async def entries(
     With ``kind``, ``run`` or ``item``, the page holds the matching entries among at most
     :data:`SCAN_WINDOW` entries from ``start`` (so no request reads the whole log), and
     ``next`` is where that scan stopped: a short or empty page with a ``next`` is not the end.
+    ``end`` bounds the scan (a run's timeline stops at its last recorded call): ``next`` is
+    None once the page reaches it.
     """
+    if end is not None and end <= start:
+        raise InvalidRequest(f"`end` must be above `start` ({start}), not {end}")
     size = await memory.ledger.size()
+    bound = size if end is None else min(size, end)
     view = EntryView(memory.ledger.store, who.scope.reach)
     if kind is None and run is None and item is None:
-        stop = min(size, start + limit)
+        stop = min(bound, start + limit)
         records = [r async for r in memory.ledger.scan(start, stop)] if start < stop else []
     else:
-        stop = min(size, start + SCAN_WINDOW)
+        stop = min(bound, start + SCAN_WINDOW)
         records = []
         # Read in chunks, each to its end (no scan is left suspended), until the page fills.
         for chunk in range(start, stop, _CHUNK):
@@ -106,7 +115,7 @@ async def entries(
         {
             "size": size,
             "entries": await view.render(records),
-            "next": stop if stop < size else None,
+            "next": stop if stop < bound else None,
         }
     )
 

@@ -5,6 +5,9 @@ import { badge, decodeB64Text, errorBox, field, h, short, table } from "./ui.js"
 
 const RUN_PAGE = 50;
 const ENTRY_PAGE = 200;
+// Requests one "Load more steps" makes at most (each scans at most the API's window of
+// 5,000 entries): a run interleaved thinly with others never has the page read the log whole.
+const SCANS_A_LOAD = 4;
 
 // What a lifecycle run is, from the `lifecycle` its signed run_started entry records (the
 // lifecycle layer sets it when it opens the run; see docs/lifecycle.md), never from the run
@@ -109,13 +112,15 @@ async function runList(before) {
     r.place || "",
     String(r.recorded_steps),
     r.last_step === null ? "—" : String(r.last_step),
+    String(r.memo_hits),
     `${r.started_at} (seq ${r.started_seq})`,
   ]);
   const section = h(
     "section",
     { "aria-labelledby": "runs-title" },
     h("h2", { id: "runs-title" }, "Runs"),
-    table("Runs in your reach, newest first", ["run", "kind", "status", "lease", "mode", "place", "steps", "last step", "started"], rows),
+    table("Runs in your reach, newest first", ["run", "kind", "status", "lease", "mode", "place", "steps", "last step", "memo hits", "started"], rows),
+    h("p", { class: "muted" }, "Memo hits: the steps every process answered from the run's memo on resume, as each process counted them (flushed with its lease renewals and its close). A hit writes no ledger entry: this is a count, not a proof."),
     rows.length ? null : h("p", { class: "muted" }, "No runs on this page."),
   );
   if (page.next_before !== null) {
@@ -164,7 +169,7 @@ function diff(old, neu) {
 // The timeline of the run entries loaded so far: each call with its step, tool, argument
 // summary and outcome; a replacement marked revalidated (with the field diff against the
 // call it supersedes) or forked (after a signed divergence), the replaced call superseded.
-export function timeline(entries, memo = new Map(), here = new Map()) {
+export function timeline(entries, memo = new Map(), here = new Map(), hits = new Map()) {
   const bySeq = new Map(entries.map((e) => [e.seq, e]));
   const supersededBy = new Map();
   const forks = [];
@@ -190,6 +195,9 @@ export function timeline(entries, memo = new Map(), here = new Map()) {
       const marks = [badge("live, recorded")];
       if (memo.get(b.step) === e.seq) {
         marks.push(badge("memo: a resume replays this", "ok"));
+        // Every process's hits of this call (an unsigned count from the memo_hits table).
+        const counted = hits.get(b.step) || 0;
+        if (counted) marks.push(badge(`memo hits ×${counted} (all processes, unsigned count)`, "ok"));
         const [replayed, live] = here.get(b.step) || [0, 0];
         if (replayed) marks.push(badge(`memo hit ×${replayed} on this server`, "ok"));
         if (live) marks.push(badge(`live ×${live} on this server`));
@@ -222,44 +230,51 @@ async function runPage(runId, me) {
   const started = found.started_seq;
   const life = lifecycleRun(found);
   section.append(
-    h("p", {}, found.leased ? badge("leased", "warn") : badge("idle"), ` ${found.mode} at ${found.place}; ${found.recorded_steps} recorded steps; started ${found.started_at}`),
+    h("p", {}, found.leased ? badge("leased", "warn") : badge("idle"), ` ${found.mode} at ${found.place}; ${found.recorded_steps} recorded steps; ${found.memo_hits} memo hits in all processes${found.last_hit_at === null ? "" : ` (last counted ${new Date(found.last_hit_at * 1000).toISOString()})`}; started ${found.started_at}`),
   );
   if (life) section.append(h("p", {}, badge(`lifecycle: ${life.kind}`, "lifecycle"), ` ${life.label}`));
   // The memo: which signed call each recorded step replays on resume (paged by step).
   // For a run this server holds, also how each step's calls were answered here.
   const memo = new Map();
   const here = new Map();
+  const hits = new Map();
   let heldHere = false;
   for (let after = -1, i = 0; after !== null && i < 20; i++) {
     const page = await api(`/v1/ledger/memos${query({ run: runId, after })}`);
     heldHere = page.held_here;
     for (const m of page.memos) {
       memo.set(m.step, m.seq);
+      hits.set(m.step, m.hits);
       if (m.replayed_here !== null) here.set(m.step, [m.replayed_here, m.live_here]);
     }
     after = page.next_after;
   }
   const entries = [];
   let next = started;
+  // The run's entries end at its newest recorded call: every call it superseded, and every
+  // divergence that led to a call, lies below it, so the scan stops there.
+  const end = found.last_seq === null ? started + 1 : found.last_seq + 1;
   const body = h("div");
   const more = h("button", { type: "button", class: "quiet", onclick: () => load() }, "Load more steps");
   const status = h("p", { class: "muted", "aria-live": "polite" });
   async function load() {
     let got = 0;
-    while (next !== null && got < ENTRY_PAGE) {
-      const page = await api(`/v1/ledger/entries${query({ run: runId, start: next, limit: ENTRY_PAGE })}`);
+    for (let scans = 0; next !== null && got < ENTRY_PAGE && scans < SCANS_A_LOAD; scans++) {
+      const page = await api(`/v1/ledger/entries${query({ run: runId, start: next, limit: ENTRY_PAGE, end })}`);
       entries.push(...page.entries);
       got += page.entries.length;
       next = page.next;
     }
-    const rows = timeline(entries, memo, here);
+    const rows = timeline(entries, memo, here, hits);
     body.replaceChildren(h("div", {},
       table("Timeline", ["step", "tool", "arguments", "outcome", "marks", "seq"], rows.map((r) => r.cells)),
-      h("p", { class: "muted" }, "Every row is a signed entry: each call ran live and was recorded. A memo hit (a step answered from its record on resume) writes no entry; the call marked \u201cmemo\u201d is the one a resume of its step replays, byte for byte, instead of running it again."),
+      h("p", { class: "muted" }, "Every row is a signed entry: each call ran live and was recorded. A memo hit (a step answered from its record on resume) writes no entry; the call marked \u201cmemo\u201d is the one a resume of its step replays, byte for byte, instead of running it again. \u201cMemo hits \u00d7N\u201d counts the resumes of any process that answered the step from that call: an unsigned count (each process adds its hits with its lease renewals and its close), not a signed record."),
       heldHere ? h("p", { class: "muted" }, "This server holds the run: \u201cmemo hit \u00d7N on this server\u201d counts the calls of a step it answered from the memo since it opened the run, \u201clive \u00d7N\u201d those it ran live.") : null,
     ));
     more.hidden = next === null;
-    status.textContent = next === null ? `All ${entries.length} entries of the run loaded.` : `${entries.length} entries loaded; the ledger goes on from seq ${next}.`;
+    status.textContent = next === null
+      ? `All ${entries.length} entries of the run loaded (seqs ${started}\u2013${end - 1}, to its newest recorded call).`
+      : `${entries.length} entries loaded; the run's entries go on from seq ${next} to seq ${end - 1}.`;
   }
   await load();
   const dl = h("div");

@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from ._snapshots import observing_sizes
+from ._snapshots import OnePrefix, observing_sizes, one_prefix
 from .entry import Draft, Entry, decode_entry
 from .note import NoteSigner
 
@@ -31,12 +31,14 @@ __all__ = [
     "Execute",
     "Head",
     "LogStore",
+    "OnePrefix",
     "Record",
     "Snapshots",
     "SqlStore",
     "StoredCheckpoint",
     "WriteTxn",
     "observing_sizes",
+    "one_prefix",
 ]
 
 T = TypeVar("T")

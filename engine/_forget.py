@@ -22,7 +22,7 @@ byte for byte. An entry with no text left is erased whole, as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 import msgspec
 
@@ -39,13 +39,22 @@ from memseal.ledger.store import WriteTxn
 from ._dialect import for_dialect
 from ._projection import Projection
 from ._scope import scope_sql
-from .events import ForgetPayload, Keyring, MemoryForgotten, event_body, payload_value
+from .events import (
+    MAX_ACTOR_CHARS,
+    MAX_REASON_CHARS,
+    ForgetPayload,
+    Keyring,
+    MemoryForgotten,
+    event_body,
+    payload_value,
+)
 from .explore import CLOSED_FACETS
-from .filters import Filter
-from .namespaces import Reach
+from .filters import Filter, check_filter
+from .items import check_ids, clean_text
+from .namespaces import Reach, check_reach
 from .results import Forgotten
 
-__all__ = ["FORGET_CHUNK", "forget_command"]
+__all__ = ["FORGET_CHUNK", "forget_command", "plan_forget"]
 
 #: Items one memory_forgotten entry lists (its body stays far below the ledger's 64 KiB).
 FORGET_CHUNK: Final = 500
@@ -55,6 +64,48 @@ Drop = Callable[[Sequence[int], Sequence[str], int], None]
 #: ``mark(item seqs, seq of the forget's last entry)``: no read of an older snapshot may
 #: load them again (``_resident.Tombstones``).
 Mark = Callable[[Sequence[int], int], None]
+
+
+class _Vectors(Protocol):
+    """The part of the vector cache a forget uses (``_vectors.VectorCache``)."""
+
+    def mark(self, seqs: Sequence[int], stamp: int) -> None: ...
+
+    def drop(self, seqs: Sequence[int], contents: Sequence[str], stamp: int) -> None: ...
+
+
+def plan_forget(
+    keyring: Keyring,
+    vectors: _Vectors | None,
+    *,
+    ids: Sequence[str] | None,
+    filter: Filter | dict[str, object] | None,
+    reach: Reach | None,
+    actor: object = None,
+    reason: object = None,
+) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], None]]:
+    """The forget the engine was asked for, checked before anything runs: exactly one of
+    ``ids`` or a non-empty ``filter``; an ``actor`` and ``reason`` within their limits.
+
+    Returns :func:`forget_command`'s ``(command, release)``; raises
+    :class:`InvalidRequest` naming the field.
+    """
+    if (ids is None) == (filter is None):
+        raise InvalidRequest("forget takes exactly one of `ids` or `filter`")
+    wanted = check_ids(ids) if ids is not None else None
+    picked = check_filter(filter) if filter is not None else None
+    if picked is not None and picked.is_empty():
+        raise InvalidRequest("`filter` must set at least one field to forget by")
+    scope = check_reach(reach)
+    why = None
+    if reason is not None or actor is not None:
+        why = ForgetPayload(
+            actor="" if actor is None else clean_text(actor, "actor", MAX_ACTOR_CHARS),
+            reason=clean_text(reason, "reason", MAX_REASON_CHARS),
+        )
+    if vectors is None:
+        return forget_command(keyring, scope, wanted, picked, None, None, why)
+    return forget_command(keyring, scope, wanted, picked, vectors.mark, vectors.drop, why)
 
 
 def forget_command(
@@ -77,8 +128,9 @@ def forget_command(
     release no ranking can return the item: every candidate is checked against the
     projection, where the forget has already removed it.
 
-    ``why`` (actor and reason) is each entry's payload: redactable like any payload,
-    and mentioning nothing, so no later forget erases it for naming an item.
+    ``why`` (actor and reason) is each entry's payload. It mentions no item, so no
+    later forget erases it: it stays as the record of the erasure (see
+    :class:`.events.ForgetPayload`).
     """
     pending: list[tuple[list[int], list[str], int]] = []
 

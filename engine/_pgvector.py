@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -91,6 +92,9 @@ class PgVector:
         #: process) makes the items anew, so the mark is set aside with the generation.
         self.high = -1
         self.generation: int | None = None
+        # Rankings run on reader threads, each on a snapshot of its own: the mark is read
+        # and raised under this lock, and only by a snapshot of its generation or a newer.
+        self._mark_lock = threading.Lock()
 
     async def attach(self) -> None:
         """Add the column if missing, then fill it for every row that lacks it."""
@@ -209,6 +213,15 @@ class PgVector:
     def _cast(self, column: str) -> str:
         return f"{column}::{self.type}({self._dim})"
 
+    def _raise_mark(self, generation: int, high: int) -> None:
+        # A snapshot of an older generation (read before a rebuild committed) says
+        # nothing of the items the rebuild made: it leaves the mark alone.
+        with self._mark_lock:
+            if self.generation is None or generation > self.generation:
+                self.generation, self.high = generation, high
+            elif generation == self.generation:
+                self.high = max(self.high, high)
+
     def propose_rank(
         self,
         execute: Execute,
@@ -223,18 +236,18 @@ class PgVector:
         # it) would see it. Items are checked once, by seq, as they come.
         seen = execute("SELECT value FROM engine_meta WHERE key = 'generation'", ())
         generation = int(seen[0][0]) if seen else 0
-        if generation != self.generation:
-            self.high, self.generation = -1, generation
+        with self._mark_lock:
+            high = self.high if generation == self.generation else -1
         since = execute(
             "SELECT max(i.seq), count(*) FILTER (WHERE v.emb IS NULL) FROM engine_items i "
             "LEFT JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "
             "WHERE i.seq > ?",
-            [self._embedder, self.high],
+            [self._embedder, high],
         )
         if since and since[0][1]:
             return None
         if since and since[0][0] is not None:
-            self.high = max(self.high, int(since[0][0]))
+            self._raise_mark(generation, int(since[0][0]))
         count = max(want * 4, 100)
         while count <= _EF_CEILING:
             # ef_search bounds what one index scan can return: at least the count asked.

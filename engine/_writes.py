@@ -25,6 +25,8 @@ from ._pgvector import PgVector
 from ._projection import Derived, Projection, derive, embed_text
 from ._vectors import VectorCache, insert_vectors
 from .events import (
+    MAX_ACTOR_CHARS,
+    MAX_REASON_CHARS,
     Keyring,
     MemoryStored,
     StoredPayload,
@@ -34,8 +36,8 @@ from .events import (
     payload_value,
 )
 from .filters import parse_time
-from .items import check_ids, check_meta, check_tags, content_kind, parse_content
-from .namespaces import Namespace, Reach
+from .items import check_ids, check_meta, check_tags, clean_text, content_kind, parse_content
+from .namespaces import Namespace, check_reach
 from .results import NewItem, Stored, TrustChange
 from .trust import Trust, check_trust
 
@@ -87,10 +89,19 @@ def store_command(
 
 
 def trust_command(
-    target: str, level: Trust, payload: TrustPayload, scope: Reach | None, keyring: Keyring
+    item_id: object, level: Trust, actor: object, reason: object, reach: object, keyring: Keyring
 ) -> Callable[[WriteTxn], TrustChange]:
-    """The writer command of a trust change to ``level``: NotFound outside
-    ``scope``, nothing signed when the trust is already that."""
+    """The writer command of a trust change to ``level``, its arguments checked now
+    (InvalidRequest naming the field): NotFound outside ``reach``, nothing signed when
+    the trust is already that."""
+    if not isinstance(item_id, str):
+        raise InvalidRequest("`id` must be an item id (text)")
+    (target,) = check_ids([item_id], "id")
+    payload = TrustPayload(
+        actor=clean_text(actor, "actor", MAX_ACTOR_CHARS),
+        reason=clean_text(reason, "reason", MAX_REASON_CHARS),
+    )
+    scope = check_reach(reach)
 
     def command(txn: WriteTxn) -> TrustChange:
         found = txn.execute("SELECT trust, namespace FROM engine_items WHERE id = ?", (target,))

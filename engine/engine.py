@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Final
 
@@ -27,12 +28,12 @@ import msgspec
 from memseal.ledger.entry import decode_entry
 from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
 from memseal.ledger.log import Ledger
-from memseal.ledger.store import Execute, SqlStore, WriteTxn, one_prefix
+from memseal.ledger.store import Execute, SqlStore, WriteTxn, one_prefix, run_committed
 
 from ._ann import ANN_MIN
 from ._dates import check_zone
 from ._dialect import for_dialect
-from ._forget import forget_command
+from ._forget import plan_forget
 from ._item_rows import got_from_rows, load_items, rows_to_items
 from ._paging import DEFAULT_LIMIT, Cursor, check_limit, decode_cursor, encode_cursor
 from ._pgvector import use_pgvector
@@ -45,7 +46,7 @@ from ._scrub import Scrubber
 from ._vectors import VectorCache
 from ._writes import Prepared, embed, prepare, prepare_many, store_command, trust_command
 from .embedders import Embedder
-from .events import ForgetPayload, Keyring, TrustPayload
+from .events import Keyring
 from .explore import Exploration, check_facet, explore
 from .filters import DateRange, Filter, check_date_range, check_filter
 from .items import Hit, check_ids, clean_text
@@ -76,8 +77,6 @@ RANK_CAP: Final = 1_000
 #: How deep a hybrid ranking's semantic list goes at least, through the HNSW index.
 HYBRID_DEPTH: Final = 100
 MAX_QUERY_CHARS: Final = 2_000
-MAX_ACTOR_CHARS: Final = 200
-MAX_REASON_CHARS: Final = 2_000
 MAX_INSTRUCTIONS_CHARS: Final = 4_000
 #: The log's size as one snapshot sees it: a first page's cursor snapshot.
 _LOG_SIZE: Final = "SELECT coalesce(max(seq), -1) + 1 FROM entries"
@@ -89,8 +88,7 @@ _ALTERING: Final = frozenset({"trust_changed", "memory_forgotten"})
 _VOUCH_SPAN: Final = 4096
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
+_utcnow: Clock = functools.partial(datetime.now, UTC)
 
 
 class Engine:
@@ -207,6 +205,11 @@ class Engine:
         if self._vectors is None or self._vectors.ann is None:
             return None
         return len(self._vectors.ann)
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder semantic search uses (its ``id`` is the cache's); None without one."""
+        return None if self._vectors is None else self._vectors.embedder
 
     @property
     def embedder_id(self) -> str | None:
@@ -329,14 +332,7 @@ class Engine:
     async def _set_trust(
         self, item_id: object, level: Trust, actor: object, reason: object, reach: object
     ) -> TrustChange:
-        if not isinstance(item_id, str):
-            raise InvalidRequest("`id` must be an item id (text)")
-        (target,) = check_ids([item_id], "id")
-        payload = TrustPayload(
-            actor=clean_text(actor, "actor", MAX_ACTOR_CHARS),
-            reason=clean_text(reason, "reason", MAX_REASON_CHARS),
-        )
-        command = trust_command(target, level, payload, check_reach(reach), self._keyring)
+        command = trust_command(item_id, level, actor, reason, reach, self._keyring)
         return await self._store.run(command)
 
     async def forget(
@@ -356,71 +352,47 @@ class Engine:
         and cached vectors go in the same transaction; then the scrub
         (``scrub=False`` leaves it pending for :meth:`scrub` or the next open).
         With ``reason`` (and ``actor``, who asked), each entry carries them as its
-        redactable payload; a forget without them signs none, as before.
+        payload, which no later forget erases; a forget without them signs none.
         """
-        command, release = self._forget_command(
+        command, release = self.plan_forget(
             ids=ids, filter=filter, reach=reach, actor=actor, reason=reason
         )
-        result = await self._store.run(command)
-        release()
+        result = await run_committed(self._store.run, command, release)
         if result.seqs and scrub:
             done = await self.scrub()
             result = msgspec.structs.replace(result, scrubbed=done)
         return result
 
-    async def plan_forget(
+    def plan_forget(
         self,
         *,
         ids: Sequence[str] | None = None,
         filter: Filter | dict[str, object] | None = None,
         reach: Reach | None = None,
-    ) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], Awaitable[bool]]]:
-        """:meth:`forget` in two parts, for a caller that owns the transaction.
-
-        Validates now (raising :class:`InvalidRequest` before anything
-        runs) and returns ``(command, scrub)``: ``command`` resolves the
-        items and appends the ``memory_forgotten`` entries when run in the
-        writer (alone through ``ledger.run``, or inside a larger command of
-        the caller's); ``scrub`` is to be awaited after that transaction
-        committed (it first lets go of this process's in-memory copies of the
-        forgotten vectors, then returns True when the scrub finished). The
-        command's result says ``scrubbed=False`` whenever it forgot something.
-        """
-        command, release = self._forget_command(ids=ids, filter=filter, reach=reach)
-
-        async def finish() -> bool:
-            release()
-            return await self.scrub()
-
-        return command, finish
-
-    def _forget_command(
-        self,
-        *,
-        ids: Sequence[str] | None,
-        filter: Filter | dict[str, object] | None,
-        reach: Reach | None,
         actor: object = None,
         reason: object = None,
     ) -> tuple[Callable[[WriteTxn], Forgotten], Callable[[], None]]:
-        """The checked forget command and its release (see :func:`._forget.forget_command`)."""
-        if (ids is None) == (filter is None):
-            raise InvalidRequest("forget takes exactly one of `ids` or `filter`")
-        wanted = check_ids(ids) if ids is not None else None
-        picked = check_filter(filter) if filter is not None else None
-        if picked is not None and picked.is_empty():
-            raise InvalidRequest("`filter` must set at least one field to forget by")
-        scope = check_reach(reach)
-        why = None
-        if reason is not None or actor is not None:
-            why = ForgetPayload(
-                actor="" if actor is None else clean_text(actor, "actor", MAX_ACTOR_CHARS),
-                reason=clean_text(reason, "reason", MAX_REASON_CHARS),
-            )
-        vectors = self._vectors
-        if vectors is None:
-            return forget_command(self._keyring, scope, wanted, picked, None, None, why)
-        return forget_command(self._keyring, scope, wanted, picked, vectors.mark, vectors.drop, why)
+        """:meth:`forget` in parts, for a caller that owns the transaction.
+
+        Validates now (raising :class:`InvalidRequest` before anything
+        runs) and returns ``(command, release)``: ``command`` resolves the
+        items and appends the ``memory_forgotten`` entries when run in the
+        writer (alone, or inside a larger command of the caller's);
+        ``release`` lets go of this process's in-memory copies of the
+        forgotten vectors and must be called once that transaction committed,
+        even when the caller stopped waiting (``memseal.ledger.store.run_committed``
+        does both). Then await :meth:`scrub`. The command's result says
+        ``scrubbed=False`` whenever it forgot something.
+        """
+        return plan_forget(
+            self._keyring,
+            self._vectors,
+            ids=ids,
+            filter=filter,
+            reach=reach,
+            actor=actor,
+            reason=reason,
+        )
 
     async def scrub(self) -> bool:
         """Finish every pending forget's scrub (FTS merge, WAL truncation); True when done.

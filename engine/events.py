@@ -39,6 +39,8 @@ from .trust import Trust
 
 __all__ = [
     "ENGINE_KINDS",
+    "MAX_ACTOR_CHARS",
+    "MAX_REASON_CHARS",
     "Event",
     "ForgetPayload",
     "Keyring",
@@ -144,16 +146,27 @@ class TrustPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
 
 class ForgetPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The redactable part of a forget: who asked for it and why.
+    """Who asked for a forget and why.
 
     A payload, not the signed body, so the body (and every older entry, which has no
     payload at all) keeps its format: an old ledger and its golden vectors verify as
     before, and a reader takes a forget entry without a payload as one of unknown actor
     and reason.
+
+    Unlike a stored item's text, this payload is never erased: it mentions no item, so
+    no later forget redacts it, and it is the record of the erasure itself. A reason
+    that quotes the forgotten text keeps that text in the log; the admin route and the
+    console say so where the reason is typed.
     """
 
     actor: str
     reason: str
+
+
+#: The longest ``actor`` a trust change or forget signs (a token id and its label).
+MAX_ACTOR_CHARS: Final = 200
+#: The longest ``reason`` a trust change or forget signs.
+MAX_REASON_CHARS: Final = 2_000
 
 
 _event_decoder: msgspec.json.Decoder[Event] = msgspec.json.Decoder(Event)

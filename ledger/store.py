@@ -15,7 +15,8 @@ in ``tests/unit/ledger/test_store_contract.py``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
@@ -39,6 +40,7 @@ __all__ = [
     "WriteTxn",
     "observing_sizes",
     "one_prefix",
+    "run_committed",
 ]
 
 T = TypeVar("T")
@@ -135,6 +137,32 @@ class WriteTxn(Protocol):
 
 
 Command = Callable[[WriteTxn], T]
+
+
+async def run_committed(
+    run: Callable[[Command[T]], Awaitable[T]],
+    command: Command[T],
+    committed: Callable[[], None] | None,
+) -> T:
+    """``await run(command)``, then ``committed()`` once it committed, even if the
+    awaiting task is cancelled meanwhile.
+
+    The writer commits a command its caller stopped waiting for (a dropped request, a
+    timeout), so in-process follow-ups that must match the committed state (a forget
+    letting go of its vectors) cannot live after the ``await``: they are tied to the
+    write itself. ``committed`` runs on the event loop before the caller resumes; it is
+    not called when the command failed.
+    """
+    job = asyncio.ensure_future(run(command))
+    if committed is None:
+        return await job
+
+    def settle(done: asyncio.Future[T]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            committed()
+
+    job.add_done_callback(settle)
+    return await asyncio.shield(job)
 
 
 class LogStore(Protocol):

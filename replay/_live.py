@@ -18,7 +18,7 @@ import msgspec
 
 from memseal.ledger.entry import Draft, make_draft
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError
-from memseal.ledger.store import WriteTxn, observing_sizes
+from memseal.ledger.store import WriteTxn, observing_sizes, run_committed
 
 from ._lease import RunLease
 from ._sent import RECORDED_ERRORS, Sent, as_recorded, error_result, normal, withheld_digest
@@ -58,6 +58,11 @@ class Prepared(Protocol):
     @property
     def command(self) -> Callable[[WriteTxn], Any] | None:
         """Writes: runs inside the writer's transaction and returns the rendered result."""
+        ...
+
+    @property
+    def committed(self) -> Callable[[], None] | None:
+        """In-process state to update once the command committed (a forget's release)."""
         ...
 
     @property
@@ -216,7 +221,10 @@ class LiveCalls(RunLease):
         if self._oneshot and step > 0:
             raise InvalidRequest("a one-shot run makes a single call")
         command = self._live_command(call, ready, error)
-        recorded, failure = await self._store.run(command)
+        # A forget's in-process release is tied to the commit, not to this task: the
+        # writer commits a call whose caller was cancelled, and the release must follow.
+        settle = None if prepared is None else prepared.committed
+        recorded, failure = await run_committed(self._store.run, command, settle)
         self._recorded.add(step)
         self._consumed.add(step)
         self._reissued.discard(step)

@@ -36,6 +36,7 @@ The reach of step 3 and 5 comes from the call's recorded scope, so the call
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -514,19 +515,10 @@ def _ranks_by_text(tool: str, arguments: Any) -> bool:
     return not (tool == "memory_fetch" and mode == "semantic")
 
 
-async def verify_read(
-    data: bytes | ReadProof,
-    trust: TrustArg,
-    *,
-    embedder: EmbedderChoice | Embedder = "auto",
-    tolerance: float = DEFAULT_TOLERANCE,
-) -> VerifiedRead:
-    """Check a read proof offline against the trusted vkey and re-derive the read
-    (module docstring, steps 1 to 7); raise :class:`ReadProofError` naming what differs."""
-    trusted = trusted_keys(trust, None)
-    proof = data if isinstance(data, ReadProof) else decode_read_proof(data)
-    if proof.format != FORMAT:
-        raise fail(f"read proof format {proof.format!r}; this memseal reads {FORMAT}", "format")
+def _check_entries(
+    proof: ReadProof, trusted: Sequence[VerifierKey]
+) -> tuple[_Walked, _Call, set[int], set[int]]:
+    """Steps 1 to 5; the walk, the call, the entries in reach and those to project."""
     # 1. signatures and the key chain (and the prefix whole, from seq 0), both checkpoints.
     walked = _walk(proof, trusted)
     # 2-4. the root at N from every leaf, inclusion proofs, consistency to the later one.
@@ -540,7 +532,26 @@ async def verify_read(
     _check_payloads(proof, walked, required)
     # What the temporary log projects: the reach, and any memory disclosed beyond it.
     disclosed = {item.seq for item in proof.prefix if item.payload is not None}
-    copied = in_reach(reach, prefix_entries, disclosed)
+    return walked, found, required, in_reach(reach, prefix_entries, disclosed)
+
+
+async def verify_read(
+    data: bytes | ReadProof,
+    trust: TrustArg,
+    *,
+    embedder: EmbedderChoice | Embedder = "auto",
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> VerifiedRead:
+    """Check a read proof offline against the trusted vkey and re-derive the read
+    (module docstring, steps 1 to 7); raise :class:`ReadProofError` naming what differs."""
+    trusted = trusted_keys(trust, None)
+    proof = data if isinstance(data, ReadProof) else decode_read_proof(data)
+    if proof.format != FORMAT:
+        raise fail(f"read proof format {proof.format!r}; this memseal reads {FORMAT}", "format")
+    # Steps 1 to 5 walk every signature and hash of the prefix: on a worker thread, so a
+    # service checking a proof before serving it keeps answering (libsodium and blake3
+    # let go of the GIL).
+    walked, found, required, copied = await asyncio.to_thread(_check_entries, proof, trusted)
     # 6. re-derive the read from the entries alone.
     chosen = choose_embedder(proof.embedders, embedder)
     derived = await _rederive(proof, walked, copied, found, chosen)

@@ -20,10 +20,12 @@ and a recorder (memseal.replay) runs around its own transaction:
 * :meth:`prepare` refuses by policy, validates the arguments, and runs a
   read outright (its rendered result is ready); for a write it does the
   expensive pure work (validation, embedding) and returns a ``command``
-  to run inside the writer's transaction, plus an ``after`` to await once
-  that transaction committed (forget's scrub).
-* the caller runs the command (``engine.ledger.run(prepared.command)``,
-  or inside a larger command of its own) and then ``after``.
+  to run inside the writer's transaction, plus a ``committed`` hook and an
+  ``after`` to await once that transaction committed (forget's release of
+  its vectors, and its scrub).
+* the caller runs the command (``run_committed(engine.ledger.run,
+  prepared.command, prepared.committed)``, or inside a larger command of its
+  own, calling ``committed`` the same way) and then ``after``.
 
 The scoping invariants (seed: tinymemory) hold in every path:
 
@@ -50,7 +52,7 @@ from memseal.engine import Engine, Meta, Namespace, Reach, Source, Trust
 from memseal.engine.explore import CLOSED_FACETS
 from memseal.engine.trust import trust_rank
 from memseal.ledger.errors import InvalidRequest, Unsupported
-from memseal.ledger.store import WriteTxn
+from memseal.ledger.store import WriteTxn, run_committed
 
 from . import render
 from .args import (
@@ -106,7 +108,7 @@ class PreparedCall:
     ``arguments`` are the arguments as sent (plain JSON, no defaults filled
     in). A read has its rendered ``result`` and no ``command``; a write has
     a ``command`` returning its rendered result when run in the writer, and
-    possibly an ``after``. ``wrote`` lists the seqs of the entries the
+    possibly a ``committed`` and an ``after``. ``wrote`` lists the seqs of the entries the
     command appended (filled each time it runs; empty for a replayed store).
     """
 
@@ -115,6 +117,9 @@ class PreparedCall:
     side_effects: bool
     result: dict[str, Any] | None = None
     command: _Command | None = None
+    #: Called once ``command``'s transaction committed, even if its caller is gone
+    #: (``memseal.ledger.store.run_committed``): in-process state that must match it.
+    committed: Callable[[], None] | None = None
     after: _After | None = None
     wrote: list[int] = field(default_factory=list)
 
@@ -266,7 +271,9 @@ class MemoryTools:
         """
         prepared = await self.prepare(name, arguments)
         if prepared.command is not None:
-            result = await self._engine.ledger.run(prepared.command)
+            result = await run_committed(
+                self._engine.ledger.run, prepared.command, prepared.committed
+            )
         else:
             assert prepared.result is not None
             result = prepared.result
@@ -425,26 +432,30 @@ class MemoryTools:
                 "`filter` must set at least one field (an empty filter would forget "
                 "everything you can see)",
             )
-        planned, scrub = await self._engine.plan_forget(
-            ids=ids, filter=chosen, reach=self._scope.reach
-        )
+        planned, release = self._engine.plan_forget(ids=ids, filter=chosen, reach=self._scope.reach)
         wrote: list[int] = []
 
         def command(txn: WriteTxn) -> dict[str, Any]:
             wrote.clear()
             forgotten = planned(txn)
-            wrote.extend(forgotten.seqs)
-            return render.render_forgotten(forgotten)
+            rendered = render.render_forgotten(forgotten)
+            wrote.extend(forgotten.seqs)  # only once the whole command went through
+            return rendered
+
+        def committed() -> None:
+            if wrote:
+                release()
 
         async def after() -> None:
             if wrote:
-                await scrub()
+                await self._engine.scrub()
 
         return PreparedCall(
             name="memory_forget",
             arguments=plain,
             side_effects=True,
             command=command,
+            committed=committed,
             after=after,
             wrote=wrote,
         )

@@ -18,10 +18,11 @@ A bad point is a 400 naming the parameter, never a 500.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Final
 
 import msgspec
-from fastapi import Query
+from fastapi import Depends, Query
 
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory
@@ -90,6 +91,35 @@ async def view_at(
     size = _count(as_of, "as_of")
     step = _count(as_of_step, "as_of_step")
     return await memory.as_of(size, at=as_of_time, run=as_of_run, step=step, names=HTTP_NAMES)
+
+
+@dataclass(frozen=True, slots=True)
+class AsOfPoint:
+    """The point a read route's query names, if any (see the module docstring)."""
+
+    as_of: str | None = None
+    as_of_time: str | None = None
+    as_of_run: str | None = None
+    as_of_step: str | None = None
+
+    async def view(self, memory: Memory, who: Principal) -> AsOfView | None:
+        """The view of the memory at this point for ``who``; None: the live memory."""
+        return await view_at(
+            memory, who, self.as_of, self.as_of_time, self.as_of_run, self.as_of_step
+        )
+
+
+def _as_of_point(
+    as_of: AsOfQuery = None,
+    as_of_time: AsOfTime = None,
+    as_of_run: AsOfRun = None,
+    as_of_step: AsOfStep = None,
+) -> AsOfPoint:
+    return AsOfPoint(as_of, as_of_time, as_of_run, as_of_step)
+
+
+#: A route parameter taking the four query parameters of a point as one value.
+AsOf = Annotated[AsOfPoint, Depends(_as_of_point)]
 
 
 async def run_in_reach(memory: Memory, who: Principal, run_id: str) -> bool:

@@ -165,7 +165,14 @@ class ForgetIn(_Documented):
     model_config = ConfigDict(json_schema_extra=_no_description, extra="forbid")
 
     confirm: str = Field(min_length=1, max_length=200, description="the item id, again")
-    reason: str = Field(min_length=1, max_length=2000, description="why the item is forgotten")
+    reason: str = Field(
+        min_length=1,
+        max_length=2000,
+        description=(
+            "why the item is forgotten; kept in the log for good (no forget erases it), "
+            "so it must not quote the forgotten text"
+        ),
+    )
 
 
 class ForgetOut(_Documented):

@@ -124,6 +124,32 @@ def test_a_forget_signs_its_reason_and_actor_and_refuses_a_missing_reason_or_unk
             assert tokens[token_id]["role"] == "admin" and label == tokens[token_id]["label"]
 
 
+def test_an_admin_with_the_longest_label_still_forgets_and_promotes(
+    server: ServerThread,
+) -> None:
+    # The signed actor is the token id and its label; a label at its own limit must not
+    # push the actor past the actor's limit and turn every admin action into a 400.
+    with server.client(server.admin) as admin:
+        minted = admin.post(
+            "/v1/admin/tokens", json={"role": "admin", "place": "/", "label": "L" * 200}
+        )
+        assert minted.status_code == 201, minted.text
+    with server.client(server.token("agent", "team:fgt5/agent:x")) as agent:
+        kept = store(agent, "promoted by the long-labelled admin")
+        gone = store(agent, "forgotten by the long-labelled admin")
+        with server.client(minted.json()["token"]) as long_admin:
+            r = long_admin.post(f"/v1/admin/items/{kept}/promote", json={"reason": "checked"})
+            assert r.status_code == 200, r.text
+            body = {"confirm": gone, "reason": "asked to"}
+            done = long_admin.post(f"/v1/admin/items/{gone}/forget", json=body)
+            assert done.status_code == 200, done.text
+            entry = long_admin.get(f"/v1/ledger/entries/{done.json()['seqs'][0]}").json()
+        why = msgspec.json.decode(base64.b64decode(entry["payload"]))
+        assert len(why["actor"]) == 200 and why["actor"].endswith("L")
+        assert why["actor"].startswith(minted.json()["info"]["id"] + " L")
+        assert gone not in listed(agent)
+
+
 def test_only_an_admin_forgets_and_only_within_its_reach(server: ServerThread) -> None:
     with server.client(server.token("agent", "team:fgt3-corp/agent:x")) as agent:
         theirs = store(agent, "another tenant's note")

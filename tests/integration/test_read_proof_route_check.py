@@ -8,11 +8,13 @@ that an auditor's ``verify-read`` would then reject, and never a 500.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
 from test_service_support import ServerThread, assert_error
 
+from memseal.engine import HashingEmbedder
 from memseal.replay.read_proof import decode_read_proof
 
 PLACE = "team:acme/agent:writer"
@@ -51,3 +53,37 @@ def test_a_proof_that_would_not_verify_is_refused_with_a_409_naming_the_check(
             assert body["seq"] == seq and body["step"] == "payload hash", body
             # An unrelated refusal still has its own status.
             assert_error(agent.get("/v1/runs/web/steps/7/read-proof"), 404)
+
+
+class _HostEmbedder:
+    """An embedder of the host's own, which ``verify_read``'s "auto" cannot rebuild."""
+
+    id = "host-bag-of-words-reversed-v1"
+    dim = 32
+
+    def __init__(self) -> None:
+        self._inner = HashingEmbedder(dim=self.dim)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [vector[::-1] for vector in self._inner.embed(texts)]
+
+
+def test_an_honest_semantic_proof_is_served_when_the_service_has_its_own_embedder(
+    tmp_path: Path,
+) -> None:
+    # The self-check re-derives the read with the service's own embedder: with "auto" it
+    # would have none for this id, and refuse an honest semantic proof with a 409.
+    server = ServerThread(tmp_path / "svc", embedder=_HostEmbedder())
+    with server, server.client(server.token("agent", PLACE)) as agent:
+        for text in ("the staging database is pg-7", "lunch is at noon", "deploy on fridays"):
+            r = agent.post("/v1/runs/sem/tools/memory_store", json={"learning": {"text": text}})
+            assert r.status_code == 200, r.text
+        r = agent.post(
+            "/v1/runs/sem/tools/memory_fetch",
+            json={"query": "which database is staging", "mode": "semantic"},
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["result"]["hits"], r.text
+        proof = agent.get("/v1/runs/sem/steps/3/read-proof")
+        assert proof.status_code == 200, proof.text
+        assert _HostEmbedder.id in decode_read_proof(proof.content).embedders

@@ -15,6 +15,7 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
+from memseal.engine.events import MAX_ACTOR_CHARS
 from memseal.engine.items import check_ids
 from memseal.ledger.errors import InvalidRequest, NotFound
 from memseal.memory import Memory
@@ -99,6 +100,12 @@ async def revoke_token(
     return json_response(service.tokens.revoke(token_id, within=who.scope).as_dict())
 
 
+def _actor(who: Principal) -> str:
+    """Who is signed as asking: the token id, then as much of its label as the actor
+    field holds (a long label must not make an admin unable to act)."""
+    return f"{who.token_id} {who.label}".strip()[:MAX_ACTOR_CHARS].rstrip()
+
+
 async def _trust(memory: Memory, who: Principal, item_id: str, action: str, reason: str) -> Any:
     engine = memory.engine
     method: Callable[..., Awaitable[Any]] = {
@@ -108,7 +115,7 @@ async def _trust(memory: Memory, who: Principal, item_id: str, action: str, reas
     }[action]
     change = await method(
         item_id,
-        actor=f"{who.token_id} {who.label}".strip(),
+        actor=_actor(who),
         reason=reason,
         reach=who.scope.reach,
     )
@@ -173,7 +180,7 @@ async def forget_item(
     done = await memory.engine.forget(
         ids=[target],
         reach=who.scope.reach,
-        actor=f"{who.token_id} {who.label}".strip(),
+        actor=_actor(who),
         reason=body.reason,
     )
     if target not in done.forgotten:

@@ -37,7 +37,7 @@ from memseal.ledger.errors import NotFound
 from memseal.replay.as_of import AsOfView
 
 from ..deps import Auditor, MemoryDep, ServiceDep
-from ..history import AsOfQuery, AsOfRun, AsOfStep, AsOfTime, view_at
+from ..history import AsOf
 from ..models import json_response
 from .runs import in_reach
 
@@ -63,6 +63,7 @@ def _item(value: Any, score: float | None = None) -> dict[str, Any]:
     summary=f"Items inside the caller's reach, newest first or by a search (up to {MAX_ITEMS})",
 )
 async def items(
+    *,
     who: Auditor,
     memory: MemoryDep,
     query: Annotated[
@@ -72,17 +73,14 @@ async def items(
     min_trust: Annotated[Literal["stale", "unverified", "verified"], Query()] = "stale",
     limit: Annotated[int, Query(ge=1, le=MAX_ITEMS)] = 50,
     cursor: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
-    as_of: AsOfQuery = None,
-    as_of_time: AsOfTime = None,
-    as_of_run: AsOfRun = None,
-    as_of_step: AsOfStep = None,
+    point: AsOf,
 ) -> Response:
     """
     \f
     One page of the items in reach (``query``: ranked hits), and the cursor of the next;
     with a point (``as_of``...), of the memory as of it.
     """
-    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
+    view = await point.view(memory, who)
     reach = who.scope.reach
     out: dict[str, Any]
     async with _engine(memory.engine, view) as engine:

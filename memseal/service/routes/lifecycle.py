@@ -51,7 +51,7 @@ from memseal.tools.lifecycle import AgentMemory, ContextPack, JobQueue, MemoryLa
 
 from ..deps import Admin, Agent, MemoryDep, arguments
 from ..errors import ApiError
-from ..history import AsOfQuery, AsOfRun, AsOfStep, AsOfTime, view_at
+from ..history import AsOf
 from ..models import json_response
 from ..tokens import Principal
 
@@ -223,10 +223,7 @@ async def start(
     who: Agent,
     thread: Thread,
     memory: MemoryDep,
-    as_of: AsOfQuery = None,
-    as_of_time: AsOfTime = None,
-    as_of_run: AsOfRun = None,
-    as_of_step: AsOfStep = None,
+    point: AsOf,
 ) -> Response:
     """
     \f
@@ -234,7 +231,7 @@ async def start(
     with a point (``as_of``...), those of the memory as of it, unrecorded.
     """
     body = await _body(request, StartIn)
-    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
+    view = await point.view(memory, who)
     async with _session(who, memory, thread) as session:
         pack = await session.start(budget_tokens=body.budget_tokens, as_of=view)
         out = _pack(pack)
@@ -255,17 +252,14 @@ async def pre_turn(
     who: Agent,
     thread: Thread,
     memory: MemoryDep,
-    as_of: AsOfQuery = None,
-    as_of_time: AsOfTime = None,
-    as_of_run: AsOfRun = None,
-    as_of_step: AsOfStep = None,
+    point: AsOf,
 ) -> Response:
     """
     \f
     The context of ``message`` at ``turn`` (with a point: as of it, unrecorded).
     """
     body = await _body(request, PreTurnIn)
-    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
+    view = await point.view(memory, who)
     async with _session(who, memory, thread) as session:
         pack = await session.pre_turn(
             body.message,

@@ -162,7 +162,11 @@ async def read_proof(
         # Checked as an auditor will (the same verifier, against the first key) before it is
         # served: a store whose rows no longer match their signed hashes, or a read whose
         # ranking needs texts outside the reach, gets a named refusal, never a bad proof.
-        await verify_read(proof, memory.trust_root)
+        # With this service's own embedder when the read used it: "auto" rebuilds only
+        # the embedders memseal ships, and would refuse an honest semantic proof.
+        own = memory.engine.embedder
+        used = own is not None and own.id in proof.embedders
+        await verify_read(proof, memory.trust_root, embedder=own if own and used else "auto")
     except VerificationError as exc:
         raise ApiError(
             409,

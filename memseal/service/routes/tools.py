@@ -23,7 +23,7 @@ from ..deps import (
     arguments,
     call_key,
 )
-from ..history import AsOfQuery, AsOfRun, AsOfStep, AsOfTime, view_at
+from ..history import AsOf
 from ..models import ARGUMENTS_BODY, ToolResultOut, ToolsOut, json_response
 from ..tokens import Principal
 
@@ -36,16 +36,13 @@ router = APIRouter(tags=["tools"])
 async def list_tools(
     who: Agent,
     memory: MemoryDep,
-    as_of: AsOfQuery = None,
-    as_of_time: AsOfTime = None,
-    as_of_run: AsOfRun = None,
-    as_of_step: AsOfStep = None,
+    point: AsOf,
 ) -> Response:
     """
     \f
     The specs of the tools the caller's scope offers (with a point: its read tools).
     """
-    view = await view_at(memory, who, as_of, as_of_time, as_of_run, as_of_step)
+    view = await point.view(memory, who)
     tools = memory.tools(who.scope) if view is None else view.tools(who.scope)
     return json_response({"tools": [msgspec.to_builtins(s) for s in tools.specs()]})
 
@@ -84,6 +81,7 @@ async def recorded_call(
     openapi_extra=ARGUMENTS_BODY,
 )
 async def call_tool(
+    *,
     request: Request,
     who: Agent,
     name: Annotated[str, PathParam(max_length=64)],
@@ -92,17 +90,14 @@ async def call_tool(
     run_id: RunHeader = None,
     step: StepHeader = None,
     key: KeyHeader = None,
-    as_of: AsOfQuery = None,
-    as_of_time: AsOfTime = None,
-    as_of_run: AsOfRun = None,
-    as_of_step: AsOfStep = None,
+    point: AsOf,
 ) -> Response:
     """
     \f
     A tool call in the run the header names, or in a fresh one-shot run; with a point
     (``as_of``...), an unrecorded read of the memory as of that point.
     """
-    view = await view_at(service.memory, who, as_of, as_of_time, as_of_run, as_of_step)
+    view = await point.view(service.memory, who)
     if view is None:
         return await recorded_call(request, service, who, name, run_id, step, revalidate, key)
     if run_id is not None or step is not None or key is not None or revalidate:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import sqlite3
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -239,7 +240,7 @@ async def test_a_forget_rolled_back_with_its_command_leaves_the_item_in_the_inde
         ]
         await engine.fetch("release", mode="semantic")
         assert engine.ann_size == 6
-        command, finish = await engine.plan_forget(ids=[stored[2].id])
+        command, _release = engine.plan_forget(ids=[stored[2].id])
 
         def forget_then_fail(txn: Any) -> None:
             command(txn)
@@ -252,8 +253,84 @@ async def test_a_forget_rolled_back_with_its_command_leaves_the_item_in_the_inde
         assert fetched.hits[0].item.id == stored[2].id
         assert len(fetched.hits) == 6
         # A forget that commits lets go of the copies once its caller finishes it.
-        command, finish = await engine.plan_forget(ids=[stored[2].id])
+        command, release = engine.plan_forget(ids=[stored[2].id])
         await engine._store.run(command)
-        await finish()
+        release()
         assert engine.ann_size == 5
         assert engine._vectors.resident.unknown([stored[2].seq]) == [stored[2].seq]
+
+
+class _HeldWriter:
+    """Holds the writer on a command of its own until released, so a test can cancel a
+    caller whose command is queued behind it (submitted, not yet committed)."""
+
+    def __init__(self, memory: memseal.Memory) -> None:
+        self._store: Any = memory.engine._store
+        self._go = threading.Event()
+        self._held = asyncio.ensure_future(self._store.run(lambda txn: self._go.wait(10)))
+
+    async def queued(self) -> None:
+        # The group writer's queue (internal): a caller's command waits in it, submitted,
+        # while the writer thread holds the first.
+        for _ in range(1_000):
+            if self._store._group._jobs.qsize():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the command never reached the writer")
+
+    async def release(self) -> None:
+        self._go.set()
+        await self._held
+        # The writer runs commands in order: once a later one committed, so did the
+        # queued one, whose settle callback was scheduled before this one resolved.
+        await self._store.run(lambda txn: None)
+        await asyncio.sleep(0)
+
+
+async def test_a_forget_whose_caller_is_cancelled_still_lets_go_of_its_vectors(
+    tmp_path: Path,
+) -> None:
+    # The writer commits a forget whose caller stopped waiting (a dropped request, a
+    # timeout). Its in-memory vectors must go with that commit, not with the caller.
+    async with _open(tmp_path / "d") as memory:
+        engine = memory.engine
+        stored = [
+            await engine.store(Learning(text=f"cancel note {i}"), namespace=PLACE) for i in range(6)
+        ]
+        await engine.fetch("cancel", mode="semantic")
+        assert engine.ann_size == 6
+        writer = _HeldWriter(memory)
+        await asyncio.sleep(0.05)  # the writer holds its own command
+        caller = asyncio.ensure_future(engine.forget(ids=[stored[1].id]))
+        await writer.queued()
+        caller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await caller
+        await writer.release()
+        assert (await engine.get([stored[1].id])).missing == (stored[1].id,)
+        assert engine.ann_size == 5
+        assert engine._vectors.resident.unknown([stored[1].seq]) == [stored[1].seq]
+
+
+async def test_a_recorded_forget_whose_caller_is_cancelled_still_lets_go_of_its_vectors(
+    tmp_path: Path,
+) -> None:
+    async with _open(tmp_path / "d") as memory:
+        engine = memory.engine
+        for i in range(4):
+            await engine.store(Learning(text=f"tool note {i}"), namespace=PLACE)
+        await engine.fetch("tool", mode="semantic")
+        assert engine.ann_size == 4
+        async with memory.run("cancelled-forget", memseal.ToolScope.placed_at(PLACE)) as run:
+            listed = await run.call("memory_list", {})
+            first = listed["items"][0]["id"]
+            writer = _HeldWriter(memory)
+            await asyncio.sleep(0.05)
+            caller = asyncio.ensure_future(run.call("memory_forget", {"ids": [first]}))
+            await writer.queued()
+            caller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await caller
+            await writer.release()
+        assert (await engine.get([first])).missing == (first,)
+        assert engine.ann_size == 3

@@ -210,7 +210,8 @@ async function adminMemory(args, me) {
             }
           },
         }, `Confirm: Forget ${id}`);
-        // The reason is signed into the forget's payload; the API refuses a forget without one.
+        // The reason is signed into the forget's payload and no forget erases it (it is the
+        // record of the erasure); the API refuses a forget without one.
         const why = h("input", { type: "text", size: 50, value: reasonIn.value.trim() });
         const ready = () => { confirmBtn.disabled = typed.value.trim() !== id || !why.value.trim(); };
         typed.addEventListener("input", ready);
@@ -219,6 +220,7 @@ async function adminMemory(args, me) {
           h("p", {}, `Forget item ${id}? This appends a signed memory_forgotten entry and erases every payload that names the item. It cannot be undone.`),
           field("Type the item id to confirm", typed),
           field("Reason for the forget", why),
+          h("p", { class: "muted", id: "forget-reason-note" }, "The reason stays in the log for good: do not quote the text being forgotten."),
           confirmBtn,
           h("button", { type: "button", class: "quiet", onclick: () => out.replaceChildren() }, "Cancel"),
         );

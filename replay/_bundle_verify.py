@@ -82,10 +82,17 @@ class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
 
     def line(self) -> str:
         """The one line ``memseal verify`` prints for a verified bundle."""
+        reads = self.bundle.reads
+        proofs = (
+            ""
+            if reads is None
+            else f", read proofs: {len(self.prefix)} prefix entries, "
+            f"{len(reads.checkpoints)} read checkpoint(s)"
+        )
         return (
             f"ok: bundle of run {self.run_id!r}: {len(self.entries)} entries verified against "
             f"checkpoint {self.size} (root {self.root.hex()[:16]}), {len(self.calls)} call(s), "
-            f"{len(self.keys)} signing key(s)"
+            f"{len(self.keys)} signing key(s){proofs}"
         )
 
 

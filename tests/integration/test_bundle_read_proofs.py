@@ -229,6 +229,8 @@ def test_the_cli_proves_a_read_from_a_bundle(recorded: Any, tmp_path: Path) -> N
     )
     assert exported.returncode == 0, exported.stderr
     assert "for read proofs" in exported.stdout
+    verified = cli("verify", "run.bundle", "--trust", recorded.vkey, cwd=tmp_path)
+    assert verified.returncode == 0 and "read proofs: " in verified.stdout, verified.stderr
     args = ("prove-read", "run.bundle", "--run", RUN, "--step", str(LIST))
     made = cli(*args, "--trust", recorded.vkey, "-o", "p.json", cwd=tmp_path)
     assert made.returncode == 0, made.stderr

@@ -262,7 +262,7 @@ def test_the_cli_proves_a_read_from_a_bundle(recorded: Any, tmp_path: Path) -> N
 async def test_a_v2_bundle_still_verifies_and_replays() -> None:
     data = (VECTORS / "v2.bundle").read_bytes()
     assert data.startswith(b'{"format":"memseal/bundle@v2",')
-    vkey = (VECTORS / "trust.vkey").read_text().strip()
+    vkey = (VECTORS / "v2.vkey").read_text().strip()
     verified = verify_bundle(data, vkey)
     assert verified.bundle.reads is None and len(verified.calls) == 7
     assert encode_bundle(verified.bundle) == data  # read in its own canonical bytes

@@ -278,3 +278,18 @@ def test_a_v2_bundle_with_a_reads_section_is_refused(bundled: bytes) -> None:
     with pytest.raises(VerificationError, match="no `reads` section") as failed:
         decode_bundle(renamed)
     assert failed.value.step == "format"
+
+
+def test_a_v2_bundle_replays_and_updates_from_the_cli(tmp_path: Path) -> None:
+    old = tmp_path / "v2.bundle"
+    old.write_bytes((VECTORS / "v2.bundle").read_bytes())
+    vkey = (VECTORS / "v2.vkey").read_text().strip()
+    replayed = cli("replay", str(old), "--trust", vkey, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    # Re-recorded under the local replay key, it comes out as a v3 bundle that verifies.
+    updated = cli("replay", str(old), "--trust", vkey, "--update", "-o", "new.bundle", cwd=tmp_path)
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    new = (tmp_path / "new.bundle").read_bytes()
+    assert new.startswith(b'{"format":"memseal/bundle@v3",')
+    local = decode_bundle(new).keys[0]
+    assert verify_bundle(new, local).bundle.reads is None

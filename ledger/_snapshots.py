@@ -18,6 +18,14 @@ at that size. A size read before or after the query is not that: a commit can
 land between the size and the query. Inside :func:`observing_sizes`, each
 query also reads the log's size first, in its own snapshot, and the caller
 learns the exact size every query of its read saw.
+
+A read of several snapshots that bounds every one of them to the same log
+prefix (the engine's hybrid fetch: ``seq < N`` everywhere, its corpus
+statistics taken at N) may vouch for that prefix inside :func:`one_prefix`:
+the observer is then told N once instead of each snapshot's own size, so a
+write landing between the snapshots (a new item, past the bound) does not
+make the read run again. The reader vouches only when it has checked that
+nothing landing after N changed what it read.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from typing import Any, Protocol, TypeVar
 
 from .errors import StorageError
 
-__all__ = ["Execute", "Session", "SnapshotPool", "observing_sizes"]
+__all__ = ["Execute", "OnePrefix", "Session", "SnapshotPool", "observing_sizes", "one_prefix"]
 
 T = TypeVar("T")
 Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
@@ -53,6 +61,36 @@ def observing_sizes() -> Iterator[list[int]]:
         yield sizes
     finally:
         _SIZES.reset(token)
+
+
+class OnePrefix:
+    """What :func:`one_prefix` yields: the snapshots' own sizes, and the prefix vouched for."""
+
+    def __init__(self, listening: bool) -> None:
+        self.listening = listening  # an observer wants the sizes: else vouching is moot
+        self.sizes: list[int] = []
+        self.size: int | None = None
+
+    def vouch(self, size: int) -> None:
+        """Every snapshot of this read answered as the log prefix of ``size`` entries would."""
+        self.size = size
+
+
+@contextlib.contextmanager
+def one_prefix() -> Iterator[OnePrefix]:
+    """Hold back the sizes of the snapshot queries run inside; on leaving, tell the outer
+    observer the vouched prefix size if the reader vouched for one, else each size held."""
+    outer = _SIZES.get()
+    prefix = OnePrefix(outer is not None)
+    if outer is None:
+        yield prefix
+        return
+    token = _SIZES.set(prefix.sizes)
+    try:
+        yield prefix
+    finally:
+        _SIZES.reset(token)
+        outer.extend([prefix.size] if prefix.size is not None else prefix.sizes)
 
 
 def _sized(fn: Callable[[Execute], T], sizes: list[int]) -> Callable[[Execute], T]:

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from ._snapshots import observing_sizes
+from ._snapshots import OnePrefix, observing_sizes, one_prefix
 from .entry import Draft, Entry, decode_entry
 from .note import NoteSigner
 
@@ -32,12 +32,14 @@ __all__ = [
     "Execute",
     "Head",
     "LogStore",
+    "OnePrefix",
     "Record",
     "Snapshots",
     "SqlStore",
     "StoredCheckpoint",
     "WriteTxn",
     "observing_sizes",
+    "one_prefix",
     "run_committed",
 ]
 

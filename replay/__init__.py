@@ -17,7 +17,14 @@ from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL, RunForked, RunStarted, To
 from .identity import ScopeIdentity, fingerprint, input_hash, memo_key
 from .provenance import Verified, check_memo
 from .read_proof import FORMAT as READ_PROOF_FORMAT
-from .read_proof import ReadProof, ReadProofError, VerifiedRead, prove_read, verify_read
+from .read_proof import (
+    ReadProof,
+    ReadProofError,
+    VerifiedRead,
+    prove_read,
+    prove_read_from_bundle,
+    verify_read,
+)
 from .regress import RegressReport, regress
 from .replayer import Replayer, ReplayRun
 from .results import split as split_result
@@ -57,6 +64,7 @@ __all__ = [
     "memo_key",
     "new_run_id",
     "prove_read",
+    "prove_read_from_bundle",
     "regress",
     "split_result",
     "verify_bundle",

@@ -2,18 +2,22 @@
 
 :func:`export_bundle` cuts a checkpoint, gathers the entries a bundle of the
 run holds (see :mod:`memseal.replay.bundle`), each with its inclusion proof,
-and signs the manifest stating the bundle's extent.
+and signs the manifest stating the bundle's extent. With ``with_read_proofs``
+it adds the ``reads`` section (:mod:`memseal.replay._bundle_reads`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import leaf_hash
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.log import KEY_ROTATED, Ledger
 from memseal.ledger.note import VerifierKey, open_note, sign_note, split_note
+from memseal.tools.catalog import READ_TOOLS
 
 from ._bundle_format import (
     FORMAT,
@@ -23,11 +27,12 @@ from ._bundle_format import (
     BundleEntry,
     Listed,
     Manifest,
+    ReadsStated,
     body_of,
     items_of,
     manifest_text,
 )
-from .calls import TOOL_CALL, decode_tool_call
+from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 
 __all__ = ["export_bundle"]
 
@@ -38,10 +43,14 @@ async def export_bundle(
     run_id: str,
     *,
     embedders: Sequence[str] = (),
+    with_read_proofs: bool = False,
 ) -> Bundle:
     """Collect run ``run_id`` from ``ledger`` into a bundle against a checkpoint cut now.
 
-    ``keys`` is the ledger's key history, oldest first. The manifest is
+    ``keys`` is the ledger's key history, oldest first. ``with_read_proofs`` adds what
+    ``memseal prove-read BUNDLE`` needs (the ``reads`` section: every entry before the
+    run's last read, the texts of those in its reach, a checkpoint at each size a read
+    observed): it grows with the log before the run, not with the run. The manifest is
     signed by the ledger's signer, the key that signed the checkpoint (so
     the key in force at its size). Raises :class:`InvalidRequest` when the
     log holds no entry of the run, :class:`Conflict` when the key rotated
@@ -58,7 +67,18 @@ async def export_bundle(
         raise Conflict(
             "the ledger's key rotated while the bundle was exported; export it again"
         ) from None
-    seqs, steps = await _bundled_seqs(ledger, run_id, size)
+    found = await _bundled_seqs(ledger, run_id, size)
+    seqs, steps = found.seqs, found.steps
+    reads = None
+    if with_read_proofs:
+        # Imported here: the reads section re-derives the run's reach with the read-proof
+        # modules, which import this package's public face (bundle.py) in turn.
+        from ._bundle_reads import collect_reads
+
+        async def close(more: set[int]) -> None:
+            await _close_erasers(ledger, more, size)
+
+        reads = await collect_reads(ledger, size, seqs, found.sizes, found.started, close)
     entries: list[BundleEntry] = []
     for seq in sorted(seqs):
         record = await ledger.read(seq)
@@ -86,6 +106,14 @@ async def export_bundle(
             Listed(seq=e.seq, leaf_hash=leaf_hash(e.leaf), payload=e.payload is not None)
             for e in entries
         ),
+        format=FORMAT,
+        reads=None
+        if reads is None
+        else ReadsStated(
+            ranked_by=reads.ranked_by,
+            sizes=tuple(sorted(found.sizes)),
+            prefix=len(reads.prefix),
+        ),
     )
     return Bundle(
         format=FORMAT,
@@ -96,12 +124,23 @@ async def export_bundle(
         manifest=sign_note(manifest_text(manifest), [signer]),
         embedders=manifest.embedders,
         entries=tuple(entries),
+        reads=reads,
     )
 
 
-async def _bundled_seqs(ledger: Ledger, run_id: str, size: int) -> tuple[set[int], list[int]]:
-    """The seqs a bundle of the run holds (module docstring), and the steps of its calls."""
+class _Found(msgspec.Struct, kw_only=True):
+    seqs: set[int]
+    steps: list[int]  # of the run's calls
+    sizes: set[int]  # the tree sizes its reads (not failed) observed
+    started: RunStarted | None
+
+
+async def _bundled_seqs(ledger: Ledger, run_id: str, size: int) -> _Found:
+    """The seqs a bundle of the run holds (module docstring), the steps of its calls, the
+    sizes its reads observed and its ``run_started`` body."""
     steps: list[int] = []
+    sizes: set[int] = set()
+    started: RunStarted | None = None
     run_seqs: list[int] = []
     rotations: list[int] = []
     by_item: dict[str, list[int]] = {}
@@ -120,11 +159,15 @@ async def _bundled_seqs(ledger: Ledger, run_id: str, size: int) -> tuple[set[int
             if not isinstance(body, dict) or body.get("run_id") != run_id:
                 continue
             run_seqs.append(record.seq)
+            if kind == RUN_STARTED and started is None:
+                started = msgspec.convert(body, RunStarted)
             if kind == TOOL_CALL:
                 call = decode_tool_call(bytes(entry.body))
                 wanted.update(call.cites)
                 wrote.extend(call.wrote)
                 steps.append(call.step)
+                if call.tool in READ_TOOLS and not call.error:
+                    sizes.add(call.observed_size)
     if not run_seqs:
         raise InvalidRequest(f"no run {run_id!r} in this ledger")
     for seq in wrote:
@@ -134,7 +177,12 @@ async def _bundled_seqs(ledger: Ledger, run_id: str, size: int) -> tuple[set[int
     seqs = set(run_seqs) | set(rotations)
     for item in wanted:
         seqs.update(by_item.get(item, ()))
-    # A payload missing from an included entry was erased by a signed entry: include it too.
+    await _close_erasers(ledger, seqs, size)
+    return _Found(seqs=seqs, steps=steps, sizes=sizes, started=started)
+
+
+async def _close_erasers(ledger: Ledger, seqs: set[int], size: int) -> None:
+    """Add to ``seqs`` the signed entry that erased each missing payload, transitively."""
     pending = sorted(seqs)
     while pending:
         seq = pending.pop()
@@ -144,4 +192,3 @@ async def _bundled_seqs(ledger: Ledger, run_id: str, size: int) -> tuple[set[int
             if by is not None and by < size and by not in seqs:
                 seqs.add(by)
                 pending.append(by)
-    return seqs, steps

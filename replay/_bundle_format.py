@@ -1,4 +1,4 @@
-"""The session bundle format (``memseal/bundle@v2``): its fields, its one spelling, its manifest.
+"""The session bundle format (``memseal/bundle@v3``): its fields, its one spelling, its manifest.
 
 See :mod:`memseal.replay.bundle` for what a bundle holds and docs/formats.md
 for every byte. This module is the format alone: the structs, the canonical
@@ -23,12 +23,17 @@ __all__ = [
     "MANIFEST_HEADER",
     "MAX_BUNDLE_BYTES",
     "MEMORY_KINDS",
+    "READABLE_FORMATS",
     "RETIRED_FORMATS",
     "RUN_KINDS",
     "Bundle",
     "BundleEntry",
+    "BundleReads",
     "Listed",
     "Manifest",
+    "PrefixEntry",
+    "ReadCheckpoint",
+    "ReadsStated",
     "body_of",
     "decode_bundle",
     "encode_bundle",
@@ -38,7 +43,10 @@ __all__ = [
     "manifest_text",
 ]
 
-FORMAT: Final = "memseal/bundle@v2"
+FORMAT: Final = "memseal/bundle@v3"
+#: Formats this memseal reads: v3 adds the optional ``reads`` section (what read proofs
+#: need); a v2 bundle is a v3 bundle without it, byte for byte but for the format name.
+READABLE_FORMATS: Final = frozenset({"memseal/bundle@v2", FORMAT})
 #: Formats this memseal knows but refuses: they carry no signed statement of their extent.
 RETIRED_FORMATS: Final = frozenset({"memseal/bundle@v1"})
 #: The first line of a manifest note's text (never a valid checkpoint's: its second line is
@@ -62,8 +70,41 @@ class BundleEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     proof: tuple[bytes, ...]
 
 
-class Bundle(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A session bundle, field order as encoded (``format`` first)."""
+class PrefixEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An entry of the log before the run's last read that ``entries`` lacks: its stored
+    bytes and signature, its payload only when it lies in the run's reach. No audit path:
+    every leaf of the prefix is here, so the verifier recomputes the roots from them."""
+
+    seq: int
+    leaf: bytes
+    sig: bytes
+    salt: bytes | None
+    payload: bytes | None
+
+
+class ReadCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A checkpoint signed at exactly a size one of the run's reads observed, and the
+    RFC 6962 consistency proof from it to the bundle's checkpoint."""
+
+    note: str
+    consistency: tuple[bytes, ...]
+
+
+class BundleReads(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What ``memseal prove-read BUNDLE`` needs (``export --with-read-proofs``)."""
+
+    ranked_by: str  # the store that ranked the reads: sqlite or postgresql
+    checkpoints: tuple[ReadCheckpoint, ...]  # one per observed size, ascending
+    prefix: tuple[PrefixEntry, ...]  # every seq below the largest size not in ``entries``
+
+
+class Bundle(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """A session bundle, field order as encoded (``format`` first).
+
+    ``reads`` is left out when absent, so a v2 bundle decodes and re-encodes to its own
+    bytes (its canonical form is unchanged)."""
 
     format: str
     run_id: str
@@ -73,6 +114,7 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     manifest: str
     embedders: tuple[str, ...]
     entries: tuple[BundleEntry, ...]
+    reads: BundleReads | None = None
 
 
 class Listed(
@@ -85,8 +127,20 @@ class Listed(
     payload: bool
 
 
-class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The signed statement of a bundle's extent and fields (the JSON line of its note)."""
+class ReadsStated(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The manifest's statement of a bundle's ``reads`` section."""
+
+    ranked_by: str
+    sizes: tuple[int, ...]  # the sizes its checkpoints are signed at, ascending
+    prefix: int  # how many prefix entries it holds
+
+
+class Manifest(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True
+):
+    """The signed statement of a bundle's extent and fields (the JSON line of its note).
+
+    ``reads`` is left out when the bundle has none: a v2 manifest is read unchanged."""
 
     run_id: str
     origin: str
@@ -97,6 +151,10 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     last_step: int | None  # the run's highest recorded step (None: no call recorded)
     calls: int  # its memory_tool_call entries, superseded ones included
     entries: tuple[Listed, ...]
+    # The bundle's format, stated from v3 on (so renaming a v3 bundle v2 is an edit that
+    # fails); a v2 manifest has no such field.
+    format: str | None = None
+    reads: ReadsStated | None = None
 
 
 _encoder = msgspec.json.Encoder()
@@ -133,9 +191,10 @@ def decode_bundle(data: bytes) -> Bundle:
             f"`memseal export` to get a {FORMAT} bundle",
             step="format",
         )
-    if name != FORMAT:
+    if name not in READABLE_FORMATS:
         raise VerificationError(
-            f"bundle format {name!r}; this memseal reads {FORMAT}", step="format"
+            f"bundle format {name!r}; this memseal reads {FORMAT} (and memseal/bundle@v2)",
+            step="format",
         )
     try:
         bundle = _decoder.decode(data)
@@ -156,6 +215,11 @@ def decode_bundle(data: bytes) -> Bundle:
         raise VerificationError(
             f"the bundle is malformed: {_one_line(exc)}", step="format"
         ) from None
+    if bundle.reads is not None and bundle.format != FORMAT:
+        raise VerificationError(
+            f"a {bundle.format} bundle has no `reads` section (it came with {FORMAT})",
+            step="format",
+        )
     if encode_bundle(bundle) != data:
         raise VerificationError(
             "the bundle is not in canonical form (compact JSON in field order, minimal "

@@ -22,9 +22,12 @@ from memseal.ledger.verify import KeyChain, check_format, check_payload, signatu
 
 from ._bundle_format import (
     FORMAT,
+    READABLE_FORMATS,
     RUN_KINDS,
     Bundle,
+    BundleEntry,
     Manifest,
+    PrefixEntry,
     body_of,
     decode_bundle,
     items_of,
@@ -68,6 +71,9 @@ class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
     started: RunStarted | None
     keys: tuple[str, ...]  # signing keys seen
     manifest: Manifest
+    # The reads section's entries (every entry before the last read that ``entries``
+    # lacks), checked like ``entries``; empty without one. Replay never reads them.
+    prefix: dict[int, Entry] = msgspec.field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -76,10 +82,17 @@ class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
 
     def line(self) -> str:
         """The one line ``memseal verify`` prints for a verified bundle."""
+        reads = self.bundle.reads
+        proofs = (
+            ""
+            if reads is None
+            else f", read proofs: {len(self.prefix)} prefix entries, "
+            f"{len(reads.checkpoints)} read checkpoint(s)"
+        )
         return (
             f"ok: bundle of run {self.run_id!r}: {len(self.entries)} entries verified against "
             f"checkpoint {self.size} (root {self.root.hex()[:16]}), {len(self.calls)} call(s), "
-            f"{len(self.keys)} signing key(s)"
+            f"{len(self.keys)} signing key(s){proofs}"
         )
 
 
@@ -107,8 +120,10 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
     trusted = _trusted(trust)
     # 1. format: the document, canonical; the manifest's statement, not yet trusted.
     bundle = data if isinstance(data, Bundle) else decode_bundle(data)
-    if bundle.format != FORMAT:
+    if bundle.format not in READABLE_FORMATS:
         raise _fail(f"bundle format {bundle.format!r}; this memseal reads {FORMAT}", "format")
+    if bundle.reads is not None and bundle.format != FORMAT:
+        raise _fail(f"a {bundle.format} bundle has no `reads` section", "format")
     manifest = manifest_of(bundle.manifest)
     # 2. completeness of the extent, before any entry is read: the seqs held are those listed.
     _check_extent([e.seq for e in bundle.entries], [e.seq for e in manifest.entries])
@@ -116,7 +131,7 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
     size, root = _checkpoint_of(bundle)
     # 4. each entry: format, unknown key, signature, payload hash, inclusion; key chain.
     chain = KeyChain(trusted)
-    entries, missing, redacted = _check_entries(bundle, chain, size, root)
+    entries, prefix, missing, redacted = _check_entries(bundle, chain, size, root)
     # 5. checkpoint and manifest: signed by the key in force at the checkpoint's size.
     _check_signed(bundle, manifest, chain, size, root)
     # 6. completeness and redaction: the entries are the ones the signed manifest lists.
@@ -136,6 +151,13 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
             f"{manifest.calls} call(s); the bundle holds last step {last} and {count}",
             "completeness",
         )
+    # 8. reads: every entry before the last read, its roots and payloads (_bundle_reads).
+    if bundle.reads is not None or manifest.reads is not None:
+        # Imported here: the reads section re-derives the run's reach with the read-proof
+        # modules, which import this package's public face (bundle.py) in turn.
+        from ._bundle_reads import check_reads
+
+        check_reads(bundle, manifest, entries, prefix, started, chain.known, size, root, redacted)
     return VerifiedBundle(
         bundle=bundle,
         size=size,
@@ -146,6 +168,7 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
         started=started,
         keys=chain.used,
         manifest=manifest,
+        prefix=prefix,
     )
 
 
@@ -178,21 +201,53 @@ def _checkpoint_of(bundle: Bundle) -> tuple[int, bytes]:
     return checkpoint.size, checkpoint.root
 
 
+def _walk_order(bundle: Bundle) -> list[BundleEntry | PrefixEntry]:
+    """The bundle's entries and its reads section's prefix entries, merged by seq (the key
+    chain is walked in log order; an entry before a prefix entry of the same seq)."""
+    walk: list[BundleEntry | PrefixEntry] = list(bundle.entries)
+    if bundle.reads is None:
+        return walk
+    previous = -1
+    for item in bundle.reads.prefix:
+        if item.seq <= previous:
+            raise _fail(
+                "prefix entries must be listed by ascending seq, once each",
+                "completeness",
+                item.seq,
+            )
+        previous = item.seq
+    walk += bundle.reads.prefix
+    return sorted(walk, key=lambda e: (e.seq, isinstance(e, PrefixEntry)))
+
+
 def _check_entries(
     bundle: Bundle, chain: KeyChain, size: int, root: bytes
-) -> tuple[dict[int, Entry], list[int], set[int]]:
-    """Check every entry in seq order, walking the key chain: (entries, missing, redacted)."""
+) -> tuple[dict[int, Entry], dict[int, Entry], list[int], set[int]]:
+    """Check every entry in seq order, walking the key chain: (entries, prefix entries,
+    missing, redacted)."""
     entries: dict[int, Entry] = {}
+    prefix: dict[int, Entry] = {}
     missing: list[int] = []
     redacted: set[int] = set()
     previous = -1
-    for item in bundle.entries:
+    last_entry = -1
+    for item in _walk_order(bundle):
         seq = item.seq
-        if seq <= previous:
+        if isinstance(item, PrefixEntry):
+            if seq == previous:
+                raise _fail(
+                    "the entry is both in the bundle's entries and its prefix", "completeness", seq
+                )
+            entry = _check_prefix_entry(item, chain)
+            redacted.update(entry.redacts)
+            prefix[seq] = entry
+            previous = seq
+            continue
+        if seq <= last_entry:
             raise _fail("entries must be listed by ascending seq, once each", "completeness", seq)
         if seq >= size:
             raise _fail(f"entry lies outside the checkpoint of {size} entries", "inclusion", seq)
-        previous = seq
+        previous = last_entry = seq
         # The ledger's own checks, as its audit makes them: format, unknown key, signature,
         # payload hash (ledger/verify.py).
         entry = check_format(item.leaf, seq)
@@ -215,7 +270,21 @@ def _check_entries(
             ) from None
         chain.hand_over(entry)
         entries[seq] = entry
-    return entries, missing, redacted
+    return entries, prefix, missing, redacted
+
+
+def _check_prefix_entry(item: PrefixEntry, chain: KeyChain) -> Entry:
+    """A prefix entry's form, key, signature and any payload given; its inclusion is the
+    root its checkpoints sign, recomputed from every leaf (``check_reads``)."""
+    entry = check_format(item.leaf, item.seq)
+    key = chain.signer_of(entry)
+    if not signature_verifies(key, leaf_hash(item.leaf), item.sig):
+        raise _fail("Ed25519 signature does not verify", "signature", item.seq)
+    if item.payload is None and item.salt is not None:
+        raise _fail("a salt without a payload", "payload hash", item.seq)
+    check_payload(entry, item.payload, item.salt)
+    chain.hand_over(entry)
+    return entry
 
 
 def _check_signed(
@@ -310,6 +379,13 @@ def _check_manifest(bundle: Bundle, manifest: Manifest, size: int, root: bytes) 
         raise _fail(
             f"the signed manifest was made for the checkpoint of size {manifest.size}, not "
             f"the bundle's ({size})",
+            "manifest",
+        )
+    # A v2 manifest states no format; from v3 on it does, so the name is signed too.
+    if (manifest.format or "memseal/bundle@v2") != bundle.format:
+        raise _fail(
+            f"the bundle says format {bundle.format!r}; the signed manifest "
+            f"{'states ' + repr(manifest.format) if manifest.format else 'is of a v2 bundle'}",
             "manifest",
         )
     for field in ("run_id", "origin", "keys", "embedders"):

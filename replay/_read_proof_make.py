@@ -34,7 +34,7 @@ from .calls import (
     decode_tool_call_payload,
 )
 
-__all__ = ["DISCLOSE", "Disclose", "prove_read"]
+__all__ = ["DISCLOSE", "Disclose", "checkpoint_at", "prove_read"]
 
 Disclose = Literal["reach", "all"]
 DISCLOSE: Final[tuple[Disclose, ...]] = ("reach", "all")
@@ -112,7 +112,7 @@ async def _paths(ledger: Ledger, seqs: Sequence[int], size: int) -> dict[int, tu
     return await ledger.store.tree_read(work)
 
 
-async def _checkpoint_at(ledger: Ledger, size: int) -> str:
+async def checkpoint_at(ledger: Ledger, size: int) -> str:
     """A signed checkpoint of exactly ``size`` entries: the one the log stored, else one
     signed now by the ledger's key over the root its stored tree hashes give."""
     for stored in await ledger.checkpoints():
@@ -214,7 +214,7 @@ async def prove_read(
         origin=ledger.origin,
         embedders=tuple(embedders),
         ranked_by=ledger.store.dialect,
-        checkpoint=await _checkpoint_at(ledger, size),
+        checkpoint=await checkpoint_at(ledger, size),
         latest=latest,
         consistency=tuple(consistency),
         prefix=tuple(prefix),

@@ -1,4 +1,4 @@
-"""Session bundles (format ``memseal/bundle@v2``): one run, exported and verified offline.
+"""Session bundles (format ``memseal/bundle@v3``): one run, exported and verified offline.
 
 A bundle is one JSON document (see docs/formats.md for every byte): the
 run's own entries (``run_started``, ``memory_tool_call``, ``run_forked``),
@@ -11,6 +11,14 @@ checkpoint, stating the bundle's extent (every entry's seq, leaf hash and
 whether its payload is present; the run's last step and call count) and
 every other field a verifier or a replay reads (run id, origin, keys,
 embedders), bound to the checkpoint's size and root.
+
+A bundle exported with ``with_read_proofs`` also carries a ``reads`` section
+(:mod:`memseal.replay._bundle_reads`): every entry before the run's last
+read, the texts of those in the run's reach, and a checkpoint signed at each
+size a read observed with its consistency proof, so ``memseal prove-read
+BUNDLE`` proves any of the run's reads with no data folder. It grows with
+the log before the run, so it is asked for. A ``memseal/bundle@v2`` bundle
+(the same document without ``reads``) still verifies and replays.
 
 :func:`export_bundle` cuts a checkpoint and collects all of that from a
 ledger; :func:`verify_bundle` checks a bundle against one trusted vkey with
@@ -31,12 +39,17 @@ from ._bundle_format import (
     MANIFEST_HEADER,
     MAX_BUNDLE_BYTES,
     MEMORY_KINDS,
+    READABLE_FORMATS,
     RETIRED_FORMATS,
     RUN_KINDS,
     Bundle,
     BundleEntry,
+    BundleReads,
     Listed,
     Manifest,
+    PrefixEntry,
+    ReadCheckpoint,
+    ReadsStated,
     decode_bundle,
     encode_bundle,
     manifest_text,
@@ -48,13 +61,18 @@ __all__ = [
     "MANIFEST_HEADER",
     "MAX_BUNDLE_BYTES",
     "MEMORY_KINDS",
+    "READABLE_FORMATS",
     "RETIRED_FORMATS",
     "RUN_KINDS",
     "Bundle",
     "BundleCall",
     "BundleEntry",
+    "BundleReads",
     "Listed",
     "Manifest",
+    "PrefixEntry",
+    "ReadCheckpoint",
+    "ReadsStated",
     "VerifiedBundle",
     "decode_bundle",
     "encode_bundle",

@@ -22,7 +22,9 @@ Completeness is why the whole prefix travels: a proof holding only the
 entries a read cited could leave out a write the read saw (one that would
 have changed the ranking), and no check of the cited ones could notice.
 
-:func:`prove_read` writes a proof from a ledger (:mod:`._read_proof_make`);
+:func:`prove_read` writes a proof from a ledger (:mod:`._read_proof_make`),
+:func:`prove_read_from_bundle` the same proof from a bundle exported with
+``with_read_proofs`` (:mod:`._bundle_reads`);
 :func:`verify_read` checks one and re-derives the read
 (:mod:`._read_proof_verify`, whose docstring numbers its steps; step 7, the
 comparison, is :mod:`._read_proof_compare`); the format is in
@@ -32,6 +34,7 @@ read") shows the whole round from the command line.
 
 from __future__ import annotations
 
+from ._bundle_reads import prove_read_from_bundle
 from ._read_proof_format import (
     FORMAT,
     MAX_PROOF_BYTES,
@@ -61,5 +64,6 @@ __all__ = [
     "decode_read_proof",
     "encode_read_proof",
     "prove_read",
+    "prove_read_from_bundle",
     "verify_read",
 ]

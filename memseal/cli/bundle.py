@@ -44,6 +44,13 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     export.add_argument("--run", required=True, dest="run_id", help="the run id")
     export.add_argument("-o", "--output", required=True, help="the bundle file to write")
+    export.add_argument(
+        "--with-read-proofs",
+        action="store_true",
+        help="also carry what `memseal prove-read BUNDLE` needs: every entry before the "
+        "run's last read (their texts only within the run's reach) and a checkpoint at each "
+        "size a read observed; the bundle then grows with the log before the run",
+    )
     export.set_defaults(run=_export)
 
     replay = verbs.add_parser("replay", help="re-execute a bundle's calls and compare results")
@@ -99,12 +106,14 @@ async def _export(args: argparse.Namespace) -> int:
             await memory.key_history(),
             args.run_id,
             embedders=await memory.engine.embedders(),
+            with_read_proofs=args.with_read_proofs,
         )
     data = encode_bundle(bundle)
     Path(args.output).write_bytes(data)
+    prefix = "" if bundle.reads is None else f" (+{len(bundle.reads.prefix)} for read proofs)"
     print(
-        f"exported run {args.run_id!r}: {len(bundle.entries)} entries, {len(data)} bytes, "
-        f"to {args.output}"
+        f"exported run {args.run_id!r}: {len(bundle.entries)} entries{prefix}, "
+        f"{len(data)} bytes, to {args.output}"
     )
     print(f"verify it with: memseal verify {args.output} --trust '{bundle.keys[0]}'")
     return OK

@@ -1,7 +1,9 @@
 """Command-line verbs of read proofs: ``prove-read`` and ``verify-read``.
 
-``prove-read DATA --run R --step S -o PROOF`` writes the proof that step S
-of run R (a read) returned its recorded result; ``verify-read PROOF --trust
+``prove-read DATA|BUNDLE --run R --step S -o PROOF`` writes the proof that
+step S of run R (a read) returned its recorded result, from the data folder
+or from a bundle exported with ``--with-read-proofs`` (checked first against
+``--trust``, by default the bundle's own first key); ``verify-read PROOF --trust
 VKEY`` checks it offline, with no data folder, and re-derives the read
 (see :mod:`memseal.replay.read_proof`). ``memseal prove`` (inclusion and
 consistency proofs of single entries) is another verb.
@@ -27,7 +29,13 @@ from memseal.ledger.errors import VerificationError
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.location import is_database_url
 from memseal.memory import open
-from memseal.replay.read_proof import decode_read_proof, verify_read
+from memseal.replay.bundle import decode_bundle, verify_bundle
+from memseal.replay.read_proof import (
+    decode_read_proof,
+    encode_read_proof,
+    prove_read_from_bundle,
+    verify_read,
+)
 
 __all__ = ["add_verbs"]
 
@@ -42,8 +50,8 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     prove.add_argument(
         "source",
         nargs="?",
-        help="the data folder holding the run (default: --data); a session bundle holds "
-        "too little: a read proof needs every entry of the log before the read",
+        help="the data folder holding the run (default: --data), or a session bundle "
+        "exported with --with-read-proofs",
     )
     prove.add_argument("--run", required=True, dest="run_id", help="the run id")
     prove.add_argument("--step", required=True, type=int, help="the step of the read")
@@ -55,6 +63,11 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="whose texts the proof carries: reach (default) the texts the read could see, "
         "no other; all every memory text before the read too, so exact (BM25) scores "
         "re-derive byte for byte when other namespaces hold memory",
+    )
+    prove.add_argument(
+        "--trust",
+        help="with a bundle: the trusted vkey, or a file holding it (default: the bundle's "
+        "own first key, which checks integrity, not identity)",
     )
     prove.set_defaults(run=_prove_read)
 
@@ -85,13 +98,7 @@ async def _prove_read(args: argparse.Namespace) -> int:
     source = Path(args.source if args.source is not None else args.data)
     store = store_url(args)
     if source.is_file():
-        print(
-            f"memseal prove-read: {source} is a file (a session bundle?): a bundle holds only "
-            "the run's own entries, and a read proof needs every entry of the log before the "
-            "read (to show none was left out); give the data folder the run was recorded in",
-            file=sys.stderr,
-        )
-        return USAGE
+        return await _prove_from_bundle(args, source)
     if store is None and not DataFolder(root=source).has_database():
         print(f"memseal prove-read: no ledger in {source}", file=sys.stderr)
         return USAGE
@@ -100,6 +107,37 @@ async def _prove_read(args: argparse.Namespace) -> int:
     ) as memory:
         data = await memory.prove_read(args.run_id, args.step, disclose=args.disclose)
         first = (await memory.key_history())[0].text
+    return await _write_checked(args, data, first)
+
+
+async def _prove_from_bundle(args: argparse.Namespace, source: Path) -> int:
+    if args.disclose != "reach":
+        print(
+            "memseal prove-read: a bundle carries the texts of the run's reach only: "
+            "`--disclose all` needs the data folder",
+            file=sys.stderr,
+        )
+        return USAGE
+    data = source.read_bytes()
+    try:
+        bundle = decode_bundle(data)
+        first = trust_text(args.trust) if args.trust else bundle.keys[0]
+        verified = verify_bundle(bundle, first)
+    except VerificationError as exc:
+        print(f"FAILED: the bundle: {' '.join(str(exc).split())}", file=sys.stderr)
+        return FAILED
+    if verified.run_id != args.run_id:
+        print(
+            f"memseal prove-read: the bundle holds run {verified.run_id!r}, not {args.run_id!r}",
+            file=sys.stderr,
+        )
+        return USAGE
+    proof = prove_read_from_bundle(verified, args.step)
+    return await _write_checked(args, encode_read_proof(proof), first)
+
+
+async def _write_checked(args: argparse.Namespace, data: bytes, first: str) -> int:
+    """Check the proof as an auditor will, then write it."""
     proof = decode_read_proof(data)
     try:
         # Check it as an auditor will before writing it: a read whose ranking needs texts

@@ -3,11 +3,12 @@ one line), never exit 0 and never a traceback; ``memseal replay`` likewise on a 
 
 The bundle comes from a real recorded run made here: stores, reads, a forget and a key
 rotation (so the checkpoint carries two signatures and the key chain has a hand-over), exported
-by the CLI. The flips are a seeded sample (the same in every CI run): one per stretch of the
-file, so every field is hit in proportion to its size, plus extra ones in the small fields
-(format, keys, checkpoint, manifest, embedders) and masks chosen to reach the corners (the
-low bit: base64 padding bits; 0x80: invalid UTF-8). ``MEMSEAL_BYTE_FLIPS=all`` flips every
-byte with every one of those masks instead (minutes; for a local sweep).
+by the CLI, once plain and once ``--with-read-proofs``. The flips are a seeded sample (the
+same in every CI run): one per stretch of the file, so every field is hit in proportion to
+its size, plus extra ones in the small fields (format, keys, checkpoint, manifest,
+embedders) and masks chosen to reach the corners (the low bit: base64 padding bits; 0x80:
+invalid UTF-8). ``MEMSEAL_BYTE_FLIPS=all`` flips every byte with every one of those masks
+instead (minutes; for a local sweep).
 """
 
 from __future__ import annotations
@@ -52,13 +53,16 @@ async def _record(folder: Path) -> str:
         return str(m.trust_root)
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "with-read-proofs"])
+def recorded(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Recorded:
     work = tmp_path_factory.mktemp("flips")
     folder = work / "data"
     trust = asyncio.run(_record(folder))
     path = work / "run.bundle"
-    assert main(["export", "--data", str(folder), "--run", "flips", "-o", str(path)]) == 0
+    # With read proofs the bundle adds its reads section (prefix entries, checkpoints).
+    extra = ["--with-read-proofs"] if request.param else []
+    export = ["export", "--data", str(folder), "--run", "flips", *extra, "-o", str(path)]
+    assert main(export) == 0
     data = path.read_bytes()
     assert main(["verify", str(path), "--trust", trust]) == 0
     return Recorded(folder, path, data, trust)

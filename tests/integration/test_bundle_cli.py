@@ -34,7 +34,7 @@ def test_the_durable_example_resumes_without_writing_twice(session: Path) -> Non
     # Three stores, each written once, in spite of the kill and the resume.
     assert kinds.count("memory_stored") == 3
     assert kinds.count("memory_tool_call") == 7
-    assert bundle["format"] == "memseal/bundle@v2"
+    assert bundle["format"] == "memseal/bundle@v3"
 
 
 def test_verify_in_a_fresh_process_with_only_the_vkey(session: Path, tmp_path: Path) -> None:

@@ -305,6 +305,7 @@ PINNED: dict[str, list[str]] = {
         "memo_key",
         "new_run_id",
         "prove_read",
+        "prove_read_from_bundle",
         "regress",
         "split_result",
         "verify_bundle",

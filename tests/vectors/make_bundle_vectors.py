@@ -31,6 +31,10 @@ re-encoded canonically (``expected.json`` also holds a phrase its message must s
                               ``replay --embedder auto``)
 ``v1.bundle``                 a bundle of the retired format ``memseal/bundle@v1``
                               (kept from before the manifest): refused, re-export
+
+Not made here, kept as they were: ``v2.bundle`` (good.bundle as this script made it
+before the v3 format) and ``v2.vkey``, its trusted key; a v2 bundle must still verify
+and replay (tests/integration/test_bundle_read_proofs.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 import memseal
 from memseal.ledger.errors import InvalidRequest, ReplayDivergence, VerificationError
 from memseal.ledger.keys import key_history
-from memseal.replay.bundle import decode_bundle, encode_bundle, export_bundle, verify_bundle
+from memseal.replay.bundle import FORMAT, decode_bundle, encode_bundle, export_bundle, verify_bundle
 from memseal.replay.regress import regress
 from memseal.replay.replayer import Replayer
 
@@ -165,8 +165,10 @@ async def test_inclusion_proof_and_checkpoint_are_checked(tmp_path: Path) -> Non
 def test_format_is_versioned() -> None:
     data = (VECTORS / "good.bundle").read_bytes()
     assert data.startswith(b'{"format":"memseal/bundle@v2",')
-    with pytest.raises(VerificationError, match="memseal/bundle@v2"):
-        decode_bundle(data.replace(b"bundle@v2", b"bundle@v3", 1))
+    # v2 and v3 are read (v3 adds an optional section); a later one is not.
+    assert decode_bundle(data.replace(b"bundle@v2", b"bundle@v3", 1)).format == FORMAT
+    with pytest.raises(VerificationError, match="memseal/bundle@v3"):
+        decode_bundle(data.replace(b"bundle@v2", b"bundle@v4", 1))
     # The retired v1 (no signed manifest) is refused with the way out, not read as v2.
     with pytest.raises(VerificationError, match="re-export"):
         decode_bundle((VECTORS / "v1.bundle").read_bytes())

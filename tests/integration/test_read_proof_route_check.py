@@ -15,7 +15,13 @@ from pathlib import Path
 from test_service_support import ServerThread, assert_error
 
 from memseal.engine import HashingEmbedder
-from memseal.replay.read_proof import decode_read_proof
+from memseal.replay.bundle import decode_bundle, verify_bundle
+from memseal.replay.read_proof import (
+    decode_read_proof,
+    encode_read_proof,
+    prove_read_from_bundle,
+    verify_read,
+)
 
 PLACE = "team:acme/agent:writer"
 
@@ -87,3 +93,29 @@ def test_an_honest_semantic_proof_is_served_when_the_service_has_its_own_embedde
         proof = agent.get("/v1/runs/sem/steps/3/read-proof")
         assert proof.status_code == 200, proof.text
         assert _HostEmbedder.id in decode_read_proof(proof.content).embedders
+
+
+async def test_a_bundle_exported_over_http_with_read_proofs_proves_its_reads(
+    tmp_path: Path,
+) -> None:
+    with ServerThread(tmp_path / "svc") as server:
+        with server.client(server.token("agent", PLACE)) as agent:
+            for text in ("the staging database is pg-7", "lunch is at noon"):
+                r = agent.post("/v1/runs/web/tools/memory_store", json={"learning": {"text": text}})
+                assert r.status_code == 200, r.text
+            r = agent.post("/v1/runs/web/tools/memory_list", json={})
+            assert r.status_code == 200, r.text
+            plain = agent.get("/v1/runs/web/export")
+            full = agent.get("/v1/runs/web/export", params={"with_read_proofs": "true"})
+            assert_error(agent.get("/v1/runs/web/export?with_read_proofs=maybe"), 400)
+        vkey = server.app.state.service.memory.trust_root
+    assert plain.status_code == 200 and full.status_code == 200, (plain.text, full.text)
+    assert decode_bundle(plain.content).reads is None
+    verified = verify_bundle(full.content, vkey)
+    assert verified.bundle.reads is not None
+    proof = prove_read_from_bundle(verified, 2)
+    checked = await verify_read(encode_read_proof(proof), vkey)
+    assert {item["text"] for item in checked.result["items"]} == {
+        "the staging database is pg-7",
+        "lunch is at noon",
+    }

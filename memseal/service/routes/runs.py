@@ -15,7 +15,7 @@ import re
 from typing import Annotated, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 from starlette.convertors import Convertor, register_url_convertor
@@ -105,6 +105,13 @@ async def export_run(
     run_id: RunId,
     service: ServiceDep,
     memory: MemoryDep,
+    with_read_proofs: Annotated[
+        bool,
+        Query(
+            description="add what `memseal prove-read BUNDLE` needs: every entry before the "
+            "run's last read, the texts in its reach (the bundle grows with the log)"
+        ),
+    ] = False,
 ) -> Response:
     """
     \f
@@ -120,10 +127,19 @@ async def export_run(
         raise NotFound(f"no run {run_id!r} in your reach")
     keys = await memory.key_history()
     bundle = await export_bundle(
-        memory.ledger, keys, run_id, embedders=await memory.engine.embedders()
+        memory.ledger,
+        keys,
+        run_id,
+        embedders=await memory.engine.embedders(),
+        with_read_proofs=with_read_proofs,
     )
     if who.role != "agent":
         await _check_payloads(memory, who, run_id, [e.seq for e in bundle.entries if e.payload])
+    if bundle.reads is not None:
+        # The texts of the run's reach before its reads: the same check as a read proof's
+        # prefix, for every role (an agent's run may read a reach wider than its token's).
+        carried = [e.seq for e in bundle.reads.prefix if e.payload is not None]
+        await _check_payloads(memory, who, run_id, carried)
     return Response(
         encode_bundle(bundle),
         media_type="application/json",

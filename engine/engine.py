@@ -25,20 +25,19 @@ from typing import Final
 
 import msgspec
 
-from memseal.ledger.entry import decode_entry
 from memseal.ledger.errors import InvalidRequest, StorageError, Unsupported
 from memseal.ledger.log import Ledger
-from memseal.ledger.store import Execute, SqlStore, WriteTxn, one_prefix, run_committed
+from memseal.ledger.store import SqlStore, WriteTxn, run_committed
 
 from ._ann import ANN_MIN
 from ._dates import check_zone
 from ._dialect import for_dialect
+from ._fetch import RANK_CAP, Asked, rank_page
 from ._forget import plan_forget
-from ._item_rows import got_from_rows, load_items, rows_to_items
+from ._item_rows import got_from_rows, rows_to_items
 from ._paging import DEFAULT_LIMIT, Cursor, check_limit, decode_cursor, encode_cursor
 from ._pgvector import use_pgvector
 from ._projection import Projection, recompute_total, state_hash
-from ._ranking import exact, fuse, refers_first
 from ._rebuild import check_projections, rebuild_command
 from ._schema import PROJECTION_VERSION, ddl_for
 from ._scope import scope_sql
@@ -49,7 +48,7 @@ from .embedders import Embedder
 from .events import Keyring
 from .explore import Exploration, check_facet, explore
 from .filters import DateRange, Filter, check_date_range, check_filter
-from .items import Hit, check_ids, clean_text
+from .items import check_ids, clean_text
 from .namespaces import Namespace, Reach, check_reach
 from .recall import Answerer, ExtractiveAnswerer, Recollection
 from .results import (
@@ -72,20 +71,8 @@ Clock = Callable[[], datetime]
 Progress = Callable[[int, int], None]
 """Called as rebuild goes with (entries done, entries in all), on the event loop."""
 
-#: Hits a ranking keeps (pages of fetch reach this deep).
-RANK_CAP: Final = 1_000
-#: How deep a hybrid ranking's semantic list goes at least, through the HNSW index.
-HYBRID_DEPTH: Final = 100
 MAX_QUERY_CHARS: Final = 2_000
 MAX_INSTRUCTIONS_CHARS: Final = 4_000
-#: The log's size as one snapshot sees it: a first page's cursor snapshot.
-_LOG_SIZE: Final = "SELECT coalesce(max(seq), -1) + 1 FROM entries"
-#: The events that change an item once stored (the projection's trust and forget); a new
-#: item's ``memory_stored`` lies past a read's prefix bound, and other kinds touch no item.
-_ALTERING: Final = frozenset({"trust_changed", "memory_forgotten"})
-#: How many entries landing during a hybrid read are looked at to vouch for its prefix;
-#: past that the read's snapshots must agree (it runs again), as for every other read.
-_VOUCH_SPAN: Final = 4096
 
 
 _utcnow: Clock = functools.partial(datetime.now, UTC)
@@ -491,77 +478,20 @@ class Engine:
             position = decode_cursor(cursor, "fetch", key)
             snapshot, offset = position.seq, position.offset
         where, params = scope_sql(scope, floor, picked)
-        sql = self._sql
-        keyring = self._keyring
-        semantic: builtins.list[tuple[int, float]] = []
-        lexical: builtins.list[tuple[int, float, float]] | None = None
-        fresh = snapshot is None and chosen == "hybrid"
-        with one_prefix() as prefix:
-            if fresh:
-                assert self._vectors is not None  # _mode refused hybrid without one
-                # Both halves rank the same prefix of the log: the one the BM25 half's own
-                # snapshot holds, so its corpus statistics are exactly that prefix's (a
-                # snapshot's items all lie below its size). The question is embedded
-                # meanwhile; the semantic half then ranks that prefix.
-                embedding = asyncio.ensure_future(self._vectors.query_vector(text))
-                try:
-                    snapshot, lexical = await self._reader.run(
-                        lambda execute: _lexical_at_size(execute, sql.name, where, params, text)
-                    )
-                finally:
-                    await embedding
-            if snapshot is not None:
-                where = f"{where} AND i.seq < ?"
-                params.append(snapshot)
-            if chosen != "exact":
-                assert self._vectors is not None  # _mode refused semantic modes without one
-                # Through the HNSW index a ranking finds at least the page's end (and one
-                # more, for the cursor); hybrid fuses a deeper list, as RRF weighs every rank.
-                end = offset + count + 1
-                want = end if chosen == "semantic" else max(end, HYBRID_DEPTH)
-                ranking = self._vectors.rank(where, params, text, RANK_CAP, want=want)
-                if chosen == "hybrid" and lexical is None:
-                    # A later page, whose cursor names the prefix: the BM25 half on a second
-                    # reader while the semantic half runs (the slower of the two, not the sum).
-                    lexical, semantic = await asyncio.gather(
-                        self._reader.run(
-                            lambda execute: exact(execute, sql.name, where, params, text, RANK_CAP)
-                        ),
-                        ranking,
-                    )
-                else:
-                    semantic = await ranking
-            vouch = fresh and prefix.listening
-
-            def work(execute: Execute) -> tuple[int, int, builtins.list[Hit], bool]:
-                # The first page's snapshot is the log's size as this transaction sees it:
-                # everything ranked here is older, everything stored later is not.
-                seen: int = execute(_LOG_SIZE, ())[0][0]
-                # A hybrid read is the prefix its BM25 half ranked if nothing since changed
-                # an item below it (new items lie past every bound).
-                same = vouch and snapshot is not None and _unchanged(execute, snapshot, seen)
-                if snapshot is not None:
-                    seen = snapshot
-                ranked: builtins.list[tuple[int, float]]
-                if chosen == "semantic":
-                    ranked = semantic
-                elif lexical is not None:
-                    ranked = fuse(lexical, semantic, RANK_CAP)
-                else:
-                    ranked = [
-                        (seq, score)
-                        for seq, score, _ in exact(execute, sql.name, where, params, text, RANK_CAP)
-                    ]
-                if days is not None:
-                    ranked = refers_first(execute, ranked, days, where_zone)
-                page = ranked[offset : offset + count]
-                items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
-                hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
-                return seen, len(ranked), hits, same
-
-            seen, total, hits, same = await self._reader.run(work)
-            if same:
-                prefix.vouch(seen)
+        asked = Asked(
+            text=text,
+            mode=chosen,
+            where=where,
+            params=params,
+            snapshot=snapshot,
+            offset=offset,
+            count=count,
+            days=days,
+            zone=where_zone,
+        )
+        seen, total, hits = await rank_page(
+            self._reader, self._vectors, self._sql, self._keyring, asked
+        )
         next_cursor = None
         if total > offset + count:
             next_cursor = encode_cursor(
@@ -674,19 +604,3 @@ class Engine:
             await self._vectors.refresh()
             await self._vectors.build_ann(progress)
         return result
-
-
-def _lexical_at_size(
-    execute: Execute, dialect: str, where: str, params: Sequence[object], text: str
-) -> tuple[int, builtins.list[tuple[int, float, float]]]:
-    """The log's size in this snapshot and the BM25 ranking of the items below it."""
-    size: int = execute(_LOG_SIZE, ())[0][0]
-    return size, exact(execute, dialect, where, params, text, RANK_CAP)
-
-
-def _unchanged(execute: Execute, since: int, now: int) -> bool:
-    """Whether no entry in ``[since, now)`` changed an item stored before ``since``."""
-    if now - since > _VOUCH_SPAN:
-        return False
-    rows = execute("SELECT leaf FROM entries WHERE seq >= ? AND seq < ?", (since, now))
-    return all(decode_entry(bytes(leaf)).kind not in _ALTERING for (leaf,) in rows)

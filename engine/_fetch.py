@@ -1,0 +1,156 @@
+"""One page of a fetch: rank the items in scope by the mode asked, then load the page.
+
+A fetch is ranked in reader snapshots, never in the writer. Its first page fixes the
+log prefix the ranking covers (the cursor carries it, so later pages rank the same
+items). A hybrid first page ranks both halves over one prefix: the BM25 half reads the
+log's size in its own snapshot, so its corpus statistics are exactly that prefix's, and
+the semantic half ranks the items below it. That size is vouched for to a recording
+caller (``memseal.ledger.store.one_prefix``) when no entry landing meanwhile changed an
+item below it; otherwise the caller's snapshots must agree, as for every other read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import tzinfo
+from typing import Final
+
+from memseal.ledger.entry import decode_entry
+from memseal.ledger.store import Execute, Snapshots, one_prefix
+
+from ._dialect import EngineSql
+from ._item_rows import load_items
+from ._ranking import exact, fuse, refers_first
+from ._vectors import VectorCache
+from .events import Keyring
+from .filters import DateRange
+from .items import Hit
+from .results import Mode
+
+__all__ = ["HYBRID_DEPTH", "RANK_CAP", "Asked", "rank_page"]
+
+#: Hits a ranking keeps (pages of fetch reach this deep).
+RANK_CAP: Final = 1_000
+#: How deep a hybrid ranking's semantic list goes at least, through the HNSW index.
+HYBRID_DEPTH: Final = 100
+#: The log's size as one snapshot sees it: a first page's cursor snapshot.
+_LOG_SIZE: Final = "SELECT coalesce(max(seq), -1) + 1 FROM entries"
+#: The events that change an item once stored (the projection's trust and forget); a new
+#: item's ``memory_stored`` lies past a read's prefix bound, and other kinds touch no item.
+_ALTERING: Final = frozenset({"trust_changed", "memory_forgotten"})
+#: How many entries landing during a hybrid read are looked at to vouch for its prefix;
+#: past that the read's snapshots must agree (it runs again), as for every other read.
+_VOUCH_SPAN: Final = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A checked fetch: the query, its mode, the scope's SQL and the page wanted."""
+
+    text: str
+    mode: Mode
+    where: str
+    params: list[object]
+    snapshot: int | None  # the prefix a cursor names; None on a first page
+    offset: int
+    count: int
+    days: DateRange | None
+    zone: tzinfo
+
+
+async def rank_page(
+    reader: Snapshots,
+    vectors: VectorCache | None,
+    sql: EngineSql,
+    keyring: Keyring,
+    asked: Asked,
+) -> tuple[int, int, list[Hit]]:
+    """``(prefix size, hits ranked in all, the page's hits)`` of ``asked``."""
+    where, params, snapshot, text = asked.where, list(asked.params), asked.snapshot, asked.text
+    semantic: list[tuple[int, float]] = []
+    lexical: list[tuple[int, float, float]] | None = None
+    fresh = snapshot is None and asked.mode == "hybrid"
+    with one_prefix() as prefix:
+        if fresh:
+            assert vectors is not None  # _mode refused hybrid without one
+            # Both halves rank the same prefix of the log: the one the BM25 half's own
+            # snapshot holds, so its corpus statistics are exactly that prefix's (a
+            # snapshot's items all lie below its size). The question is embedded
+            # meanwhile; the semantic half then ranks that prefix.
+            embedding = asyncio.ensure_future(vectors.query_vector(text))
+            try:
+                snapshot, lexical = await reader.run(
+                    lambda execute: _lexical_at_size(execute, sql.name, where, params, text)
+                )
+            finally:
+                await embedding
+        if snapshot is not None:
+            where = f"{where} AND i.seq < ?"
+            params.append(snapshot)
+        if asked.mode != "exact":
+            assert vectors is not None  # _mode refused semantic modes without one
+            # Through the HNSW index a ranking finds at least the page's end (and one
+            # more, for the cursor); hybrid fuses a deeper list, as RRF weighs every rank.
+            end = asked.offset + asked.count + 1
+            want = end if asked.mode == "semantic" else max(end, HYBRID_DEPTH)
+            ranking = vectors.rank(where, params, text, RANK_CAP, want=want)
+            if asked.mode == "hybrid" and lexical is None:
+                # A later page, whose cursor names the prefix: the BM25 half on a second
+                # reader while the semantic half runs (the slower of the two, not the sum).
+                lexical, semantic = await asyncio.gather(
+                    reader.run(
+                        lambda execute: exact(execute, sql.name, where, params, text, RANK_CAP)
+                    ),
+                    ranking,
+                )
+            else:
+                semantic = await ranking
+        vouch = fresh and prefix.listening
+
+        def work(execute: Execute) -> tuple[int, int, list[Hit], bool]:
+            # The first page's snapshot is the log's size as this transaction sees it:
+            # everything ranked here is older, everything stored later is not.
+            seen: int = execute(_LOG_SIZE, ())[0][0]
+            # A hybrid read is the prefix its BM25 half ranked if nothing since changed
+            # an item below it (new items lie past every bound).
+            same = vouch and snapshot is not None and _unchanged(execute, snapshot, seen)
+            if snapshot is not None:
+                seen = snapshot
+            ranked: list[tuple[int, float]]
+            if asked.mode == "semantic":
+                ranked = semantic
+            elif lexical is not None:
+                ranked = fuse(lexical, semantic, RANK_CAP)
+            else:
+                ranked = [
+                    (seq, score)
+                    for seq, score, _ in exact(execute, sql.name, where, params, text, RANK_CAP)
+                ]
+            if asked.days is not None:
+                ranked = refers_first(execute, ranked, asked.days, asked.zone)
+            page = ranked[asked.offset : asked.offset + asked.count]
+            items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
+            hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
+            return seen, len(ranked), hits, same
+
+        seen, total, hits, same = await reader.run(work)
+        if same:
+            prefix.vouch(seen)
+    return seen, total, hits
+
+
+def _lexical_at_size(
+    execute: Execute, dialect: str, where: str, params: list[object], text: str
+) -> tuple[int, list[tuple[int, float, float]]]:
+    """The log's size in this snapshot and the BM25 ranking of the items below it."""
+    size: int = execute(_LOG_SIZE, ())[0][0]
+    return size, exact(execute, dialect, where, params, text, RANK_CAP)
+
+
+def _unchanged(execute: Execute, since: int, now: int) -> bool:
+    """Whether no entry in ``[since, now)`` changed an item stored before ``since``."""
+    if now - since > _VOUCH_SPAN:
+        return False
+    rows = execute("SELECT leaf FROM entries WHERE seq >= ? AND seq < ?", (since, now))
+    return all(decode_entry(bytes(leaf)).kind not in _ALTERING for (leaf,) in rows)

@@ -57,17 +57,25 @@ class RecordReads(ABC):
     async def scan(self, start: int = 0, stop: int | None = None) -> AsyncIterator[Record]:
         """Records ``start <= seq < stop`` (to the end when ``stop`` is None) in order,
         fetched :data:`SCAN_CHUNK` at a time."""
+        async for chunk in self.scan_chunks(start, stop):
+            for record in chunk:
+                yield record
+
+    async def scan_chunks(
+        self, start: int = 0, stop: int | None = None, size: int = SCAN_CHUNK
+    ) -> AsyncIterator[list[Record]]:
+        """The records of :meth:`scan`, a list of up to ``size`` at a time (verify takes
+        them whole: one step of the event loop a chunk, not one a record)."""
         check_seq(start, "start")
         if stop is not None:
             check_seq(stop, "stop")
         end = MAX_SEQ if stop is None else stop
         position = start
         while position < end:
-            chunk = await self._fetch(position, end, SCAN_CHUNK)
+            chunk = await self._fetch(position, end, size)
             if not chunk:
                 return
-            for record in chunk:
-                yield record
+            yield chunk
             position = chunk[-1].seq + 1
 
     async def tree_range(self, start: int, stop: int) -> list[bytes]:

@@ -23,7 +23,7 @@ from .transparency import (
     cut_checkpoint,
     tlog_proof,
 )
-from .verify import LedgerVerifier, VerifySummary
+from .verify import LedgerVerifier, Observe, VerifySummary
 
 __all__ = ["KEY_ROTATED", "Ledger", "Progress", "TrustArg", "trusted_keys"]
 
@@ -314,6 +314,7 @@ class Ledger:
         quorum: int | None = None,
         progress: Progress | None = None,
         workers: int | None = None,
+        observe: Observe | None = None,
     ) -> VerifySummary:
         """Walk the whole ledger; return a summary or raise :class:`VerificationError`.
 
@@ -324,7 +325,9 @@ class Ledger:
         With ``witnesses`` (cosignature/v1 vkeys), each kept checkpoint must
         also carry at least ``quorum`` (default 1) valid witness cosignatures,
         and at least one must be given: a checkpoint the witnesses saw is what
-        rules out a log shown differently to others.
+        rules out a log shown differently to others. ``observe`` sees each entry
+        that passed, in order (``Memory.verify`` checks the
+        derived tables on this one scan).
         """
         keys = trusted_keys(trust, self._trust_root)
         if witnesses or quorum is not None:
@@ -335,9 +338,10 @@ class Ledger:
         notes += [(_note_size(text), text) for text in checkpoints]
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max(1, count), thread_name_prefix="memseal-verify") as pool:
-            verifier = LedgerVerifier(keys, executor=pool, workers=count)
+            verifier = LedgerVerifier(
+                keys, executor=pool if count > 1 else None, workers=count, observe=observe
+            )
             verifier.expect_checkpoints(notes)
-            chunk: list[Record] = []
 
             async def feed(records: list[Record]) -> None:
                 first, last = records[0].seq, records[-1].seq
@@ -348,23 +352,19 @@ class Ledger:
                 if progress is not None:
                     progress(verifier.size, total)
 
-            # One chunk is checked (on the executor, its signatures on the pool) while the
-            # next is read: reading no longer waits for checking, nor checking for reading.
-            # Chunks are still fed one at a time, in order.
+            # One chunk is checked (its per-record checks on the pool, the chunk before in
+            # order on the executor) while the next is read: reading no longer waits for
+            # checking, nor checking for reading. Chunks are still fed one at a time, in order.
             checking: asyncio.Task[None] | None = None
             try:
-                async for record in self.store.scan(0, total):
-                    chunk.append(record)
-                    if len(chunk) >= _CHUNK:
-                        if checking is not None:
-                            await checking
-                        checking = asyncio.ensure_future(feed(chunk))
-                        chunk = []
+                async for chunk in self.store.scan_chunks(0, total, _CHUNK):
+                    if checking is not None:
+                        await checking
+                    checking = asyncio.ensure_future(feed(chunk))
                 if checking is not None:
                     await checking
                     checking = None
-                if chunk:
-                    await feed(chunk)
+                await loop.run_in_executor(None, verifier.flush)
             finally:
                 if checking is not None and not checking.done():
                     checking.cancel()

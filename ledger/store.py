@@ -183,6 +183,12 @@ class LogStore(Protocol):
         """Records ``start <= seq < stop`` in order, fetched in chunks."""
         ...
 
+    def scan_chunks(
+        self, start: int = 0, stop: int | None = None, size: int = 1024
+    ) -> AsyncIterator[list[Record]]:
+        """The records of :meth:`scan`, a list of up to ``size`` at a time."""
+        ...
+
     async def mentioning(self, ref: str) -> list[int]:
         """Seqs whose payload mentions ``ref`` (filled by the layers above)."""
         ...

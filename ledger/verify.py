@@ -13,9 +13,7 @@ Per entry, in order (the step names appear in errors):
 2. ``stored hash``: the stored leaf hash is ``SHA-256(0x00 || bytes)``.
 3. ``chain``: ``prev`` is the leaf hash of the entry before.
 4. ``unknown key``: the signer's key id is one the auditor trusts.
-5. ``signature``: Ed25519 over the domain-separated leaf hash. Checked in
-   batches on a thread pool: libsodium releases the GIL, so two cores
-   verify twice as fast.
+5. ``signature``: Ed25519 over the domain-separated leaf hash.
 6. ``payload hash``: a present payload hashes, with its salt, to
    ``payload_hash``; a residue (what a forget left of a payload, stored with
    an empty salt) holds only texts whose salted refs the signed body carries.
@@ -30,12 +28,24 @@ Per entry, in order (the step names appear in errors):
 A ``key_rotated`` entry, once verified, hands trust from its signer to the
 key it names: later entries must be signed by the new key, and the old one
 no longer counts.
+
+With an executor, each chunk of records is split across its threads, which
+run the checks that need no earlier entry (format, stored hash, the
+signature under the key the entry names, the payload hash) while this thread
+runs the ordered pass over the chunk before (seq, chain, the key in force,
+redactions, tree, checkpoints). Per record a thread alternates Python with
+libsodium, which releases the GIL, so the threads keep both cores busy
+instead of one long Python loop starving them. The ordered pass trusts a
+pool thread's signature result only when that thread checked it under the
+very key object in force at that seq; otherwise it checks the signature
+itself. Every check is made, in the step order above, and the first failing
+seq is the one named.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any
 
@@ -64,6 +74,7 @@ from .store import Record
 __all__ = [
     "KeyChain",
     "LedgerVerifier",
+    "Observe",
     "VerifySummary",
     "check_format",
     "check_payload",
@@ -76,6 +87,9 @@ _HEADER = re.compile(
     rb'"redacts":\[[0-9,]*\],"payload_hash":(?:null|"[0-9a-f]{64}"),"body":\{'
 )
 _canonical = msgspec.json.Encoder(order="deterministic")
+
+Observe = Callable[[Record, Entry], None]
+"""Called, in seq order, with each record that passed and its entry."""
 
 
 class VerifySummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,6 +140,11 @@ class KeyChain:
     def known(self) -> list[VerifierKey]:
         """Every key of the chain so far: the trusted ones, then each handed over to."""
         return list(self._known.values())
+
+    @property
+    def by_id(self) -> dict[str, VerifyKey]:
+        """A copy of the keys in force by key id (what pool threads check signatures with)."""
+        return dict(self._active)
 
     @property
     def used(self) -> tuple[str, ...]:
@@ -211,11 +230,66 @@ def check_payload(entry: Entry, payload: bytes | None, salt: bytes | None) -> bo
     return False
 
 
-class _Pending(msgspec.Struct):
-    seq: int
-    key: VerifyKey
+class _Alone(msgspec.Struct):
+    """What a pool thread found for one record: the checks that need no earlier entry."""
+
+    entry: Entry
     digest: bytes
-    signature: bytes
+    signer: VerifyKey | None  # the key object the signature was checked under, if any
+    signed: bool
+    payload_ok: bool | None  # None: left to the ordered pass (absent, residue, odd salt)
+
+
+_Result = _Alone | VerificationError
+
+
+def _check_alone(records: Sequence[Record], keys: Mapping[str, VerifyKey]) -> list[_Result]:
+    # Steps 1, 2, 5 and 6 of each record on its own; stops at the first failure, which the
+    # ordered pass raises when it reaches that record (an earlier one may fail first).
+    out: list[_Result] = []
+    for record in records:
+        try:
+            # The decoded body is dropped here: thousands of them alive at once would
+            # make each garbage collection walk them all (measured: several times slower).
+            entry = check_format(record.leaf, record.seq)
+        except VerificationError as exc:
+            out.append(exc)
+            break
+        digest = leaf_hash(record.leaf)
+        if digest != record.leaf_hash:
+            out.append(
+                VerificationError(
+                    "stored leaf hash does not match the entry", seq=record.seq, step="stored hash"
+                )
+            )
+            break
+        key = keys.get(entry.key)
+        signed = key is not None and signature_verifies(key, digest, record.signature)
+        payload_ok: bool | None = None
+        salt, payload = record.salt, record.payload
+        if (
+            payload is not None
+            and entry.payload_hash is not None
+            and salt is not None
+            and len(salt) == SALT_SIZE
+        ):
+            payload_ok = payload_hash(salt, payload) == entry.payload_hash
+        out.append(
+            _Alone(
+                entry=entry,
+                digest=digest,
+                signer=key,
+                signed=signed,
+                payload_ok=payload_ok,
+            )
+        )
+    return out
+
+
+class _Chunk(msgspec.Struct):
+    records: Sequence[Record]
+    tree: Sequence[bytes] | None
+    parts: list[Future[list[_Result]]]
 
 
 class LedgerVerifier:
@@ -227,19 +301,23 @@ class LedgerVerifier:
         *,
         executor: Executor | None = None,
         workers: int = 1,
+        observe: Observe | None = None,
     ) -> None:
+        """``observe``, when given, sees each record once it passed (the derived tables'
+        checks ride on this one scan instead of reading and decoding the log again)."""
         self._chain = KeyChain(trusted)
         self._executor = executor
         self._workers = max(1, workers)
+        self._observe = observe
         self._next = 0
         self._prev = GENESIS_PREV
         self._missing: dict[int, None] = {}
         self._redacted: set[int] = set()
         self._residues: set[int] = set()
-        self._inflight: list[Future[int | None]] = []
+        self._waiting: _Chunk | None = None  # fed, its records still on the pool
         self._edge: list[tuple[int, bytes]] = []  # (level, hash) of the tree's right edge
-        self._computed: list[bytes] = []  # stored hashes computed in the current feed
-        self._bounds: list[tuple[int, int]] = []  # (seq, end in _computed) per record fed
+        self._computed: list[bytes] = []  # stored hashes computed in the current chunk
+        self._bounds: list[tuple[int, int]] = []  # (seq, end in _computed) per record passed
         self._checkpoints: list[tuple[int, str]] = []
         self._checked = 0
 
@@ -270,7 +348,7 @@ class LedgerVerifier:
 
     @property
     def size(self) -> int:
-        """How many entries have been fed and checked so far."""
+        """How many entries have passed every check so far (see :meth:`flush`)."""
         return self._next
 
     @property
@@ -284,67 +362,81 @@ class LedgerVerifier:
         return frozenset(self._residues)
 
     def feed(self, records: Sequence[Record], tree: Sequence[bytes] | None = None) -> None:
-        """Check the next records; signatures may still be in flight when this returns.
+        """Check the next records; with an executor, they may still be in flight when this
+        returns (the chunk fed before is checked meanwhile; :meth:`flush` waits).
 
         ``tree``, when given, is the stored Merkle hashes these records wrote, in order.
         """
-        pending: list[_Pending] = []
+        if self._executor is None:
+            self._settle(records, tree, _check_alone(records, self._chain.by_id))
+            return
+        # The keys in force now: a rotation still in flight leaves later entries to the
+        # ordered pass, which checks those signatures itself.
+        keys = self._chain.by_id
+        step = -(-len(records) // self._workers) or 1
+        chunk = _Chunk(
+            records=records,
+            tree=tree,
+            parts=[
+                self._executor.submit(_check_alone, records[i : i + step], keys)
+                for i in range(0, len(records), step)
+            ],
+        )
+        self.flush()
+        self._waiting = chunk
+
+    def flush(self) -> None:
+        """Finish checking every record fed so far (raises at the first failure)."""
+        chunk, self._waiting = self._waiting, None
+        if chunk is None:
+            return
+        results: list[_Result] = []
+        for part in chunk.parts:
+            results.extend(part.result())
+        self._settle(chunk.records, chunk.tree, results)
+
+    def _settle(
+        self, records: Sequence[Record], tree: Sequence[bytes] | None, results: list[_Result]
+    ) -> None:
         failure: VerificationError | None = None
+        unsigned: int | None = None  # the first seq whose signature does not verify
         self._computed = []
         self._bounds = []
-        for record in records:
+        for record, result in zip(records, results, strict=False):
             try:
-                pending.append(self._check(record))
+                if not self._check(record, result):
+                    unsigned = record.seq
+                    break
             except VerificationError as exc:
                 failure = exc
                 break
         if tree is not None:
-            failure = _earliest(failure, self._compare_tree(tree, complete=failure is None))
-            if failure is not None:
-                pending = [p for p in pending if failure.seq is None or p.seq < failure.seq]
-        # The previous chunk's signatures were checked on the pool while this chunk's
-        # structure was checked here; an earlier bad signature is the first failure.
-        self._collect()
-        if failure is not None or self._executor is None or self._workers == 1:
-            bad = _first_bad(pending)
-            if bad is not None:
-                raise VerificationError(
-                    "Ed25519 signature does not verify", seq=bad, step="signature"
-                )
-            if failure is not None:
-                raise failure
-            return
-        step = -(-len(pending) // self._workers)
-        self._inflight = [
-            self._executor.submit(_first_bad, pending[i : i + step])
-            for i in range(0, len(pending), step)
-        ]
-
-    def _collect(self) -> None:
-        # 5. signature (the batches submitted by the previous feed)
-        inflight, self._inflight = self._inflight, []
-        found = [seq for seq in (f.result() for f in inflight) if seq is not None]
-        if found:
+            complete = failure is None and unsigned is None
+            failure = _earliest(failure, self._compare_tree(tree, complete=complete))
+        # At one seq, what its other checks (the tree's too) find is named before its
+        # signature: an entry that does not even fit the log is reported as such.
+        if failure is not None and (
+            unsigned is None or failure.seq is None or failure.seq <= unsigned
+        ):
+            raise failure
+        if unsigned is not None:
             raise VerificationError(
-                "Ed25519 signature does not verify", seq=min(found), step="signature"
+                "Ed25519 signature does not verify", seq=unsigned, step="signature"
             )
 
-    def _check(self, record: Record) -> _Pending:
+    def _check(self, record: Record, alone: _Result) -> bool:
+        # Every check of one record but the tree's; returns whether its signature verifies.
         seq = self._next
-        # 1. format
         if record.seq != seq:
             raise VerificationError(
                 f"expected seq {seq} next, found seq {record.seq} (a missing or moved entry)",
                 seq=seq,
                 step="chain",
             )
-        entry = check_format(record.leaf, seq)
-        # 2. stored hash
-        digest = leaf_hash(record.leaf)
-        if digest != record.leaf_hash:
-            raise VerificationError(
-                "stored leaf hash does not match the entry", seq=seq, step="stored hash"
-            )
+        # 1. format and 2. stored hash, found by the pool thread
+        if isinstance(alone, VerificationError):
+            raise alone
+        entry, digest = alone.entry, alone.digest
         # 3. chain
         if entry.prev != self._prev:
             raise VerificationError(
@@ -352,8 +444,20 @@ class LedgerVerifier:
             )
         # 4. unknown key
         key = self._chain.signer_of(entry)
-        # 6. payload hash (the signature, step 5, is checked in a batch by the caller)
-        if check_payload(entry, record.payload, record.salt):
+        # 5. signature: the pool thread's answer counts only under this very key
+        signed = (
+            alone.signed
+            if alone.signer is key
+            else signature_verifies(key, digest, record.signature)
+        )
+        # 6. payload hash (a present, salted payload was hashed by the pool thread)
+        if alone.payload_ok is None:
+            owed = check_payload(entry, record.payload, record.salt)
+        elif not alone.payload_ok:
+            raise VerificationError("payload does not match its hash", seq=seq, step="payload hash")
+        else:
+            owed = False
+        if owed:
             if record.payload is not None:
                 self._residues.add(seq)
             self._missing[seq] = None
@@ -370,7 +474,9 @@ class LedgerVerifier:
         # 9. checkpoint, at each size a checkpoint was signed for
         while self._checkpoints and self._checkpoints[0][0] == self._next:
             self._check_checkpoint()
-        return _Pending(seq=seq, key=key, digest=digest, signature=record.signature)
+        if self._observe is not None and signed:
+            self._observe(record, entry)
+        return signed
 
     def _push_leaf(self, digest: bytes) -> None:
         # The tlog layout writes the leaf hash, then one node per subtree the leaf completes;
@@ -427,7 +533,7 @@ class LedgerVerifier:
         Raises if a checkpoint was signed for more entries than the log has (a
         truncation) or a payload is missing with no signed entry redacting it.
         """
-        self._collect()
+        self.flush()
         if self._checkpoints:
             size = self._checkpoints[0][0]
             raise VerificationError(
@@ -455,13 +561,6 @@ def _earliest(a: VerificationError | None, b: VerificationError | None) -> Verif
     if a is None or b is None:
         return a or b
     return b if (b.seq if b.seq is not None else -1) < (a.seq if a.seq is not None else -1) else a
-
-
-def _first_bad(pending: Sequence[_Pending]) -> int | None:
-    for item in pending:
-        if not signature_verifies(item.key, item.digest, item.signature):
-            return item.seq
-    return None
 
 
 def check_format(leaf: bytes, seq: int) -> Entry:

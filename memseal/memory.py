@@ -62,7 +62,7 @@ from memseal.replay._mentions import check_facet_mentions
 from memseal.replay.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
 from memseal.replay.identity import ScopeIdentity
 from memseal.replay.memo import ddl_for as memo_ddl_for
-from memseal.replay.provenance import verify_derived
+from memseal.replay.provenance import DerivedCheck
 from memseal.replay.run import Run, new_run_id
 from memseal.tools import MemoryTools, ToolScope
 
@@ -314,10 +314,13 @@ class Memory:
         projections against a rebuild from the log. With ``witnesses`` (witness vkeys),
         every one of ``checkpoints`` must carry ``quorum`` (default 1) valid witness
         cosignatures. Returns None or raises :class:`VerificationError`."""
+        # The derived tables are collected on the ledger's own scan (one read and one
+        # decode of the log), then checked once every entry passed.
+        derived = DerivedCheck()
         summary = await self.ledger.verify(
-            trust, checkpoints=checkpoints, witnesses=witnesses, quorum=quorum
+            trust, checkpoints=checkpoints, witnesses=witnesses, quorum=quorum, observe=derived.add
         )
-        await verify_derived(self.ledger.store, summary.size)
+        await derived.check(self.ledger.store)
         if deep:
             check = await self.engine.check_projections()
             if not check.matches:

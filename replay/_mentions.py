@@ -59,12 +59,13 @@ class MentionsWanted:
         self.wanted: dict[int, set[str]] = {}
         self.ours: set[int] = set()
 
-    def add(self, record: Record, entry: Entry | None = None) -> None:
-        """Note what ``record`` implies; ``entry`` is its decoded entry, if the caller has it."""
+    def add(self, record: Record, entry: Entry | None = None, body: Any = None) -> None:
+        """Note what ``record`` implies; ``entry`` and ``body`` are its decoded entry and
+        body, if the caller has them."""
         # 1. what each entry of ours implies (nothing once its payload is erased)
         try:
             entry = record.entry() if entry is None else entry
-            body = msgspec.json.decode(bytes(entry.body))
+            body = msgspec.json.decode(bytes(entry.body)) if body is None else body
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return
         if entry.kind not in _OURS:
@@ -93,6 +94,10 @@ class MentionsWanted:
             if not str(ref).startswith("facet:"):
                 found.setdefault(int(seq), set()).add(str(ref))
         wanted, ours = self.wanted, self.ours
+        # The common case, all rows as they should be, in one comparison (no set in either
+        # map is empty, and every seq of ``wanted`` is one of ours).
+        if {seq: refs for seq, refs in found.items() if seq in ours} == wanted:
+            return
         # 2. missing and extra rows, plainly
         for seq in sorted((set(found) & ours) | set(wanted)):
             missing = wanted.get(seq, set()) - found.get(seq, set())

@@ -68,7 +68,14 @@ from .identity import input_hash, memo_key
 from .memo import MemoRow, check_holder, put_memo
 from .results import restore, result_hash
 
-__all__ = ["Reconciled", "Verified", "check_memo", "reconcile_memos", "verify_derived"]
+__all__ = [
+    "DerivedCheck",
+    "Reconciled",
+    "Verified",
+    "check_memo",
+    "reconcile_memos",
+    "verify_derived",
+]
 
 
 class Verified(msgspec.Struct, frozen=True, kw_only=True):
@@ -234,6 +241,10 @@ class _CallHead(msgspec.Struct, frozen=True):
 _head = msgspec.json.Decoder(_CallHead)
 
 
+def _as_head(body: Any) -> _CallHead:
+    return msgspec.convert(body, _CallHead)
+
+
 class _Steps:
     """The signed calls of a stretch of the log, by (run, step)."""
 
@@ -244,7 +255,9 @@ class _Steps:
         self.keys: dict[int, str] = {}  # seq -> call key, for keyed calls
         self.first_error: VerificationError | None = None
 
-    def add(self, record: Record, run_id: str | None, entry: Entry | None = None) -> None:
+    def add(
+        self, record: Record, run_id: str | None, entry: Entry | None = None, body: Any = None
+    ) -> None:
         try:
             entry = record.entry() if entry is None else entry
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
@@ -252,7 +265,8 @@ class _Steps:
         if entry.kind != TOOL_CALL:
             return
         try:
-            head = _head.decode(bytes(entry.body))
+            # The decoded body, when given, is converted as strictly as the bytes decode.
+            head = _head.decode(bytes(entry.body)) if body is None else _as_head(body)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             # Not the recorder's (a host may append any kind through the ledger): it places
             # itself at no run and step, and check_memo refuses it as a memo.
@@ -320,16 +334,63 @@ class _Derived:
         self.redactions: dict[int, int] = {}  # redacted seq -> the first entry redacting it
         self.starts: dict[str, int] = {}  # run id -> its first signed run_started entry
 
-    def add(self, record: Record, entry: Entry) -> None:
+    def add(self, record: Record, entry: Entry, body: Any = None) -> None:
         for earlier in entry.redacts:
             self.redactions.setdefault(earlier, record.seq)
         if entry.kind == RUN_STARTED:
             try:
-                body = msgspec.json.decode(bytes(entry.body))
+                body = msgspec.json.decode(bytes(entry.body)) if body is None else body
             except (msgspec.DecodeError, UnicodeDecodeError):
                 return
             if isinstance(body, dict) and isinstance(body.get("run_id"), str):
                 self.starts.setdefault(body["run_id"], record.seq)
+
+
+class DerivedCheck:
+    """The derived tables' check, fed entry by entry: :meth:`add` each signed entry in seq
+    order (``Ledger.verify``'s ``observe``, so the audit scans and decodes the log once),
+    then :meth:`check` the tables against what they said."""
+
+    def __init__(self) -> None:
+        self._steps = _Steps()
+        self._derived = _Derived()
+        self._mentions = MentionsWanted()
+
+    def add(self, record: Record, entry: Entry) -> None:
+        """Note one entry (decoded once for all three collectors)."""
+        try:
+            body = msgspec.json.decode(bytes(entry.body))
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return  # the ledger's own verify names a body that is not JSON
+        self._steps.add(record, None, entry, body)
+        self._derived.add(record, entry, body)
+        self._mentions.add(record, entry, body)
+
+    async def check(self, store: SqlStore) -> None:
+        """Raise :class:`VerificationError` unless the tables hold what the entries say."""
+        steps, derived = self._steps, self._derived
+        # 2. a replacement supersedes an earlier call of its own step; 3. one current call
+        # a step
+        current = steps.current()
+        # 3b. a call key names one step of its run: a key at two current calls is ambiguous
+        _check_keys(steps, current)
+        await _check_memo_rows(store, current)
+        # 6. each run's row starts at the run's first signed run_started entry, and every
+        # started run has its row (a resume reads the run's calls from there on)
+        await _check_runs(store, derived.starts)
+        # 7. the redactions table is exactly what the signed ``redacts`` headers say
+        # (replay marks forgotten texts with it, export leaves those payloads out)
+        found = dict(await store.rows("SELECT seq, by_seq FROM redactions ORDER BY seq"))
+        for seq in sorted(set(found) | set(derived.redactions)):
+            if found.get(seq) != derived.redactions.get(seq):
+                raise VerificationError(
+                    f"the redactions table says seq {seq} was erased by {found.get(seq)}, "
+                    f"the signed entries say by {derived.redactions.get(seq)}",
+                    seq=seq,
+                    step="redaction",
+                )
+        # 8. the mentions index, through which a forget finds the payloads it erases
+        await self._mentions.check(store)
 
 
 async def verify_derived(store: SqlStore, size: int | None = None) -> None:
@@ -342,40 +403,16 @@ async def verify_derived(store: SqlStore, size: int | None = None) -> None:
     ``redaction``).
     """
     total = (await store.head()).size if size is None else size
-    steps = _Steps()
-    derived = _Derived()
-    mentions = MentionsWanted()
+    check = DerivedCheck()
     # 1. every signed call decodes and carries the memo key of its run and step. One scan
-    # feeds every check below (the mentions' too), each entry decoded once.
+    # feeds every check (the mentions' too), each entry decoded once.
     async for record in store.scan(0, total):
         try:
             entry = record.entry()
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             continue  # the ledger's own verify names an entry that does not decode
-        steps.add(record, None, entry)
-        derived.add(record, entry)
-        mentions.add(record, entry)
-    # 2. a replacement supersedes an earlier call of its own step; 3. one current call a step
-    current = steps.current()
-    # 3b. a call key names one step of its run: a key at two current calls is ambiguous
-    _check_keys(steps, current)
-    await _check_memo_rows(store, current)
-    # 6. each run's row starts at the run's first signed run_started entry, and every
-    # started run has its row (a resume reads the run's calls from there on)
-    await _check_runs(store, derived.starts)
-    # 7. the redactions table is exactly what the signed ``redacts`` headers say
-    # (replay marks forgotten texts with it, export leaves those payloads out)
-    found = dict(await store.rows("SELECT seq, by_seq FROM redactions ORDER BY seq"))
-    for seq in sorted(set(found) | set(derived.redactions)):
-        if found.get(seq) != derived.redactions.get(seq):
-            raise VerificationError(
-                f"the redactions table says seq {seq} was erased by {found.get(seq)}, "
-                f"the signed entries say by {derived.redactions.get(seq)}",
-                seq=seq,
-                step="redaction",
-            )
-    # 8. the mentions index, through which a forget finds the payloads it erases
-    await mentions.check(store)
+        check.add(record, entry)
+    await check.check(store)
 
 
 def _check_keys(steps: _Steps, current: Mapping[tuple[str, int], int]) -> None:

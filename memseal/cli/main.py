@@ -41,7 +41,7 @@ from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
 from memseal.memory import DATABASE, STORE_ENV, open, open_audit
-from memseal.replay.provenance import verify_derived
+from memseal.replay.provenance import DerivedCheck
 
 __all__ = ["main"]
 
@@ -97,14 +97,17 @@ async def _verify_ledger(args: argparse.Namespace, where: str | Path) -> int:
     progress = ProgressLine("verifying")
     async with open_audit(where, store=store) as ledger:
         try:
+            # The derived tables are collected on the ledger's own scan, checked after it.
+            derived = DerivedCheck()
             summary = await ledger.verify(
                 trust,
                 checkpoints=kept,
                 witnesses=[trust_text(w) for w in args.witness],
                 quorum=args.witnesses,
                 progress=progress,
+                observe=derived.add,
             )
-            await verify_derived(ledger.store, summary.size)
+            await derived.check(ledger.store)
             deep = await deep_check(ledger.store, Path(where)) if args.deep else None
         except VerificationError as exc:
             progress.close()

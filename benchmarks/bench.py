@@ -71,13 +71,21 @@ import blake3
 import msgspec
 
 # A sibling module: run as a script, this folder is on sys.path.
-from bench_paths import EMBED_WIDTHS, EmbedBench, HttpBench, default_embedder, postgres_memory
+from bench_paths import (
+    EMBED_WIDTHS,
+    EmbedBench,
+    HttpBench,
+    default_embedder,
+    postgres_memory,
+    postgres_round_trip,
+)
 from bench_plots import write_plots
 from bench_reads import FetchBench, ProofBench
 from nacl.signing import SigningKey
 
 import memseal
 from memseal.engine import Learning, NewItem
+from memseal.replay.run import new_run_id
 from memseal.tools import MemoryTools, ToolScope
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -372,6 +380,25 @@ async def recorded_stores(
         return await in_flight(lambda a: run.call("memory_store", a), asked, width)
 
 
+async def oneshot_calls(
+    memory: memseal.Memory, tool: str, asked: list[dict[str, Any]], width: int
+) -> float:
+    """Calls/s of ``tool``, each in a fresh one-shot recorded run, ``width`` in flight.
+
+    What ``memseal serve`` does for each request without a named run
+    (``Service.call_tool``), in this process: the HTTP rows' work without HTTP.
+    """
+
+    async def call(arguments: dict[str, Any]) -> Any:
+        run = memory.run(new_run_id(), SCOPE, mode="record", oneshot=True)
+        try:
+            return await run.call(tool, arguments)
+        finally:
+            await run.close(check=False)
+
+    return await in_flight(call, asked, width)
+
+
 async def latency_samples(
     memory: memseal.Memory, asked: list[dict[str, Any]]
 ) -> dict[str, list[float]]:
@@ -422,12 +449,16 @@ class Paths:
         stores: list[dict[str, Any]],
         fetches: list[dict[str, Any]],
     ) -> dict[str, float]:
+        clients = self.args.http_clients
         out = {
             "http_store": await self.http.run("memory_store", stores),
+            "oneshot_store": await oneshot_calls(memory, "memory_store", stores, clients),
             "http_fetch": await self.http.run("memory_fetch", fetches),
+            "oneshot_fetch": await oneshot_calls(memory, "memory_fetch", fetches, clients),
         }
         if self.pg is not None:
             out["pg_store"] = await self.pg.store(stores)
+            out["pg_round_trip_ms"] = postgres_round_trip(self.args.postgres, 200)
         if self.embed is not None:
             out.update(await self.embed.round())
         # The sweep of the throughput plot: each width, each contestant in turn, new texts.
@@ -455,6 +486,12 @@ class Paths:
                 ">= 0.5 of in-process",
                 ok=ratio >= 0.5,
             )
+            oneshot = m[f"oneshot_{key.removeprefix('http_')}"]
+            t.add(
+                f"  in-process {tool}, a one-shot run each ({clients} in flight)",
+                f"{oneshot:,.0f} calls/s",
+                f"HTTP {m[key] / oneshot:.2f} of it",
+            )
         if self.http.failures:
             t.add("  HTTP answers not 200 (not counted)", f"{self.http.failures}")
         if self.pg is None:
@@ -471,6 +508,7 @@ class Paths:
                 ">= 0.7 of SQLite",
                 ok=ratio >= 0.7,
             )
+            t.add("  PostgreSQL round trip (SELECT 1), p50", f"{m['pg_round_trip_ms']:.3f} ms")
         if self.embed is None:
             t.add(
                 "default embedder on memory store",

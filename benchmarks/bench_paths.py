@@ -28,6 +28,7 @@ import contextlib
 import os
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -153,6 +154,19 @@ async def postgres_memory(
             yield memory
     finally:
         drop_schema(url, schema)
+
+
+def postgres_round_trip(url: str, n: int) -> float:
+    """p50 ms of one ``SELECT 1`` on a connection to ``url``: what each statement waits for."""
+    import psycopg
+
+    samples = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(n):
+            began = time.perf_counter()
+            conn.execute("SELECT 1").fetchone()
+            samples.append((time.perf_counter() - began) * 1000)
+    return statistics.median(samples)
 
 
 # -- the default embedder -------------------------------------------------------------------

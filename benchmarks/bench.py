@@ -1,7 +1,8 @@
 """memseal at the floor: one table of recorded calls beside their floors and a peer, one run.
 
 Run: ``make bench`` (installs the ``bench`` extra), or
-``.venv/bin/python benchmarks/bench.py [--quick] [--rounds R] [--calls N] [--json FILE]``.
+``.venv/bin/python benchmarks/bench.py [--quick] [--rounds R] [--calls N] [--json FILE]
+[--postgres URL] [--plots DIR]``.
 
 Everything runs in this one process on real files in one temporary folder, SQLite
 with memseal's durability (WAL, ``synchronous=FULL``), embedder none, and the
@@ -37,7 +38,21 @@ Rows (issue 17):
   log2(n), beside one bare ``SELECT`` of the same hashes;
 * **exact memory_fetch at scale**: the unrecorded ``memory_fetch`` tool, mode exact,
   p95 over ``--fetch-memories`` memories (10^5), against a bare FTS5 query of the same
-  ``engine_fts`` table in the same file.
+  ``engine_fts`` table in the same file;
+* **HTTP recorded memory_store and memory_fetch**: ``--http-clients`` (64) keep-alive
+  clients against a real ``memseal serve`` on SQLite (a uvicorn subprocess on loopback,
+  a real token; ``bench_paths.py``), against the in-process recorded rows of the same
+  round; beside each, the same tool in this process with a one-shot run a call (what
+  the server does for each request), so the table shows the request path's share;
+* **PostgreSQL recorded memory_store** against SQLite's, the same contestant on a fresh
+  schema of ``--postgres`` (default ``$MEMSEAL_TEST_POSTGRES``), beside a bare
+  ``SELECT 1`` round trip; without a URL it prints "not measured: no PostgreSQL";
+* **the default embedder on store**: ``embed_fill.py``'s contestants (batched, and one
+  model call per store) at 1, 8 and 32 stores in flight, when its packages are there.
+
+After the table, a sweep of 1, 8, 32 and 64 calls in flight for the floor, the recorded
+store and the peer (on as many threads) and a latency CDF of live recorded fetches and
+their replay hits are drawn as PNGs into ``--plots`` (``docs/``; ``bench_plots.py``).
 
 Every row prints its figures, the ratio, the target and whether this run met it.
 

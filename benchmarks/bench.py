@@ -1,7 +1,8 @@
 """memseal at the floor: one table of recorded calls beside their floors and a peer, one run.
 
 Run: ``make bench`` (installs the ``bench`` extra), or
-``.venv/bin/python benchmarks/bench.py [--quick] [--rounds R] [--calls N] [--json FILE]``.
+``.venv/bin/python benchmarks/bench.py [--quick] [--rounds R] [--calls N] [--json FILE]
+[--postgres URL] [--plots DIR]``.
 
 Everything runs in this one process on real files in one temporary folder, SQLite
 with memseal's durability (WAL, ``synchronous=FULL``), embedder none, and the
@@ -37,7 +38,21 @@ Rows (issue 17):
   log2(n), beside one bare ``SELECT`` of the same hashes;
 * **exact memory_fetch at scale**: the unrecorded ``memory_fetch`` tool, mode exact,
   p95 over ``--fetch-memories`` memories (10^5), against a bare FTS5 query of the same
-  ``engine_fts`` table in the same file.
+  ``engine_fts`` table in the same file;
+* **HTTP recorded memory_store and memory_fetch**: ``--http-clients`` (64) keep-alive
+  clients against a real ``memseal serve`` on SQLite (a uvicorn subprocess on loopback,
+  a real token; ``bench_paths.py``), against the in-process recorded rows of the same
+  round; beside each, the same tool in this process with a one-shot run a call (what
+  the server does for each request), so the table shows the request path's share;
+* **PostgreSQL recorded memory_store** against SQLite's, the same contestant on a fresh
+  schema of ``--postgres`` (default ``$MEMSEAL_TEST_POSTGRES``), beside a bare
+  ``SELECT 1`` round trip; without a URL it prints "not measured: no PostgreSQL";
+* **the default embedder on store**: ``embed_fill.py``'s contestants (batched, and one
+  model call per store) at 1, 8 and 32 stores in flight, when its packages are there.
+
+After the table, a sweep of 1, 8, 32 and 64 calls in flight for the floor, the recorded
+store and the peer (on as many threads) and a latency CDF of live recorded fetches and
+their replay hits are drawn as PNGs into ``--plots`` (``docs/``; ``bench_plots.py``).
 
 Every row prints its figures, the ratio, the target and whether this run met it.
 
@@ -49,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -64,18 +80,30 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import blake3
 import msgspec
 
 # A sibling module: run as a script, this folder is on sys.path.
+from bench_paths import (
+    EMBED_WIDTHS,
+    EmbedBench,
+    HttpBench,
+    default_embedder,
+    postgres_memory,
+    postgres_round_trip,
+)
+from bench_plots import write_plots
 from bench_reads import FetchBench, ProofBench
 from nacl.signing import SigningKey
 
 import memseal
 from memseal.engine import Learning, NewItem
+from memseal.replay.run import new_run_id
 from memseal.tools import MemoryTools, ToolScope
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 PLACE = "team:bench/agent:writer"
 SCOPE = ToolScope.placed_at(PLACE)
 _enc = msgspec.json.Encoder(order="deterministic")
@@ -244,8 +272,13 @@ def bare_verify_rate(n: int, threads: int = 1) -> float:
 # -- the peer -------------------------------------------------------------------------------
 
 
-def make_peer(path: Path) -> Callable[[list[dict[str, Any]]], float] | None:
-    """The eventsourcing library on SQLite (its defaults), or None when it is not installed."""
+def make_peer(path: Path) -> Callable[..., float] | None:
+    """The eventsourcing library on SQLite (its defaults), or None when it is not installed.
+
+    The peer is synchronous: its calls in flight are ``threads`` threads (the table's row
+    runs it on one, call after call; the throughput plot on as many as memseal's calls
+    in flight).
+    """
     try:
         from eventsourcing.application import Application
         from eventsourcing.domain import Aggregate, event
@@ -265,10 +298,14 @@ def make_peer(path: Path) -> Callable[[list[dict[str, Any]]], float] | None:
 
     app = Notes(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)})
 
-    def run(asked: list[dict[str, Any]]) -> float:
+    def run(asked: list[dict[str, Any]], threads: int = 1) -> float:
         start = time.perf_counter()
-        for arguments in asked:
-            app.store(arguments["learning"]["text"])
+        if threads == 1:
+            for arguments in asked:
+                app.store(arguments["learning"]["text"])
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(app.store, (a["learning"]["text"] for a in asked)))
         return len(asked) / (time.perf_counter() - start)
 
     return run
@@ -345,6 +382,197 @@ class Table:
             print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
 
 
+# -- the path rows and the plots (bench_paths.py, bench_plots.py) ---------------------------
+
+SWEEP_WIDTHS = (1, 8, 32, 64)
+
+
+async def recorded_stores(
+    memory: memseal.Memory, name: str, asked: list[dict[str, Any]], width: int
+) -> float:
+    """Recorded ``memory_store`` calls/s, ``width`` in flight in one new run ``name``."""
+    async with memory.run(name, SCOPE, mode="record") as run:
+        return await in_flight(lambda a: run.call("memory_store", a), asked, width)
+
+
+async def oneshot_calls(
+    memory: memseal.Memory, tool: str, asked: list[dict[str, Any]], width: int
+) -> float:
+    """Calls/s of ``tool``, each in a fresh one-shot recorded run, ``width`` in flight.
+
+    What ``memseal serve`` does for each request without a named run
+    (``Service.call_tool``), in this process: the HTTP rows' work without HTTP.
+    """
+
+    async def call(arguments: dict[str, Any]) -> Any:
+        run = memory.run(new_run_id(), SCOPE, mode="record", oneshot=True)
+        try:
+            return await run.call(tool, arguments)
+        finally:
+            await run.close(check=False)
+
+    return await in_flight(call, asked, width)
+
+
+async def latency_samples(
+    memory: memseal.Memory, asked: list[dict[str, Any]]
+) -> dict[str, list[float]]:
+    """Latencies (ms) of live recorded ``memory_fetch`` calls, then of their replay hits."""
+    name = f"bench-cdf-{secrets.token_hex(4)}"
+    async with memory.run(name, SCOPE, mode="record") as run:
+        live = await one_by_one(lambda a: run.call("memory_fetch", a), asked)
+    async with memory.run(name, SCOPE, mode="resume") as run:
+        hit = await one_by_one(lambda a: run.call("memory_fetch", a), asked)
+    return {"live recorded memory_fetch": live, "replay hit of the same call": hit}
+
+
+class Paths:
+    """The HTTP, PostgreSQL and default-embedder rows, and the in-flight sweep of the plots.
+
+    Each contestant runs once a round beside the in-process rows of the same round;
+    ``rows`` adds them to the table from the round medians.
+    """
+
+    def __init__(self, where: Path, args: argparse.Namespace, stack: contextlib.AsyncExitStack):
+        self.where, self.args, self.stack = where, args, stack
+        self.http = HttpBench(where / "http", PLACE, args.http_clients)
+        self.pg: Ours | None = None
+        self.embed: EmbedBench | None = None
+        self.embedder_id = ""
+        self.sweeps = 0
+
+    async def start(self, seeded: list[NewItem]) -> None:
+        await self.http.seed(seeded)
+        self.stack.callback(self.http.stop)
+        self.http.launch()
+        if self.args.postgres:
+            memory = await self.stack.enter_async_context(
+                postgres_memory(self.where / "pg", self.args.postgres, seeded)
+            )
+            self.pg = Ours(memory, self.args.width)
+        embedder = default_embedder()
+        if embedder is not None:
+            self.embed = EmbedBench(self.where / "embed", embedder, self.args.embed_stores)
+            self.embedder_id = str(embedder.id).split("/")[0]  # the model's name
+
+    async def round(
+        self,
+        r: int,
+        floor: Floor,
+        memory: memseal.Memory,
+        peer: Callable[..., float] | None,
+        stores: list[dict[str, Any]],
+        fetches: list[dict[str, Any]],
+    ) -> dict[str, float]:
+        clients = self.args.http_clients
+        out = {
+            "http_store": await self.http.run("memory_store", stores),
+            "oneshot_store": await oneshot_calls(memory, "memory_store", stores, clients),
+            "http_fetch": await self.http.run("memory_fetch", fetches),
+            "oneshot_fetch": await oneshot_calls(memory, "memory_fetch", fetches, clients),
+        }
+        if self.pg is not None:
+            out["pg_store"] = await self.pg.store(stores)
+            out["pg_round_trip_ms"] = postgres_round_trip(self.args.postgres, 200)
+        if self.embed is not None:
+            out.update(await self.embed.round())
+        # The sweep of the throughput plot: each width, each contestant in turn, new texts.
+        for width in SWEEP_WIDTHS:
+            asked = store_arguments(self.args.sweep_calls, seed=10_000 + 100 * r + width)
+            out[f"sweep_floor_{width}"] = floor.run(asked, width)
+            self.sweeps += 1
+            name = f"bench-sweep-{self.sweeps}"
+            out[f"sweep_store_{width}"] = await recorded_stores(memory, name, asked, width)
+            if peer is not None:
+                out[f"sweep_peer_{width}"] = peer(asked, threads=width)
+        return out
+
+    def rows(self, t: Table, m: dict[str, float]) -> None:
+        width, clients = self.args.width, self.args.http_clients
+        for tool, key, base in (
+            ("memory_store", "http_store", "store"),
+            ("memory_fetch", "http_fetch", "fetch_recorded"),
+        ):
+            ratio = m[key] / m[base]
+            t.add(
+                f"HTTP recorded {tool} ({clients} clients, memseal serve, SQLite)",
+                f"{m[key]:,.0f} calls/s",
+                f"{ratio:.2f} of in-process ({width} in flight)",
+                ">= 0.5 of in-process",
+                ok=ratio >= 0.5,
+            )
+            oneshot = m[f"oneshot_{key.removeprefix('http_')}"]
+            t.add(
+                f"  in-process {tool}, a one-shot run each ({clients} in flight)",
+                f"{oneshot:,.0f} calls/s",
+                f"HTTP {m[key] / oneshot:.2f} of it",
+            )
+        if self.http.failures:
+            t.add("  HTTP answers not 200 (not counted)", f"{self.http.failures}")
+        if self.pg is None:
+            t.add(
+                f"PostgreSQL recorded memory_store ({width} in flight)",
+                "not measured: no PostgreSQL (--postgres URL or MEMSEAL_TEST_POSTGRES)",
+            )
+        else:
+            ratio = m["pg_store"] / m["store"]
+            t.add(
+                f"PostgreSQL recorded memory_store ({width} in flight)",
+                f"{m['pg_store']:,.0f} calls/s",
+                f"{ratio:.2f} of SQLite",
+                ">= 0.7 of SQLite",
+                ok=ratio >= 0.7,
+            )
+            t.add("  PostgreSQL round trip (SELECT 1), p50", f"{m['pg_round_trip_ms']:.3f} ms")
+        if self.embed is None:
+            t.add(
+                "default embedder on memory store",
+                "not measured: the model's packages are not installed",
+            )
+            return
+        for w in EMBED_WIDTHS:
+            batched, single = m[f"embed_batched_{w}"], m[f"embed_single_{w}"]
+            t.add(
+                f"default embedder, store, {w} in flight, batched "
+                f"(p50 {m[f'embed_batched_{w}_p50']:.1f} ms)",
+                f"{batched:,.0f} stores/s",
+                f"{batched / single:.2f}x one call per store",
+                "report" if w == 1 else "> 1x: batched into shared calls",
+                ok=None if w == 1 else batched > single,
+            )
+            t.add(
+                f"  one model call per store, {w} in flight "
+                f"(p50 {m[f'embed_single_{w}_p50']:.1f} ms)",
+                f"{single:,.0f} stores/s",
+            )
+
+    def sweep_table(self, m: dict[str, float], peer: bool) -> dict[str, list[float]]:
+        names = {"floor": "bare floor", "store": "memseal recorded memory_store"}
+        if peer:
+            names["peer"] = "eventsourcing on SQLite (threads)"
+        curves = {
+            label: [m[f"sweep_{key}_{w}"] for w in SWEEP_WIDTHS] for key, label in names.items()
+        }
+        print(f"\ncalls/s by calls in flight ({self.args.sweep_calls} calls a cell):")
+        print("| contestant | " + " | ".join(str(w) for w in SWEEP_WIDTHS) + " |")
+        print("|---|" + "---|" * len(SWEEP_WIDTHS))
+        for label, rates in curves.items():
+            print(f"| {label} | " + " | ".join(f"{v:,.0f}" for v in rates) + " |")
+        return curves
+
+    def described(self) -> str:
+        pg = "none"
+        if self.args.postgres:
+            at = urlsplit(self.args.postgres)
+            pg = f"{at.hostname}:{at.port}"
+        embedder = self.embedder_id or "not installed"
+        return (
+            f"HTTP: memseal serve (one uvicorn process) on SQLite, {self.args.http_clients} "
+            f"clients on loopback; PostgreSQL: {pg}; default embedder: {embedder}, "
+            f"{self.args.embed_stores} stores a cell"
+        )
+
+
 async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
     n, width, rounds = args.calls, args.width, args.rounds
     floor = Floor(where / "floor.db")
@@ -361,11 +589,16 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
     at_scale = FetchBench(where / "scale", texts, PLACE)
     await at_scale.build()
     questions = [a["query"] for a in fetch_arguments(args.sequential)]
-    async with memseal.open(where / "data", embedder=None, checkpoint_interval=None) as memory:
+    async with (
+        contextlib.AsyncExitStack() as stack,
+        memseal.open(where / "data", embedder=None, checkpoint_interval=None) as memory,
+    ):
         ours = Ours(memory, width)
         seeded = corpus(args.memories)
         for base in range(0, len(seeded), 1_000):
             await memory.engine.store_many(seeded[base : base + 1_000])
+        paths = Paths(where, args, stack)
+        await paths.start(seeded)
         fetches = fetch_arguments(n)
         await ours.fetch_unrecorded(fetches)  # warm the page cache and the query path
         for r in range(rounds):
@@ -389,6 +622,9 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
                 keep(name, value)
             for name, value in (await at_scale.round(questions)).items():
                 keep(name, value)
+            for name, value in (await paths.round(r, floor, memory, peer, stores, fetches)).items():
+                keep(name, value)
+        latencies = await latency_samples(memory, fetches[: args.sequential])
         entries = (await memory.ledger.head()).size
     m = {name: statistics.median(values) for name, values in figures.items()}
     cores = os.cpu_count() or 1
@@ -489,6 +725,7 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
         f"  bare FTS5 query, same table, p95 (p50 {m['bare_fts_p50']:.2f} ms)",
         f"{m['bare_fts_p95']:.2f} ms",
     )
+    paths.rows(t, m)
     load = os.getloadavg()[0]
     print(
         f"memseal bench ({'quick' if args.quick else 'full'}): {cores} CPU(s), load "
@@ -499,7 +736,15 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
     )
     if peer is None:
         print("eventsourcing is not installed: its row is skipped (pip install -e '.[bench]')")
+    print(paths.described())
     t.print()
+    curves = paths.sweep_table(m, peer is not None)
+    title = f"{cores} CPU(s), load {load:.1f}, SQLite WAL synchronous=FULL, embedder none"
+    plots = write_plots(args.plots, SWEEP_WIDTHS, curves, latencies, title)
+    if isinstance(plots, str):
+        print(plots)
+    else:
+        print("plots: " + ", ".join(str(p) for p in plots))
     return {"medians": m, "rounds": figures, "cores": cores, "entries": entries}
 
 
@@ -515,6 +760,22 @@ def main() -> None:
         "--fetch-memories", type=int, default=None, help="memories of the fetch-at-scale row (10^5)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("MEMSEAL_TEST_POSTGRES"),
+        help="a PostgreSQL URL for the PostgreSQL row (default: $MEMSEAL_TEST_POSTGRES); a "
+        "schema of its own is made in it and dropped afterwards",
+    )
+    parser.add_argument("--http-clients", type=int, default=64, help="HTTP clients (64)")
+    parser.add_argument(
+        "--embed-stores", type=int, default=None, help="stores a cell, embedder rows (200)"
+    )
+    parser.add_argument(
+        "--sweep-calls", type=int, default=None, help="calls a cell of the plot's sweep (500)"
+    )
+    parser.add_argument(
+        "--plots", type=Path, default=DOCS, help="folder the PNG plots go to (docs/)"
+    )
     args = parser.parse_args()
     args.rounds = args.rounds or (1 if args.quick else 3)
     args.calls = args.calls or (64 if args.quick else 2_000)
@@ -524,6 +785,8 @@ def main() -> None:
     args.proof_size = args.proof_size or (2_000 if args.quick else 1_000_000)
     args.fetch_memories = args.fetch_memories or (300 if args.quick else 100_000)
     args.proofs = 20 if args.quick else 300
+    args.embed_stores = args.embed_stores or (8 if args.quick else 200)
+    args.sweep_calls = args.sweep_calls or min(args.calls, 500)
     with tempfile.TemporaryDirectory() as tmp:
         out = asyncio.run(bench(Path(tmp), args))
     if args.json is not None:

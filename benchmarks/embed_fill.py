@@ -87,6 +87,17 @@ async def stores(engine: Engine, texts: Sequence[str], width: int) -> tuple[floa
     return len(texts) / seconds, statistics.median(latencies)
 
 
+async def store_cell(
+    folder: Path, embedder: MiniLMEmbedder, name: str, texts: Sequence[str], width: int
+) -> tuple[float, float]:
+    """One contestant's (stores/s, p50 ms) on a new folder: ``batched`` or one call per store."""
+    async with open_engine(folder, create=True, embedder=embedder) as engine:
+        if name != "batched":
+            assert engine._vectors is not None
+            engine._vectors._batcher = OneCallPerStore(lambda texts: list(embedder.embed(texts)))
+        return await stores(engine, texts, width)
+
+
 def line(label: str, value: str) -> None:
     print(f"  {label:<56} {value}", flush=True)
 
@@ -100,15 +111,9 @@ async def in_flight(where: Path, embedder: MiniLMEmbedder, count: int, rounds: i
             for name in ("one call per store", "batched"):
                 seed += 1
                 folder = where / f"stores-{round_}-{width}-{name.split()[0]}"
-                async with open_engine(folder, create=True, embedder=embedder) as engine:
-                    if name != "batched":
-                        assert engine._vectors is not None
-                        engine._vectors._batcher = OneCallPerStore(
-                            lambda texts: list(embedder.embed(texts))
-                        )
-                    figures.setdefault((name, width), []).append(
-                        await stores(engine, corpus(count, seed), width)
-                    )
+                figures.setdefault((name, width), []).append(
+                    await store_cell(folder, embedder, name, corpus(count, seed), width)
+                )
     for width in WIDTHS:
         rates = {}
         for name in ("one call per store", "batched"):

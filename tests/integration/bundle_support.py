@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 # Imported at interpreter start (sitecustomize on PYTHONPATH) by a replay subprocess: it
-# reverses every ranking the engine makes, without touching engine code.
+# reverses every ranking a fetch makes (engine/_fetch.py), without touching engine code.
 REVERSE_RANKING = """
-import memseal.engine.engine as _engine
+import memseal.engine._fetch as _engine
 
 _exact, _fuse = _engine.exact, _engine.fuse
 _engine.exact = lambda *a, **k: list(reversed(_exact(*a, **k)))

@@ -95,7 +95,7 @@ def test_a_changed_ranking_fails_with_the_diff(pytester: pytest.Pytester, fresh:
     folder = _sessions(pytester, fresh=fresh)
     pytester.makepyfile(
         conftest="""
-import memseal.engine.engine as _engine
+import memseal.engine._fetch as _engine
 
 _fuse = _engine.fuse
 _engine.fuse = lambda *a, **k: list(reversed(_fuse(*a, **k)))

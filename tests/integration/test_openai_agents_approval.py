@@ -103,7 +103,10 @@ async def _keys(folder: Path) -> Counter[str | None]:
 async def _unapproved(folder: Path) -> tuple[dict[str, str], str]:
     """The same calls without any approval: what the approved runs must return."""
     async with open_folder(folder) as memory, memory.run(RUN_ID, SCOPE) as run:
-        model = ScriptedModel([FIRST, *LATER])
+        # The fetch and the store of FIRST in turns of their own: in one turn the SDK runs
+        # them side by side, and whether the fetch sees the store is a race. With approval
+        # the store waits for the human, so the fetch always runs first; so does it here.
+        model = ScriptedModel([[FIRST[0]], [FIRST[1]], *LATER])
         result = await Runner.run(
             agent(run.toolset(), model, approval=False), "remember it", run_config=CONFIG
         )

@@ -16,6 +16,7 @@ in ``tests/unit/ledger/test_store_contract.py``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
@@ -25,6 +26,8 @@ import msgspec
 from ._snapshots import OnePrefix, observing_sizes, one_prefix
 from .entry import Draft, Entry, decode_entry
 from .note import NoteSigner
+
+_log = logging.getLogger("memseal.ledger")
 
 __all__ = [
     "Appended",
@@ -151,7 +154,10 @@ async def run_committed(
     timeout), so in-process follow-ups that must match the committed state (a forget
     letting go of its vectors) cannot live after the ``await``: they are tied to the
     write itself. ``committed`` runs on the event loop before the caller resumes; it is
-    not called when the command failed.
+    not called when the command failed. An exception it raises is logged on
+    ``memseal.ledger`` and does not reach the caller: the write it follows is committed,
+    so the caller's answer stands (a callback's exception would otherwise go only to the
+    loop's handler, unnamed).
     """
     job = asyncio.ensure_future(run(command))
     if committed is None:
@@ -159,7 +165,10 @@ async def run_committed(
 
     def settle(done: asyncio.Future[T]) -> None:
         if not done.cancelled() and done.exception() is None:
-            committed()
+            try:
+                committed()
+            except Exception:
+                _log.exception("the follow-up of a committed write failed")
 
     job.add_done_callback(settle)
     return await asyncio.shield(job)

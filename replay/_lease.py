@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self
@@ -38,6 +39,8 @@ from .memo import acquire, add_hits, held_here, let_go_here, release, renew
 from .provenance import reconcile_memos
 
 __all__ = ["RunLease", "other_scope"]
+
+_log = logging.getLogger("memseal.replay")
 
 
 class RunLease:
@@ -210,6 +213,9 @@ class RunLease:
 
             try:
                 await self._store.run(command)
+            except MemsealError:
+                await self._last_hits(hits)
+                raise
             finally:
                 let_go_here(self._holder)
         unconsumed = sorted(self._recorded - self._consumed)
@@ -218,6 +224,24 @@ class RunLease:
                 f"run {self.run_id!r}: recorded steps {_steps(unconsumed)} were never replayed",
                 run_id=self.run_id,
                 step=unconsumed[0],
+            )
+
+    async def _last_hits(self, hits: dict[int, tuple[int, int]]) -> None:
+        """One more try at the closing write's hits alone: no later flush would add them.
+        The lease needs no second try (it expires by itself); a count lost is logged."""
+        if not hits:
+            return
+
+        def command(txn: WriteTxn) -> None:
+            add_hits(txn, self.run_id, hits)
+
+        try:
+            await self._store.run(command)
+        except MemsealError:
+            _log.warning(
+                "run %r: %d memo hits were not counted (the closing write failed)",
+                self.run_id,
+                sum(count for _, count in hits.values()),
             )
 
     def _take_hits(self) -> dict[int, tuple[int, int]]:

@@ -21,7 +21,9 @@ Rows (issue 17):
   call's signed entry, the projection rows, the FTS row and the memo, committed
   before each answer);
 * **eventsourcing on SQLite**: the ``eventsourcing`` library, one aggregate created
-  and saved per call (one event, one transaction), its SQLite defaults; skipped,
+  and saved per call (one event, one transaction), its SQLite defaults, on
+  ``--width`` threads (the same calls in flight as memseal: the target row) and on
+  one (call after call); skipped,
   saying so, when the library is missing (``pip install -e '.[bench]'``);
 * **memory_fetch** unrecorded (``MemoryTools.call``) and recorded (``run.call``),
   ``--width`` in flight, exact search over a seeded store;
@@ -275,9 +277,10 @@ def bare_verify_rate(n: int, threads: int = 1) -> float:
 def make_peer(path: Path) -> Callable[..., float] | None:
     """The eventsourcing library on SQLite (its defaults), or None when it is not installed.
 
-    The peer is synchronous: its calls in flight are ``threads`` threads (the table's row
-    runs it on one, call after call; the throughput plot on as many as memseal's calls
-    in flight).
+    The peer is synchronous: its calls in flight are ``threads`` threads. The table's
+    target row runs it on as many threads as memseal has calls in flight, so both have
+    the same work outstanding; a second row runs it on one, call after call, as its
+    simplest use would.
     """
     try:
         from eventsourcing.application import Application
@@ -607,7 +610,9 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
             keep("floor", floor.run(stores, width))
             keep("store", await ours.store(stores))
             if peer is not None:
-                keep("peer", peer(store_arguments(n, seed=1_000 + r)))
+                # At memseal's calls in flight (its threads), and call after call.
+                keep("peer", peer(store_arguments(n, seed=1_000 + r), threads=width))
+                keep("peer_1", peer(store_arguments(n, seed=2_000 + r)))
             keep("fetch_unrecorded", await ours.fetch_unrecorded(fetches))
             keep("fetch_recorded", await ours.fetch_recorded(fetches))
             direct, live, hit = await ours.sequential(fetches[: args.sequential])
@@ -640,10 +645,18 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
         ok=store_floor >= 0.6,
     )
     if "peer" in m:
-        t.add("eventsourcing on SQLite (one event a call)", f"{m['peer']:,.0f} calls/s")
+        t.add(
+            f"eventsourcing on SQLite (one event a call, {width} threads)",
+            f"{m['peer']:,.0f} calls/s",
+        )
+        t.add(
+            "eventsourcing on SQLite (one event a call, one thread)",
+            f"{m['peer_1']:,.0f} calls/s",
+            f"memseal {m['store'] / m['peer_1']:.2f}x",
+        )
         vs_peer = m["store"] / m["peer"]
         t.add(
-            "memseal recorded memory_store vs eventsourcing",
+            f"memseal recorded memory_store vs eventsourcing ({width} in flight each)",
             "",
             f"{vs_peer:.2f}x",
             ">= 3x",

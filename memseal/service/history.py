@@ -109,7 +109,7 @@ class AsOfPoint:
         )
 
 
-def _as_of_point(
+async def _as_of_point(
     as_of: AsOfQuery = None,
     as_of_time: AsOfTime = None,
     as_of_run: AsOfRun = None,

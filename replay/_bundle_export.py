@@ -9,6 +9,7 @@ it adds the ``reads`` section (:mod:`memseal.replay._bundle_reads`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import msgspec
 
@@ -25,6 +26,7 @@ from ._bundle_format import (
     RUN_KINDS,
     Bundle,
     BundleEntry,
+    ExportRaced,
     Listed,
     Manifest,
     ReadsStated,
@@ -35,6 +37,8 @@ from ._bundle_format import (
 from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 
 __all__ = ["export_bundle"]
+
+FORGOTTEN: Final = "memory_forgotten"
 
 
 async def export_bundle(
@@ -54,8 +58,24 @@ async def export_bundle(
     signed by the ledger's signer, the key that signed the checkpoint (so
     the key in force at its size). Raises :class:`InvalidRequest` when the
     log holds no entry of the run, :class:`Conflict` when the key rotated
-    between the checkpoint and the manifest (export again).
+    between the checkpoint and the manifest, or a forget erased a payload of the
+    bundle after its checkpoint twice running (export again).
     """
+    try:
+        return await _export(ledger, keys, run_id, embedders, with_read_proofs)
+    except ExportRaced:
+        # A forget committed between the checkpoint and the scans: its eraser lies past the
+        # checkpoint. Once more against a new checkpoint, which holds that forget.
+        return await _export(ledger, keys, run_id, embedders, with_read_proofs)
+
+
+async def _export(
+    ledger: Ledger,
+    keys: Sequence[VerifierKey],
+    run_id: str,
+    embedders: Sequence[str],
+    with_read_proofs: bool,
+) -> Bundle:
     note = await ledger.checkpoint()
     text, _ = split_note(note)
     checkpoint = parse_checkpoint(text)
@@ -82,14 +102,20 @@ async def export_bundle(
     entries: list[BundleEntry] = []
     for seq in sorted(seqs):
         record = await ledger.read(seq)
+        entry = record.entry()
+        # A forget travels as its signed bytes: what it erased is in its body and header, and
+        # its payload (who forgot and why) is an admin's, never the run's to carry.
+        payload = None if entry.kind == FORGOTTEN else record.payload
+        if record.payload is None and entry.payload_hash is not None:
+            await _check_eraser(ledger, seq, size)
         proof = await ledger.inclusion_proof(seq, size)
         entries.append(
             BundleEntry(
                 seq=seq,
                 leaf=record.leaf,
                 sig=record.signature,
-                salt=record.salt if record.payload is not None else None,
-                payload=record.payload,
+                salt=record.salt if payload is not None else None,
+                payload=payload,
                 proof=proof.hashes,
             )
         )
@@ -188,7 +214,16 @@ async def _close_erasers(ledger: Ledger, seqs: set[int], size: int) -> None:
         seq = pending.pop()
         record = await ledger.read(seq)
         if record.payload is None and record.entry().payload_hash is not None:
-            by = await ledger.store.redacted_by(seq)
-            if by is not None and by < size and by not in seqs:
+            by = await _check_eraser(ledger, seq, size)
+            if by is not None and by not in seqs:
                 seqs.add(by)
                 pending.append(by)
+
+
+async def _check_eraser(ledger: Ledger, seq: int, size: int) -> int | None:
+    """The seq of the forget that erased ``seq``'s payload; :class:`ExportRaced` when it
+    committed after the checkpoint of ``size`` entries was cut (no verifier could see it)."""
+    by = await ledger.store.redacted_by(seq)
+    if by is not None and by >= size:
+        raise ExportRaced(seq, by)
+    return by

@@ -13,7 +13,7 @@ from typing import Any, Final
 import msgspec
 
 from memseal.ledger.entry import Entry
-from memseal.ledger.errors import InvalidRequest, VerificationError
+from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.note import split_note
 
 from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL
@@ -29,6 +29,7 @@ __all__ = [
     "Bundle",
     "BundleEntry",
     "BundleReads",
+    "ExportRaced",
     "Listed",
     "Manifest",
     "PrefixEntry",
@@ -282,3 +283,16 @@ def manifest_of(note: str) -> Manifest:
 def fail(message: str, step: str, seq: int | None = None) -> VerificationError:
     """The verification failure of ``step`` (at ``seq``, when an entry is at fault)."""
     return VerificationError(message, seq=seq, step=step)
+
+
+class ExportRaced(Conflict):
+    """A forget committed after the export cut its checkpoint erased a payload the bundle
+    was to hold: its eraser lies past the checkpoint, so no verifier could tell why the text
+    is gone. The export starts again against a new checkpoint (once; then this is raised)."""
+
+    def __init__(self, seq: int, by: int) -> None:
+        super().__init__(
+            f"entry {seq}'s payload was erased by a forget (seq {by}) while the bundle was "
+            "exported; export it again"
+        )
+        self.seq, self.by = seq, by

@@ -8,7 +8,10 @@ N and the consistency proof from it to a later checkpoint. A bundle made with
 
 - ``prefix``: every entry below P (the largest size a read of the run
   observed) that ``entries`` lacks, each with its stored bytes and signature,
-  and its payload only when it lies in the run's recorded reach;
+  and its payload only when it lies in the run's recorded reach and is a
+  ``memory_stored`` or ``trust_changed`` entry (what a re-derived read uses:
+  a ``memory_forgotten`` entry's effect is its signed body and ``redacts``,
+  and its payload, who forgot and why, is an admin's and never travels);
 - ``checkpoints``: for each size N a read of the run observed, a checkpoint
   signed at exactly N and the consistency proof from N to the bundle's
   checkpoint (whose audit paths the call entries and key rotations carry).
@@ -26,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from memseal.ledger.checkpoint import parse_checkpoint
-from memseal.ledger.entry import RESIDUE_SALT, Entry
+from memseal.ledger.entry import Entry
 from memseal.ledger.errors import InvalidRequest, NotFound, VerificationError
 from memseal.ledger.log import KEY_ROTATED, Ledger
 from memseal.ledger.merkle import (
@@ -41,16 +44,25 @@ from memseal.tools.catalog import READ_TOOLS
 from ._bundle_format import (
     Bundle,
     BundleReads,
+    ExportRaced,
     Manifest,
     PrefixEntry,
     ReadCheckpoint,
     ReadsStated,
     fail,
 )
-from ._read_proof_format import FORMAT, ProofEntry, ReadProof, in_reach, scope_of
+from ._read_proof_format import (
+    FORMAT,
+    REDERIVED_KINDS,
+    ProofEntry,
+    ReadProof,
+    check_provable,
+    in_reach,
+    scope_of,
+)
 from ._read_proof_make import checkpoint_at
 from .bundle import VerifiedBundle
-from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call, decode_tool_call_payload
+from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 
 __all__ = ["check_reads", "collect_reads", "prove_read_from_bundle"]
 
@@ -79,10 +91,15 @@ async def collect_reads(
     entries = [record.entry() for record in records]
     reach = in_reach(scope_of(started).reach, entries)
     erasers: set[int] = set()
+    # The payloads the reads' re-derivation uses: items and verdicts in reach. A forget in
+    # reach travels as its signed bytes alone (its payload is an admin's actor and reason).
+    carried = {e.seq for e in entries if e.seq in reach and e.kind in REDERIVED_KINDS}
     for record, entry in zip(records, entries, strict=True):
-        if record.seq in reach and record.payload is None and entry.payload_hash is not None:
+        if record.seq in carried and record.payload is None and entry.payload_hash is not None:
             by = await ledger.store.redacted_by(record.seq)
-            if by is not None and top <= by < size:
+            if by is not None and by >= size:
+                raise ExportRaced(record.seq, by)  # erased after the checkpoint was cut
+            if by is not None and by >= top:
                 erasers.add(by)
     if erasers - seqs:
         seqs |= erasers
@@ -92,8 +109,8 @@ async def collect_reads(
             seq=record.seq,
             leaf=record.leaf,
             sig=record.signature,
-            salt=record.salt if record.seq in reach and record.payload is not None else None,
-            payload=record.payload if record.seq in reach else None,
+            salt=record.salt if record.seq in carried and record.payload is not None else None,
+            payload=record.payload if record.seq in carried else None,
         )
         for record in records
         if record.seq not in seqs
@@ -224,6 +241,7 @@ def check_reads(
                 raise fail("a payload outside the run's reach", "completeness", item.seq)
         elif (
             item.payload is None
+            and prefix[item.seq].kind in REDERIVED_KINDS  # a forget's effect is its body
             and prefix[item.seq].payload_hash is not None
             and item.seq not in redacted
         ):
@@ -269,17 +287,7 @@ def prove_read_from_bundle(verified: VerifiedBundle, step: int) -> ReadProof:
     assert verified.started is not None  # check_reads refused a reads section without it
     items = {item.seq: item for item in bundle.entries}
     call_item = items[found.seq]
-    if call_item.payload is None or call_item.salt == RESIDUE_SALT:
-        raise InvalidRequest(
-            f"step {step}'s arguments or result texts were erased by a forget: the read "
-            "cannot be re-derived"
-        )
-    arguments = decode_tool_call_payload(call_item.payload).arguments
-    if isinstance(arguments, dict) and arguments.get("cursor") is not None:
-        raise InvalidRequest(
-            f"step {step} continues from a `cursor`, which is keyed by the instance's secret: "
-            "a later page cannot be re-derived offline; prove the step that made the first page"
-        )
+    check_provable(step, call_item.payload, call_item.salt)
     at = call.observed_size
     listed = next(
         c for c in reads.checkpoints if parse_checkpoint(split_note(c.note)[0]).size == at
@@ -303,7 +311,12 @@ def prove_read_from_bundle(verified: VerifiedBundle, step: int) -> ReadProof:
                 ProofEntry(seq=seq, leaf=leaf, sig=sig, salt=None, payload=None, proof=None)
             )
             continue
-        if payload is None and decoded[seq].payload_hash is not None and seq not in erased:
+        if (
+            payload is None
+            and decoded[seq].kind in REDERIVED_KINDS  # a forget travels as its body alone
+            and decoded[seq].payload_hash is not None
+            and seq not in erased
+        ):
             raise InvalidRequest(
                 f"memory the read saw (entry {seq}) was forgotten since: its text is erased "
                 "everywhere, so the read cannot be re-derived"

@@ -16,20 +16,22 @@ import msgspec
 
 from memseal.engine import Reach
 from memseal.engine.events import MemoryForgotten, MemoryStored, TrustChanged, decode_event
-from memseal.ledger.entry import Entry
-from memseal.ledger.errors import VerificationError
+from memseal.ledger.entry import RESIDUE_SALT, Entry
+from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.tools import ToolScope
 
 from ._reexec import run_scope
 from .bundle import VerifiedBundle
-from .calls import RunStarted
+from .calls import RunStarted, decode_tool_call_payload
 
 __all__ = [
     "FORMAT",
     "MAX_PROOF_BYTES",
+    "REDERIVED_KINDS",
     "ProofEntry",
     "ReadProof",
     "ReadProofError",
+    "check_provable",
     "decode_read_proof",
     "encode_read_proof",
     "fail",
@@ -41,6 +43,11 @@ FORMAT: Final = "memseal/read-proof@v1"
 #: A proof larger than this is refused before it is parsed (it holds every entry header of
 #: the prefix, a few hundred bytes each: 10^6 entries fit).
 MAX_PROOF_BYTES: Final = 1024 * 1024 * 1024
+#: The kinds whose payloads a read's re-derivation uses: an item's text, a verdict's actor
+#: and reason. A ``memory_forgotten`` entry in reach travels without its payload (the admin's
+#: actor and reason, never an agent's to see): what it erases is in its signed body (the
+#: items) and header (``redacts``), which the chain and the leaf hash already bind.
+REDERIVED_KINDS: Final = frozenset({"memory_stored", "trust_changed"})
 
 
 class ProofEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -138,6 +145,27 @@ def decode_read_proof(data: bytes) -> ReadProof:
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
+
+
+def check_provable(step: int, payload: bytes | None, salt: bytes | None) -> None:
+    """Raise :class:`InvalidRequest` unless the read call of ``step``, whose payload (and
+    salt) the log or bundle holds, can be re-derived: its payload whole, no ``cursor``.
+
+    One check for both writers (from the ledger and from a bundle), so they refuse alike.
+    """
+    if payload is None or salt == RESIDUE_SALT:
+        raise InvalidRequest(
+            f"step {step}'s arguments or result texts were erased by a forget: the read "
+            "cannot be re-derived"
+        )
+    arguments = decode_tool_call_payload(payload).arguments
+    if isinstance(arguments, dict) and arguments.get("cursor") is not None:
+        # A cursor names its request by a ref keyed with the instance secret, which a proof
+        # must never carry: the page cannot be asked again anywhere else.
+        raise InvalidRequest(
+            f"step {step} continues from a `cursor`, which is keyed by the instance's secret: "
+            "a later page cannot be re-derived offline; prove the step that made the first page"
+        )
 
 
 class _Started(msgspec.Struct, frozen=True):

@@ -16,7 +16,7 @@ from typing import Final, Literal
 import msgspec
 
 from memseal.ledger.checkpoint import Checkpoint, format_checkpoint, parse_checkpoint
-from memseal.ledger.entry import RESIDUE_SALT, Entry
+from memseal.ledger.entry import Entry
 from memseal.ledger.errors import InvalidRequest, NotFound
 from memseal.ledger.log import KEY_ROTATED, Ledger
 from memseal.ledger.merkle import inclusion_proof
@@ -24,14 +24,21 @@ from memseal.ledger.note import sign_note, split_note
 from memseal.ledger.store import Record
 from memseal.tools.catalog import READ_TOOLS
 
-from ._read_proof_format import FORMAT, ProofEntry, ReadProof, in_reach, scope_of
+from ._read_proof_format import (
+    FORMAT,
+    REDERIVED_KINDS,
+    ProofEntry,
+    ReadProof,
+    check_provable,
+    in_reach,
+    scope_of,
+)
 from .calls import (
     RUN_STARTED,
     TOOL_CALL,
     RunStarted,
     ToolCall,
     decode_tool_call,
-    decode_tool_call_payload,
 )
 
 __all__ = ["DISCLOSE", "Disclose", "checkpoint_at", "prove_read"]
@@ -157,19 +164,7 @@ async def prove_read(
     call_seq, call = _check_call(run_id, step, found)
     assert found.started is not None and found.started_seq is not None
     call_record = await ledger.read(call_seq)
-    if call_record.payload is None or call_record.salt == RESIDUE_SALT:
-        raise InvalidRequest(
-            f"step {step}'s arguments or result texts were erased by a forget: the read "
-            "cannot be re-derived"
-        )
-    arguments = decode_tool_call_payload(call_record.payload).arguments
-    if isinstance(arguments, dict) and arguments.get("cursor") is not None:
-        # A cursor names its request by a ref keyed with the instance secret, which a proof
-        # must never carry: the page cannot be asked again anywhere else.
-        raise InvalidRequest(
-            f"step {step} continues from a `cursor`, which is keyed by this instance's secret: "
-            "a later page cannot be re-derived offline; prove the step that made the first page"
-        )
+    check_provable(step, call_record.payload, call_record.salt)
     # Cut only once the step is known to be provable: a refused request signs nothing.
     latest = await ledger.checkpoint()
     latest_size = parse_checkpoint(split_note(latest)[0]).size
@@ -189,7 +184,8 @@ async def prove_read(
                     f"memory the read saw (entry {record.seq}) was forgotten since (at seq "
                     f"{by}): its text is erased everywhere, so the read cannot be re-derived"
                 )
-        prefix.append(_entry(record, disclose=True, proof=()))
+        # A forget's payload (who and why) is not the read's to re-derive: its body is.
+        prefix.append(_entry(record, disclose=entry.kind in REDERIVED_KINDS, proof=()))
     # Every audit path in one read of the stored tree hashes, not one round trip each.
     paths = await _paths(ledger, sorted(reach), size)
     prefix = [

@@ -18,7 +18,8 @@ one is at fault. The steps, in order, as the code numbers them:
 4. ``consistency``: the tree at the observed size is a prefix of the later
    checkpoint's tree.
 5. ``payload hash``: every payload given matches its salted hash; every entry
-   in reach has its payload, unless a signed entry of the prefix erased it;
+   in reach has its payload, unless a signed entry of the prefix erased it
+   (a ``memory_forgotten`` entry needs none: its effect is its signed body);
    the call's result matches its signed result hash.
 6. ``read``: the call is a read of this run and step that observed exactly
    the prefix; a temporary log is rebuilt from the entries (in-reach entries
@@ -62,6 +63,7 @@ from memseal.tools.catalog import READ_TOOLS
 from ._read_proof_compare import Matched, compare
 from ._read_proof_format import (
     FORMAT,
+    REDERIVED_KINDS,
     ProofEntry,
     ReadProof,
     ReadProofError,
@@ -417,7 +419,7 @@ def _check_payloads(proof: ReadProof, walked: _Walked, reach: set[int]) -> None:
                         item.seq,
                         f"prefix[{index}].proof",
                     )
-                if absent and item.seq not in erased:
+                if absent and item.seq not in erased and entry.kind in REDERIVED_KINDS:
                     raise fail(
                         "the entry is in the read's reach but its payload is missing, and no "
                         "signed entry before the read erased it",

@@ -133,13 +133,13 @@ async def export_run(
         embedders=await memory.engine.embedders(),
         with_read_proofs=with_read_proofs,
     )
-    if who.role != "agent":
-        await _check_payloads(memory, who, run_id, [e.seq for e in bundle.entries if e.payload])
+    # Every payload the bundle carries, its entries' and its reads section's, for every role:
+    # the ledger routes would show each to this caller (an agent's run may read a reach
+    # wider than its token's, and a bundle must never carry an admin's words to an agent).
+    carried = [e.seq for e in bundle.entries if e.payload is not None]
     if bundle.reads is not None:
-        # The texts of the run's reach before its reads: the same check as a read proof's
-        # prefix, for every role (an agent's run may read a reach wider than its token's).
-        carried = [e.seq for e in bundle.reads.prefix if e.payload is not None]
-        await _check_payloads(memory, who, run_id, carried)
+        carried += [e.seq for e in bundle.reads.prefix if e.payload is not None]
+    await _check_payloads(memory, who, run_id, carried)
     return Response(
         encode_bundle(bundle),
         media_type="application/json",

@@ -97,8 +97,14 @@ async def test_a_forget_in_reach_before_the_read_exports_for_the_agent(tmp_path:
             r = agent.post("/v1/runs/web/tools/memory_list", json={})
             assert r.status_code == 200, r.text
             full = agent.get("/v1/runs/web/export", params={"with_read_proofs": "true"})
+            # The read proof from the folder carries the forget alike (it was a 403 too).
+            served = agent.get("/v1/runs/web/steps/0/read-proof")
         vkey = server.app.state.service.memory.trust_root
     assert full.status_code == 200, full.text
+    assert served.status_code == 200, served.text
+    folder_proof = decode_read_proof(served.content)
+    assert all(REASON.encode() not in (e.payload or b"") for e in folder_proof.prefix)
+    assert (await verify_read(served.content, vkey)).how == "byte for byte"
     reads = decode_bundle(full.content).reads
     assert reads is not None
     verified = verify_bundle(full.content, vkey)

@@ -31,6 +31,7 @@ from ._bundle_format import (
     Manifest,
     ReadsStated,
     body_of,
+    cut,
     items_of,
     manifest_text,
 )
@@ -106,7 +107,7 @@ async def _export(
         # A forget travels as its signed bytes: what it erased is in its body and header, and
         # its payload (who forgot and why) is an admin's, never the run's to carry.
         payload = None if entry.kind == FORGOTTEN else record.payload
-        if record.payload is None and entry.payload_hash is not None:
+        if cut(record.payload, record.salt, entry):
             await _check_eraser(ledger, seq, size)
         proof = await ledger.inclusion_proof(seq, size)
         entries.append(
@@ -213,7 +214,7 @@ async def _close_erasers(ledger: Ledger, seqs: set[int], size: int) -> None:
     while pending:
         seq = pending.pop()
         record = await ledger.read(seq)
-        if record.payload is None and record.entry().payload_hash is not None:
+        if cut(record.payload, record.salt, record.entry()):
             by = await _check_eraser(ledger, seq, size)
             if by is not None and by not in seqs:
                 seqs.add(by)

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgspec
 
-from memseal.ledger.entry import Entry
+from memseal.ledger.entry import RESIDUE_SALT, Entry
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.note import split_note
 
@@ -36,6 +36,7 @@ __all__ = [
     "ReadCheckpoint",
     "ReadsStated",
     "body_of",
+    "cut",
     "decode_bundle",
     "encode_bundle",
     "fail",
@@ -296,3 +297,9 @@ class ExportRaced(Conflict):
             "exported; export it again"
         )
         self.seq, self.by = seq, by
+
+
+def cut(payload: bytes | None, salt: bytes | None, entry: Entry) -> bool:
+    """Whether ``entry`` commits to a payload that is stored absent or cut to a residue:
+    either way a signed entry's ``redacts`` owes the reader an account of it."""
+    return entry.payload_hash is not None and (payload is None or salt == RESIDUE_SALT)

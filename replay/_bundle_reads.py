@@ -49,6 +49,7 @@ from ._bundle_format import (
     PrefixEntry,
     ReadCheckpoint,
     ReadsStated,
+    cut,
     fail,
 )
 from ._read_proof_format import (
@@ -95,7 +96,7 @@ async def collect_reads(
     # reach travels as its signed bytes alone (its payload is an admin's actor and reason).
     carried = {e.seq for e in entries if e.seq in reach and e.kind in REDERIVED_KINDS}
     for record, entry in zip(records, entries, strict=True):
-        if record.seq in carried and record.payload is None and entry.payload_hash is not None:
+        if record.seq in carried and cut(record.payload, record.salt, entry):
             by = await ledger.store.redacted_by(record.seq)
             if by is not None and by >= size:
                 raise ExportRaced(record.seq, by)  # erased after the checkpoint was cut
@@ -240,9 +241,10 @@ def check_reads(
             if item.payload is not None:
                 raise fail("a payload outside the run's reach", "completeness", item.seq)
         elif (
-            item.payload is None
+            # A residue counts as a cut: one the bundle's maker made with no signed forget
+            # behind it would otherwise pass, its dropped texts unaccounted for.
+            cut(item.payload, item.salt, prefix[item.seq])
             and prefix[item.seq].kind in REDERIVED_KINDS  # a forget's effect is its body
-            and prefix[item.seq].payload_hash is not None
             and item.seq not in redacted
         ):
             raise fail(

@@ -215,6 +215,25 @@ async def test_a_payload_dropped_from_the_reach_fails(tmp_path: Path) -> None:
     assert failed.value.step == "redaction" and failed.value.seq == shown.seq
 
 
+async def test_a_payload_cut_to_an_empty_residue_in_the_reach_fails(tmp_path: Path) -> None:
+    # A residue (the form a forget leaves) in place of the text, with no signed forget
+    # behind it: its texts are gone as surely as a dropped payload's.
+    data, vkey = await _uncited(tmp_path / "d")
+    shown = next(e for e in _reads(data).prefix if e.payload is not None)
+    residue = _edit_prefix(
+        data,
+        lambda prefix: [
+            msgspec.structs.replace(e, payload=b'{"texts":{}}', salt=b"")
+            if e.seq == shown.seq
+            else e
+            for e in prefix
+        ],
+    )
+    with pytest.raises(VerificationError) as failed:
+        verify_bundle(residue, vkey)
+    assert failed.value.step == "redaction" and failed.value.seq == shown.seq
+
+
 def test_the_cli_proves_a_read_from_a_bundle(recorded: Any, tmp_path: Path) -> None:
     exported = cli(
         "export",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from test_service_support import ServerThread
 
 import memseal
@@ -145,3 +146,43 @@ async def test_an_export_a_forget_races_starts_again_and_verifies(tmp_path: Path
     assert len(sizes) == 2 and sizes[1] > sizes[0]  # started again, against a new checkpoint
     assert any(e.kind == "memory_forgotten" for e in verified.entries.values())
     assert not _reason_in(data)
+
+
+@pytest.mark.parametrize("with_read_proofs", [False, True])
+def test_a_forget_after_the_export_read_a_text_makes_the_route_export_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_read_proofs: bool
+) -> None:
+    # The other order: the export read the text, then a forget committed before the route
+    # answered. The bundle would be consistent with its checkpoint, but privacy wins: the
+    # route sees the stored payload changed and makes the bundle again.
+    import memseal.replay.bundle as bundles
+
+    secret = "the intern's home address is 12 Elm Row"
+    with ServerThread(tmp_path / "svc") as server:
+        memory = server.app.state.service.memory
+        real = bundles.export_bundle
+        made: list[int] = []
+        gone: list[str] = []
+
+        async def export_then_forget(*args: Any, **kwargs: Any) -> Any:
+            bundle = await real(*args, **kwargs)
+            made.append(len(bundle.entries))
+            if len(made) == 1:
+                await memory.engine.forget(ids=gone, actor="admin", reason=REASON)
+            return bundle
+
+        with server.client(server.token("agent", PLACE)) as agent:
+            gone.append(_store(agent, "/v1/runs/web/tools/memory_store", secret))
+            r = agent.post("/v1/runs/web/tools/memory_list", json={})
+            assert r.status_code == 200 and secret in r.text, r.text
+            monkeypatch.setattr(bundles, "export_bundle", export_then_forget)
+            params = {"with_read_proofs": "true"} if with_read_proofs else {}
+            got = agent.get("/v1/runs/web/export", params=params)
+        assert got.status_code == 200, got.text
+        assert len(made) == 2 and made[1] > made[0]  # again, now with the forget
+        bundle = decode_bundle(got.content)
+        payloads = [e.payload for e in bundle.entries]
+        if bundle.reads is not None:
+            payloads += [e.payload for e in bundle.reads.prefix]
+        assert all(secret.encode() not in p for p in (got.content, *payloads) if p is not None)
+        verify_bundle(got.content, memory.trust_root)

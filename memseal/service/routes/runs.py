@@ -12,6 +12,7 @@ tenant's words to an auditor.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Annotated, Literal
 from urllib.parse import quote
 
@@ -20,7 +21,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from memseal.ledger.errors import NotFound, VerificationError
+from memseal.ledger.errors import Conflict, NotFound, VerificationError
 from memseal.memory import Memory
 from memseal.replay.read_proof import decode_read_proof, verify_read
 
@@ -126,20 +127,25 @@ async def export_run(
         # Told as an agent placed elsewhere is: the run's id is not learnt from the answer.
         raise NotFound(f"no run {run_id!r} in your reach")
     keys = await memory.key_history()
-    bundle = await export_bundle(
-        memory.ledger,
-        keys,
-        run_id,
-        embedders=await memory.engine.embedders(),
-        with_read_proofs=with_read_proofs,
-    )
-    # Every payload the bundle carries, its entries' and its reads section's, for every role:
-    # the ledger routes would show each to this caller (an agent's run may read a reach
-    # wider than its token's, and a bundle must never carry an admin's words to an agent).
-    carried = [e.seq for e in bundle.entries if e.payload is not None]
-    if bundle.reads is not None:
-        carried += [e.seq for e in bundle.reads.prefix if e.payload is not None]
-    await _check_payloads(memory, who, run_id, carried)
+    for _ in range(_TRIES):
+        bundle = await export_bundle(
+            memory.ledger,
+            keys,
+            run_id,
+            embedders=await memory.engine.embedders(),
+            with_read_proofs=with_read_proofs,
+        )
+        # Every payload the bundle carries, its entries' and its reads section's, for every
+        # role: the ledger routes would show each to this caller (an agent's run may read a
+        # reach wider than its token's, and a bundle must never carry an admin's words to an
+        # agent).
+        carried = {e.seq: e.payload for e in bundle.entries if e.payload is not None}
+        if bundle.reads is not None:
+            carried |= {e.seq: e.payload for e in bundle.reads.prefix if e.payload is not None}
+        if await _check_payloads(memory, who, run_id, carried):
+            break
+    else:
+        raise _raced(run_id, "bundle")
     return Response(
         encode_bundle(bundle),
         media_type="application/json",
@@ -168,12 +174,16 @@ async def read_proof(
     """
     if not await service.runs.check_owner(run_id, who.scope):
         raise NotFound(f"no run {run_id!r} in this scope")
-    data = await memory.prove_read(run_id, step, disclose=disclose)
-    # `disclose=all` carries every memory text before the read, other tenants' too: the
-    # proof holds no payload the ledger routes would withhold from this token.
-    proof = decode_read_proof(data)
-    carried = [e.seq for e in (*proof.prefix, *proof.later) if e.payload is not None]
-    await _check_payloads(memory, who, run_id, carried, what="read proof")
+    for _ in range(_TRIES):
+        data = await memory.prove_read(run_id, step, disclose=disclose)
+        # `disclose=all` carries every memory text before the read, other tenants' too: the
+        # proof holds no payload the ledger routes would withhold from this token.
+        proof = decode_read_proof(data)
+        carried = {e.seq: e.payload for e in (*proof.prefix, *proof.later) if e.payload}
+        if await _check_payloads(memory, who, run_id, carried, what="read proof"):
+            break
+    else:
+        raise _raced(run_id, "read proof")
     try:
         # Checked as an auditor will (the same verifier, against the first key) before it is
         # served: a store whose rows no longer match their signed hashes, or a read whose
@@ -227,15 +237,38 @@ async def close_run(who: Agent, run_id: RunId, service: ServiceDep) -> Response:
     return json_response({"run_id": run_id, "closed": closed})
 
 
+#: Exports a forget may race before the caller is told to ask again.
+_TRIES = 2
+
+
+def _raced(run_id: str, what: str) -> Conflict:
+    return Conflict(
+        f"run {run_id!r}: a forget erased a text the {what} was to carry while it was made; "
+        "ask again"
+    )
+
+
 async def _check_payloads(
-    memory: Memory, who: Principal, run_id: str, seqs: list[int], what: str = "bundle"
-) -> None:
+    memory: Memory,
+    who: Principal,
+    run_id: str,
+    carried: Mapping[int, bytes | None],
+    what: str = "bundle",
+) -> bool:
     """Refuse a bundle holding a payload the ledger routes would withhold from ``who``
-    (a result citing an item of a place beyond its reach, such an item's own entries)."""
+    (a result citing an item of a place beyond its reach, such an item's own entries).
+
+    False when a carried payload is no longer the stored one: a forget erased it after
+    the bundle read it, and privacy wins, so the bundle is made again (the bundle's own
+    race check sees only erasures that came first)."""
     store = memory.ledger.store
     view = EntryView(store, who.scope.reach)
+    seqs = list(carried)
     for start in range(0, len(seqs), 200):
-        shown = await view.render([await store.read(s) for s in seqs[start : start + 200]])
+        records = [await store.read(s) for s in seqs[start : start + 200]]
+        if any(r.payload != carried[r.seq] for r in records):
+            return False
+        shown = await view.render(records)
         withheld = [e["seq"] for e in shown if e.get("payload_withheld")]
         if withheld:
             raise ApiError(
@@ -249,6 +282,7 @@ async def _check_payloads(
                     else "ask for disclose=reach, or prove it with the operator's CLI"
                 ),
             )
+    return True
 
 
 def attachment(run_id: str) -> str:

@@ -167,6 +167,17 @@ def _dollar_tag(query: str, i: int) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _sends_ahead(query: str) -> bool:
+    """Whether a statement returns no rows, so the pipeline need not wait for it."""
+    words = query.lstrip().split(None, 1)
+    return (
+        bool(words)
+        and words[0].upper() in ("INSERT", "UPDATE", "DELETE")
+        and "RETURNING" not in query.upper()
+    )
+
+
 def _lock_key(schema: str) -> int:
     """The advisory-lock key of one ledger: a signed 64-bit hash of its schema's name."""
     digest = hashlib.blake2b(f"memseal/ledger-writer/{schema}".encode(), digest_size=8).digest()
@@ -231,10 +242,30 @@ class PostgresTxn(LogTxn[Conn]):
                 (earlier, RESIDUE_SALT, residue, earlier, list(mentions)),
             )
 
+    #: The group's pipeline while :meth:`PostgresLogStore._commit` runs it (see
+    #: :meth:`execute`); None runs every statement at once.
+    pipeline: psycopg.Pipeline | None = None
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """The rows of one statement inside the transaction (``?`` placeholders become ``%s``)."""
+        """The rows of one statement inside the transaction (``?`` placeholders become ``%s``).
+
+        In the group's pipeline a statement that returns no rows (an INSERT,
+        UPDATE or DELETE without RETURNING) is sent without waiting for its
+        answer: a round trip each was most of a recorded call's time. Its
+        error, if any, is raised by the next statement that waits, at the
+        latest when its savepoint's unit ends (:meth:`LogTxn._settle`), so it
+        rolls back the same unit as before.
+        """
         cur = self.conn.execute(translate_placeholders(sql), list(params))
+        if self.pipeline is not None:
+            if _sends_ahead(sql):
+                return []
+            self.pipeline.sync()  # this statement's rows, and any earlier error
         return cur.fetchall() if cur.description is not None else []
+
+    def _settle(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.sync()
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
         """Stored Merkle hashes by index, as of this transaction; StorageError if one is missing."""
@@ -456,7 +487,14 @@ class PostgresLogStore(
         conn = self._begin()
         try:
             txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
-            self._run_group(txn, batch)
+            # The group's statements in one pipeline: those returning no rows are sent
+            # ahead, and one round trip answers all of them (PostgresTxn.execute).
+            with conn.pipeline() as pipeline:
+                txn.pipeline = pipeline
+                try:
+                    self._run_group(txn, batch)
+                finally:
+                    txn.pipeline = None
         except BaseException:
             self._abandon(conn)
             raise

@@ -22,7 +22,7 @@ import blake3
 import msgspec
 
 from ._dates import extract_refs
-from ._dialect import EngineSql
+from ._dialect import EngineSql, FtsWords
 from ._schema import HASHED
 from .events import (
     Keyring,
@@ -137,6 +137,9 @@ class Derived(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     facets: tuple[tuple[str, str], ...]
     refs: tuple[str, ...]
+    #: The dialect's index words (:attr:`EngineSql.fts_words`), when the store path
+    #: computed them before the writer; None makes the writer compute them.
+    words: FtsWords | None = None
 
 
 def derive(event: MemoryStored, payload: StoredPayload, keyring: Keyring) -> Derived:
@@ -257,7 +260,7 @@ class Projection:
             d.content,
         )
         self._insert("engine_items", row)
-        self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags)
+        self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags, d.words)
         self._insert_many("engine_facets", [(seq, facet, value) for facet, value in d.facets])
         self._insert_many("engine_dates", [(seq, ref) for ref in d.refs])
         return True

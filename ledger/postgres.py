@@ -21,7 +21,11 @@ gapless, the chain and the tree never fork.
 
 Group commit and savepoints as in SQLite (:mod:`._writer`, :mod:`._txn`):
 commands submitted together run in one transaction, each inside ``SAVEPOINT
-command``; one that raises is rolled back alone. Durability: the writer sets
+command``; one that raises is rolled back alone. The group runs in one
+psycopg pipeline: a statement returning no rows is sent without waiting for
+its answer, and each savepoint's unit waits for all of them at its end
+(:meth:`PostgresTxn.execute`), so a failing INSERT still fails its own
+unit. Durability: the writer sets
 ``synchronous_commit = on`` for its session (PostgreSQL's default, enforced
 here against a weaker database or role default), so COMMIT returns after the
 WAL is flushed, and :meth:`PostgresLogStore.run` resolves after the COMMIT.

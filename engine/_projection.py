@@ -22,7 +22,7 @@ import blake3
 import msgspec
 
 from ._dates import extract_refs
-from ._dialect import EngineSql
+from ._dialect import EngineSql, FtsWords
 from ._schema import HASHED
 from .events import (
     Keyring,
@@ -137,6 +137,9 @@ class Derived(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     facets: tuple[tuple[str, str], ...]
     refs: tuple[str, ...]
+    #: The dialect's index words (:attr:`EngineSql.fts_words`), when the store path
+    #: computed them before the writer; None makes the writer compute them.
+    words: FtsWords | None = None
 
 
 def derive(event: MemoryStored, payload: StoredPayload, keyring: Keyring) -> Derived:
@@ -157,15 +160,37 @@ def derive(event: MemoryStored, payload: StoredPayload, keyring: Keyring) -> Der
 class Projection:
     """The projection as seen from one writer command: apply events, then :meth:`save`."""
 
-    def __init__(self, execute: Execute, keyring: Keyring, sql: EngineSql) -> None:
+    #: The saved position and state sum, for a caller reading them in a statement of
+    #: its own (:meth:`__init__`'s ``saved``): on PostgreSQL each statement waits a
+    #: round trip. One row, NULL for a value not saved yet.
+    SAVED: Final = (
+        "(SELECT value FROM engine_meta WHERE key = 'position'), "
+        "(SELECT value FROM engine_meta WHERE key = 'state_sum')"
+    )
+
+    def __init__(
+        self,
+        execute: Execute,
+        keyring: Keyring,
+        sql: EngineSql,
+        saved: tuple[str | None, str | None] | None = None,
+    ) -> None:
+        """The projection as this transaction sees it; ``saved`` is the row of
+        :attr:`SAVED` when the caller read it just now, in this transaction."""
         self._x = execute
         self._keyring = keyring
         self._sql = sql
-        found: dict[str, str] = dict(
-            execute("SELECT key, value FROM engine_meta WHERE key IN ('position', 'state_sum')", ())
-        )
-        self.position: int = int(found.get("position", "-1"))
-        self.total: int = int(found.get("state_sum", "0"), 16)
+        if saved is None:
+            found: dict[str, str] = dict(
+                execute(
+                    "SELECT key, value FROM engine_meta WHERE key IN ('position', 'state_sum')",
+                    (),
+                )
+            )
+            saved = (found.get("position"), found.get("state_sum"))
+        position, total = saved
+        self.position: int = int("-1" if position is None else position)
+        self.total: int = int("0" if total is None else total, 16)
         #: Items a forget removed, and the content hashes whose cached vectors went with
         #: them (for in-memory copies).
         self.removed_seqs: list[int] = []
@@ -257,7 +282,7 @@ class Projection:
             d.content,
         )
         self._insert("engine_items", row)
-        self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags)
+        self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags, d.words)
         self._insert_many("engine_facets", [(seq, facet, value) for facet, value in d.facets])
         self._insert_many("engine_dates", [(seq, ref) for ref in d.refs])
         return True

@@ -25,7 +25,7 @@ import msgspec
 from memseal.ledger.entry import decode_entry
 from memseal.ledger.store import Execute, Snapshots, WriteTxn
 
-from ._dialect import SQLITE, EngineSql, for_dialect
+from ._dialect import SQLITE, EngineSql, FtsWords, for_dialect
 from ._fts_check import fts_difference
 from ._projection import Projection, row_digest, state_hash
 from ._schema import DDL, HASHED, PROJECTION_TABLES, PROJECTION_VERSION
@@ -52,13 +52,19 @@ def _no_fts(execute: Execute, seq: int, text: str, title: str | None, tags: str)
     pass
 
 
+def _no_fts_add(
+    execute: Execute, seq: int, text: str, title: str | None, tags: str, words: FtsWords | None
+) -> None:
+    pass
+
+
 # The scratch store keeps only what the state hash covers and what applying events looks
 # up (items by id and by content, verdicts by item): no FTS index (it is not hashed, and
 # filling it was half the time), no indexes that only queries use.
 _SCRATCH_SQL: Final = EngineSql(
     "sqlite",
     item_select=SQLITE.item_select,
-    fts_add=_no_fts,
+    fts_add=_no_fts_add,
     fts_remove=_no_fts,
     fts_clear="SELECT 1",
 )

@@ -67,11 +67,16 @@ def store_command(
 
     def command(txn: WriteTxn) -> Stored:
         item = prepared.event.item
-        found = txn.execute("SELECT seq FROM engine_items WHERE id = ?", (item,))
-        if found:  # the same live memory: a replay, nothing appended
-            return Stored(id=item, replayed=True, seq=found[0][0])
+        # The dedupe and the projection's saved state in one statement (one round trip).
+        ((found, position, total),) = txn.execute(
+            f"SELECT (SELECT seq FROM engine_items WHERE id = ?), {Projection.SAVED}", (item,)
+        )
+        if found is not None:  # the same live memory: a replay, nothing appended
+            return Stored(id=item, replayed=True, seq=found)
         appended = txn.append(prepared.draft)
-        projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
+        projection = Projection(
+            txn.execute, keyring, for_dialect(txn.dialect), saved=(position, total)
+        )
         projection.stored(
             appended.seq,
             appended.at,

@@ -296,6 +296,13 @@ class Engine:
 
     def _store_command(self, prepared: Prepared) -> Callable[[WriteTxn], Stored]:
         pg = None if self._vectors is None else self._vectors.pg
+        words = self._sql.fts_words
+        if words is not None:
+            # Here, not in the writer: the one writer thread is the store's bottleneck.
+            d = prepared.derived
+            index = words(d.text, prepared.payload.title, d.tags)
+            derived = msgspec.structs.replace(d, words=index)
+            prepared = msgspec.structs.replace(prepared, derived=derived)
         return store_command(prepared, self._keyring, self.embedder_id, pg)
 
     async def promote(

@@ -87,6 +87,20 @@ class LogTxn(ABC, Generic[ConnT]):
         """Run one parameterless statement (savepoints) on the transaction's connection."""
         self.conn.execute(statement)
 
+    def _settle(self) -> None:
+        """Wait for every statement sent so far; raise the first one's error, if any.
+
+        An adapter that sends statements ahead without waiting (PostgreSQL's
+        pipeline) settles at the end of each savepoint's unit, so an error is
+        raised inside the unit that caused it and rolls back only that unit.
+        SQLite runs each statement at once: nothing is ever pending.
+        """
+
+    def _settle_quietly(self) -> None:
+        """:meth:`_settle`, its error dropped: the unit is rolled back anyway."""
+        with contextlib.suppress(Exception):
+            self._settle()
+
     @abstractmethod
     def _write_entry(
         self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
@@ -221,9 +235,12 @@ class LogTxn(ABC, Generic[ConnT]):
         self._sql(self._SAVEPOINT.format(name))
         try:
             yield
+            self._settle()
         except BaseException:
+            self._settle_quietly()
             self._sql(self._ROLLBACK_TO.format(name))
             self._sql(self._RELEASE.format(name))
+            self._settle()  # a rollback that fails fails the command, not a later unit
             self.reset(mark)
             raise
         else:
@@ -243,9 +260,12 @@ class LogTxn(ABC, Generic[ConnT]):
         mark = self.mark()
         try:
             value = command(self)
+            self._settle()
         except BaseException as exc:
+            self._settle_quietly()
             self._sql(self._ROLLBACK_TO.format("command"))
             self._sql(self._RELEASE.format("command"))
+            self._settle()
             self.reset(mark)
             return (False, translate(exc))
         self._sql(self._RELEASE.format("command"))

@@ -247,7 +247,7 @@ class LiveCalls(RunLease):
         parallel store beside a list, say) is in one and not the other. Each snapshot
         query reports its own size; a read whose queries straddled a commit runs again.
         A read that reported no size (it ran no snapshot query) runs again between two
-        head reads, and so does every later call of that tool in this run.
+        head reads, and every later call of that tool in this run is bracketed at once.
         """
         write = sent.name in WRITE_TOOLS
         # A head read before a read only for the tools known to report no size: the
@@ -276,7 +276,10 @@ class LiveCalls(RunLease):
             elif before is not None:
                 seen = {before, (await self._store.head()).size}
             else:
-                self._unsized.add(sent.name)
+                # No size: run it again between two head reads. Only a read that answered
+                # marks its tool (an argument the tool refused says nothing of its reads).
+                if prepared is not None:
+                    self._unsized.add(sent.name)
                 bracket = True
                 continue
             if len(seen) == 1:

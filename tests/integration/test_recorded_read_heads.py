@@ -114,3 +114,19 @@ async def test_a_read_reporting_no_size_is_bracketed_and_runs_again_past_a_commi
         assert sizes[0] == landed[0]  # the size after the store, which the answer shows
         assert {hit["text"] for hit in first["hits"]} == set(TEXTS[:2])
         assert sizes[1] == sizes[0] + 1 and second == first
+
+
+async def test_a_refused_read_leaves_its_tool_reading_no_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _open(tmp_path / "d") as memory:
+        await memory.call("memory_store", {"learning": {"text": TEXTS[0]}}, scope=SCOPE)
+        async with memory.run("e", SCOPE, mode="record") as run:
+            with pytest.raises(memseal.InvalidRequest, match="mode"):
+                await run.call("memory_fetch", {"query": "deploy", "mode": "psychic"})
+            heads = _count_heads(monkeypatch)
+            fetched = await run.call("memory_fetch", QUERY)
+        monkeypatch.undo()
+        assert heads == []  # the refusal said nothing of the tool's reads
+        assert [hit["text"] for hit in fetched["hits"]] == [TEXTS[0]]
+        assert len(await _sizes(memory, "e")) == 2  # the refusal is recorded too

@@ -170,6 +170,7 @@ class LiveCalls(RunLease):
     _secret: bytes
     _reissued: set[int]
     _here: set[int]
+    _unsized: set[str]
     _stale: set[int]
 
     async def _memo(self, step: int) -> MemoRow | None:
@@ -245,11 +246,16 @@ class LiveCalls(RunLease):
         another answer: a concurrent write committing between a size and the query (a
         parallel store beside a list, say) is in one and not the other. Each snapshot
         query reports its own size; a read whose queries straddled a commit runs again.
+        A read that reported no size (it ran no snapshot query) runs again between two
+        head reads, and every later call of that tool in this run is bracketed at once.
         """
+        write = sent.name in WRITE_TOOLS
+        # A head read before a read only for the tools known to report no size: the
+        # snapshots' own sizes make it moot, and it was an aiosqlite round trip (two
+        # thread hops) on every recorded fetch (issue 17).
+        bracket = sent.name in self._unsized
         for _attempt in range(_READ_ATTEMPTS):
-            # A write records the size its transaction starts at, so it reads no head
-            # here (a round trip per store); a refused write reads one after.
-            before = None if sent.name in WRITE_TOOLS else (await self._store.head()).size
+            before = (await self._store.head()).size if bracket else None
             error: MemsealError | None = sent.invalid
             prepared: Prepared | None = None
             with observing_sizes() as sizes:
@@ -260,9 +266,22 @@ class LiveCalls(RunLease):
                         error = exc
             if prepared is not None and prepared.command is not None:
                 return 0, prepared, error  # a write: the writer records its own size
-            if before is None:
-                before = (await self._store.head()).size
-            seen = set(sizes) if sizes else {before, (await self._store.head()).size}
+            if sizes:
+                seen = set(sizes)
+            elif write or sent.invalid is not None:
+                # A refused write, or a call refused before its tool ran: it read nothing,
+                # so the size it names is the head's now (a write records its size in its
+                # transaction, so none was read before it).
+                seen = {(await self._store.head()).size}
+            elif before is not None:
+                seen = {before, (await self._store.head()).size}
+            else:
+                # No size: run it again between two head reads. Only a read that answered
+                # marks its tool (an argument the tool refused says nothing of its reads).
+                if prepared is not None:
+                    self._unsized.add(sent.name)
+                bracket = True
+                continue
             if len(seen) == 1:
                 return seen.pop(), prepared, error
         raise Conflict(

@@ -74,6 +74,10 @@ STRUCTURAL_KEYS = frozenset(
 _TEXT_ID_OBJECTS = frozenset({"source"})
 
 _encoder = msgspec.json.Encoder(order="deterministic")
+# Exactly these types are kept as they are by the walk below (issue 17: a fetch's scores
+# and seqs were a recursive call and three failed type checks each). bool is listed
+# apart: it is not matched by an exact ``int`` check.
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 class Split(msgspec.Struct, frozen=True, kw_only=True):
@@ -127,13 +131,18 @@ def split(result: Any, seed: bytes | None = None) -> Split:
         # Results are plain JSON here (decoded or normalised): exact type checks first,
         # the abstract ones only for anything else (a Mapping ABC check costs more).
         kind = type(value)
+        if kind in _SCALARS:
+            return value
         if kind is str or isinstance(value, str):
             return value if structural else text(value)
         if kind is dict or isinstance(value, Mapping):
             out = {}
             for key, member in value.items():
-                if type(member) is str:  # the common case, without a call
+                kind = type(member)
+                if kind is str:  # the common case, without a call
                     out[key] = member if key in STRUCTURAL_KEYS else text(member)
+                elif kind in _SCALARS:  # scores, seqs, flags: kept as they are, no call
+                    out[key] = member
                 elif key in _TEXT_ID_OBJECTS and isinstance(member, Mapping):
                     # A source's id names a message, a person, a file in the host's world:
                     # it is text, erasable with the item whose meta it is (its owner, see

@@ -191,6 +191,9 @@ class Run(LiveCalls):
         self._unstarted: dict[int, Coroutine[Any, Any, Any]] = {}
         # Steps this Run object recorded live: called again, they return their memo.
         self._here: set[int] = set()
+        # Read tools that ran no snapshot query here: their reads are bracketed by head
+        # reads from then on (see LiveCalls._prepare).
+        self._unsized: set[str] = set()
         self._start_lock = asyncio.Lock()
         self._started = False
         self._closed = False

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -59,6 +58,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
+from ._pg_sql import sends_ahead, translate_placeholders
 from ._reads import RecordReads
 from ._setup import (
     SCHEMA_VERSION,
@@ -116,70 +116,6 @@ CREATE TABLE IF NOT EXISTS checkpoints (
 
 PostgresAppendHook = Callable[["PostgresTxn", int, bytes], None]
 """Called inside the transaction after each append with (txn, seq, leaf hash)."""
-
-
-@functools.lru_cache(maxsize=1024)
-def translate_placeholders(query: str) -> str:
-    """``?`` placeholders to psycopg's ``%s`` (see the module docstring for the rules)."""
-    out: list[str] = []
-    i, n = 0, len(query)
-    while i < n:
-        c = query[i]
-        if c in "'\"":  # a string or a quoted identifier ('' and "" escape themselves)
-            end = query.find(c, i + 1)
-            while end != -1 and end + 1 < n and query[end + 1] == c:
-                end = query.find(c, end + 2)
-            end = n if end == -1 else end + 1
-            out.append(query[i:end].replace("%", "%%"))
-            i = end
-        elif c == "-" and query.startswith("--", i):
-            end = query.find("\n", i)
-            end = n if end == -1 else end
-            out.append(query[i:end].replace("%", "%%"))
-            i = end
-        elif c == "/" and query.startswith("/*", i):
-            end = query.find("*/", i + 2)
-            end = n if end == -1 else end + 2
-            out.append(query[i:end].replace("%", "%%"))
-            i = end
-        elif c == "$" and (tag := _dollar_tag(query, i)) is not None:
-            end = query.find(tag, i + len(tag))
-            end = n if end == -1 else end + len(tag)
-            out.append(query[i:end].replace("%", "%%"))
-            i = end
-        elif c == "?":
-            out.append("%s")
-            i += 1
-        elif c == "%":
-            out.append("%%")
-            i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _dollar_tag(query: str, i: int) -> str | None:
-    # $$ or $tag$ opens a dollar-quoted string; $1 (a positional parameter) does not.
-    if i > 0 and (query[i - 1].isalnum() or query[i - 1] == "_"):
-        return None
-    j = i + 1
-    while j < len(query) and (query[j].isalnum() or query[j] == "_"):
-        j += 1
-    if j < len(query) and query[j] == "$" and not query[i + 1 : j][:1].isdigit():
-        return query[i : j + 1]
-    return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _sends_ahead(query: str) -> bool:
-    """Whether a statement returns no rows, so the pipeline need not wait for it."""
-    words = query.lstrip().split(None, 1)
-    return (
-        bool(words)
-        and words[0].upper() in ("INSERT", "UPDATE", "DELETE")
-        and "RETURNING" not in query.upper()
-    )
 
 
 def _lock_key(schema: str) -> int:
@@ -260,7 +196,7 @@ class PostgresTxn(LogTxn[Conn]):
         latest when its savepoint's unit ends (:meth:`LogTxn._settle`), so it
         rolls back the same unit as before.
         """
-        if self.pipeline is not None and _sends_ahead(sql):
+        if self.pipeline is not None and sends_ahead(sql):
             self._send(translate_placeholders(sql), list(params))
             return []
         cur = self.conn.execute(translate_placeholders(sql), list(params))

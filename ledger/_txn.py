@@ -96,10 +96,17 @@ class LogTxn(ABC, Generic[ConnT]):
         SQLite runs each statement at once: nothing is ever pending.
         """
 
-    def _settle_quietly(self) -> None:
-        """:meth:`_settle`, its error dropped: the unit is rolled back anyway."""
-        with contextlib.suppress(Exception):
+    def _settle_quietly(self) -> Exception | None:
+        """:meth:`_settle` for a unit being rolled back: its error returned, not raised.
+
+        A statement sent ahead ran before whatever raised in Python after it, so its
+        error, when there is one, is the unit's failure (as it was when every statement
+        waited for its answer)."""
+        try:
             self._settle()
+        except Exception as exc:
+            return exc
+        return None
 
     @abstractmethod
     def _write_entry(
@@ -232,16 +239,23 @@ class LogTxn(ABC, Generic[ConnT]):
         name = f"nested{self._depth}"
         self._depth += 1
         mark = self.mark()
+        # What was sent ahead before the unit settles outside it: an earlier statement's
+        # error fails the unit it belongs to, under its own name, not this one.
+        self._settle()
         self._sql(self._SAVEPOINT.format(name))
         try:
             yield
             self._settle()
-        except BaseException:
-            self._settle_quietly()
-            self._sql(self._ROLLBACK_TO.format(name))
-            self._sql(self._RELEASE.format(name))
-            self._settle()  # a rollback that fails fails the command, not a later unit
-            self.reset(mark)
+        except BaseException as exc:
+            try:
+                first = self._settle_quietly()
+                self._sql(self._ROLLBACK_TO.format(name))
+                self._sql(self._RELEASE.format(name))
+                self._settle()  # a rollback that fails fails the command, not a later unit
+            finally:
+                self.reset(mark)
+            if first is not None and first is not exc:
+                raise first from exc
             raise
         else:
             self._sql(self._RELEASE.format(name))
@@ -262,12 +276,14 @@ class LogTxn(ABC, Generic[ConnT]):
             value = command(self)
             self._settle()
         except BaseException as exc:
-            self._settle_quietly()
-            self._sql(self._ROLLBACK_TO.format("command"))
-            self._sql(self._RELEASE.format("command"))
-            self._settle()
-            self.reset(mark)
-            return (False, translate(exc))
+            try:
+                first = self._settle_quietly()
+                self._sql(self._ROLLBACK_TO.format("command"))
+                self._sql(self._RELEASE.format("command"))
+                self._settle()
+            finally:
+                self.reset(mark)
+            return (False, translate(exc if first is None else first))
         self._sql(self._RELEASE.format("command"))
         return (True, value)
 

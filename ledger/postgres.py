@@ -311,6 +311,11 @@ class PostgresLogStore(
         except psycopg.Error as exc:
             # The driver may quote the URL back, password and all.
             raise psycopg.OperationalError(hide_password(str(exc), self.dsn)) from None
+        # No server-side prepared statements: psycopg prepares a statement on its fifth
+        # run, and a prepare sent ahead into a transaction an earlier statement aborted is
+        # recorded as done although the server refused it, so every later run of that
+        # statement failed ("prepared statement does not exist") until a restart.
+        conn.prepare_threshold = None
         try:
             for statement in self._session():
                 conn.execute(statement)

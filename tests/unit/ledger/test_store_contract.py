@@ -7,6 +7,7 @@ adapter name; the PostgreSQL adapter joins the list when it exists.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -321,6 +322,37 @@ async def test_a_failing_insert_rolls_back_its_own_savepoint(store: SqliteLogSto
         (7, "first"),
         (8, "after"),
     ]
+
+
+async def test_a_command_that_swallows_a_database_error_harms_no_later_command(
+    store: SqliteLogStore,
+) -> None:
+    # On PostgreSQL the failed insert is sent ahead and its error surfaces later, where this
+    # command catches it and goes on writing into the aborted transaction. Its statements,
+    # run more often than the driver's prepare threshold, once left a prepared statement
+    # the server never made, and every later append failed until a restart.
+    await store.run(lambda txn: txn.execute("INSERT INTO side (seq, note) VALUES (7, 'first')"))
+
+    def swallowing(txn: WriteTxn) -> None:
+        txn.execute("INSERT INTO side (seq, note) VALUES (7, 'again')")
+        with contextlib.suppress(Exception):
+            with txn.savepoint():
+                txn.append(make_draft("note", {"nested": 1}))
+        txn.append(make_draft("note", {"after": 1}))
+
+    for round_ in range(8):
+        outcomes = await asyncio.gather(
+            store.run(lambda txn: txn.append(make_draft("note", {"r": round_})).seq),
+            store.run(swallowing),
+            store.run(lambda txn: txn.append(make_draft("note", {"r": round_}, {"t": "p"})).seq),
+            return_exceptions=True,
+        )
+        assert isinstance(outcomes[1], StorageError), outcomes
+        assert all(isinstance(o, int) for o in (outcomes[0], outcomes[2])), outcomes
+    assert [bytes(r.entry().body) async for r in store.scan()] == [
+        body for n in range(8) for body in (f'{{"r":{n}}}'.encode(),) * 2
+    ]
+    assert await store.rows("SELECT seq, note FROM side ORDER BY seq") == [(7, "first")]
 
 
 @pytest.mark.skipif(not POSTGRES, reason="needs MEMSEAL_TEST_POSTGRES")

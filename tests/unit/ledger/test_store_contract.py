@@ -335,16 +335,18 @@ async def test_a_command_that_swallows_a_database_error_harms_no_later_command(
 
     def swallowing(txn: WriteTxn) -> None:
         txn.execute("INSERT INTO side (seq, note) VALUES (7, 'again')")
-        with contextlib.suppress(Exception):
-            with txn.savepoint():
-                txn.append(make_draft("note", {"nested": 1}))
+        with contextlib.suppress(Exception), txn.savepoint():
+            txn.append(make_draft("note", {"nested": 1}))
         txn.append(make_draft("note", {"after": 1}))
+
+    def plain(n: int, payload: dict[str, str] | None = None) -> Any:
+        return lambda txn: txn.append(make_draft("note", {"r": n}, payload)).seq
 
     for round_ in range(8):
         outcomes = await asyncio.gather(
-            store.run(lambda txn: txn.append(make_draft("note", {"r": round_})).seq),
+            store.run(plain(round_)),
             store.run(swallowing),
-            store.run(lambda txn: txn.append(make_draft("note", {"r": round_}, {"t": "p"})).seq),
+            store.run(plain(round_, {"t": "p"})),
             return_exceptions=True,
         )
         assert isinstance(outcomes[1], StorageError), outcomes

@@ -351,7 +351,11 @@ class Memory:
     ) -> bytes:
         """The read proof (``memseal/read-proof@v1`` bytes) of step ``step`` of run
         ``run_id``: checked offline, with no data folder, by
-        :func:`memseal.replay.read_proof.verify_read` (docs/auditing.md)."""
+        :func:`memseal.replay.read_proof.verify_read` (docs/auditing.md).
+
+        The proof is not verified here (``memseal prove-read`` and the read-proof route
+        do verify before handing one out): an exact or hybrid read recorded on
+        PostgreSQL may not re-derive, since a proof is re-ranked on SQLite's BM25."""
         proof = await read_proof.prove_read(
             self.ledger,
             run_id,

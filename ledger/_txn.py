@@ -236,12 +236,12 @@ class LogTxn(ABC, Generic[ConnT]):
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         """A nested unit inside a command: rolled back alone (rows and log state) if it raises."""
-        name = f"nested{self._depth}"
-        self._depth += 1
-        mark = self.mark()
         # What was sent ahead before the unit settles outside it: an earlier statement's
         # error fails the unit it belongs to, under its own name, not this one.
         self._settle()
+        name = f"nested{self._depth}"
+        self._depth += 1
+        mark = self.mark()
         self._sql(self._SAVEPOINT.format(name))
         try:
             yield

@@ -96,17 +96,26 @@ class LogTxn(ABC, Generic[ConnT]):
         SQLite runs each statement at once: nothing is ever pending.
         """
 
-    def _settle_quietly(self) -> Exception | None:
-        """:meth:`_settle` for a unit being rolled back: its error returned, not raised.
+    def _roll_back(self, name: str, mark: Mark) -> Exception | None:
+        """Roll the unit of savepoint ``name`` back, rows and log state; the error of a
+        statement sent ahead inside it, if one failed.
 
-        A statement sent ahead ran before whatever raised in Python after it, so its
-        error, when there is one, is the unit's failure (as it was when every statement
-        waited for its answer)."""
+        That statement ran before whatever raised in Python after it, so its error is
+        the unit's failure (as it was when every statement waited for its answer). A
+        rollback that fails fails the command, not a later unit; the log state is reset
+        either way."""
+        first: Exception | None = None
         try:
+            try:
+                self._settle()
+            except Exception as exc:
+                first = exc
+            self._sql(self._ROLLBACK_TO.format(name))
+            self._sql(self._RELEASE.format(name))
             self._settle()
-        except Exception as exc:
-            return exc
-        return None
+        finally:
+            self.reset(mark)
+        return first
 
     @abstractmethod
     def _write_entry(
@@ -247,13 +256,7 @@ class LogTxn(ABC, Generic[ConnT]):
             yield
             self._settle()
         except BaseException as exc:
-            try:
-                first = self._settle_quietly()
-                self._sql(self._ROLLBACK_TO.format(name))
-                self._sql(self._RELEASE.format(name))
-                self._settle()  # a rollback that fails fails the command, not a later unit
-            finally:
-                self.reset(mark)
+            first = self._roll_back(name, mark)
             if first is not None and first is not exc:
                 raise first from exc
             raise
@@ -276,13 +279,7 @@ class LogTxn(ABC, Generic[ConnT]):
             value = command(self)
             self._settle()
         except BaseException as exc:
-            try:
-                first = self._settle_quietly()
-                self._sql(self._ROLLBACK_TO.format("command"))
-                self._sql(self._RELEASE.format("command"))
-                self._settle()
-            finally:
-                self.reset(mark)
+            first = self._roll_back("command", mark)
             return (False, translate(exc if first is None else first))
         self._sql(self._RELEASE.format("command"))
         return (True, value)

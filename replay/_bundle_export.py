@@ -32,6 +32,7 @@ from ._bundle_format import (
     ReadsStated,
     body_of,
     cut,
+    eraser_of,
     items_of,
     manifest_text,
 )
@@ -108,7 +109,7 @@ async def _export(
         # its payload (who forgot and why) is an admin's, never the run's to carry.
         payload = None if entry.kind == FORGOTTEN else record.payload
         if cut(record.payload, record.salt, entry):
-            await _check_eraser(ledger, seq, size)
+            await eraser_of(ledger, seq, size)
         proof = await ledger.inclusion_proof(seq, size)
         entries.append(
             BundleEntry(
@@ -215,16 +216,7 @@ async def _close_erasers(ledger: Ledger, seqs: set[int], size: int) -> None:
         seq = pending.pop()
         record = await ledger.read(seq)
         if cut(record.payload, record.salt, record.entry()):
-            by = await _check_eraser(ledger, seq, size)
+            by = await eraser_of(ledger, seq, size)
             if by is not None and by not in seqs:
                 seqs.add(by)
                 pending.append(by)
-
-
-async def _check_eraser(ledger: Ledger, seq: int, size: int) -> int | None:
-    """The seq of the forget that erased ``seq``'s payload; :class:`ExportRaced` when it
-    committed after the checkpoint of ``size`` entries was cut (no verifier could see it)."""
-    by = await ledger.store.redacted_by(seq)
-    if by is not None and by >= size:
-        raise ExportRaced(seq, by)
-    return by

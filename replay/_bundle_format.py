@@ -8,7 +8,7 @@ encoding and its strict decoder, and the manifest note's text.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -17,6 +17,9 @@ from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.note import split_note
 
 from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL
+
+if TYPE_CHECKING:
+    from memseal.ledger.log import Ledger
 
 __all__ = [
     "FORMAT",
@@ -39,6 +42,7 @@ __all__ = [
     "cut",
     "decode_bundle",
     "encode_bundle",
+    "eraser_of",
     "fail",
     "items_of",
     "manifest_of",
@@ -303,3 +307,12 @@ def cut(payload: bytes | None, salt: bytes | None, entry: Entry) -> bool:
     """Whether ``entry`` commits to a payload that is stored absent or cut to a residue:
     either way a signed entry's ``redacts`` owes the reader an account of it."""
     return entry.payload_hash is not None and (payload is None or salt == RESIDUE_SALT)
+
+
+async def eraser_of(ledger: Ledger, seq: int, size: int) -> int | None:
+    """The seq of the forget that erased ``seq``'s payload; :class:`ExportRaced` when it
+    committed after the checkpoint of ``size`` entries was cut (no verifier could see it)."""
+    by = await ledger.store.redacted_by(seq)
+    if by is not None and by >= size:
+        raise ExportRaced(seq, by)
+    return by

@@ -44,12 +44,12 @@ from memseal.tools.catalog import READ_TOOLS
 from ._bundle_format import (
     Bundle,
     BundleReads,
-    ExportRaced,
     Manifest,
     PrefixEntry,
     ReadCheckpoint,
     ReadsStated,
     cut,
+    eraser_of,
     fail,
 )
 from ._read_proof_format import (
@@ -97,9 +97,7 @@ async def collect_reads(
     carried = {e.seq for e in entries if e.seq in reach and e.kind in REDERIVED_KINDS}
     for record, entry in zip(records, entries, strict=True):
         if record.seq in carried and cut(record.payload, record.salt, entry):
-            by = await ledger.store.redacted_by(record.seq)
-            if by is not None and by >= size:
-                raise ExportRaced(record.seq, by)  # erased after the checkpoint was cut
+            by = await eraser_of(ledger, record.seq, size)
             if by is not None and by >= top:
                 erasers.add(by)
     if erasers - seqs:

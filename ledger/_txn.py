@@ -257,7 +257,8 @@ class LogTxn(ABC, Generic[ConnT]):
             self._settle()
         except BaseException as exc:
             first = self._roll_back(name, mark)
-            if first is not None and first is not exc:
+            # Only in place of an error: an interrupt or a cancellation stays what it is.
+            if first is not None and first is not exc and isinstance(exc, Exception):
                 raise first from exc
             raise
         else:
@@ -280,7 +281,8 @@ class LogTxn(ABC, Generic[ConnT]):
             self._settle()
         except BaseException as exc:
             first = self._roll_back("command", mark)
-            return (False, translate(exc if first is None else first))
+            failure = first if first is not None and isinstance(exc, Exception) else exc
+            return (False, translate(failure))
         self._sql(self._RELEASE.format("command"))
         return (True, value)
 

@@ -202,7 +202,12 @@ class PostgresTxn(LogTxn[Conn]):
         cur = self.conn.execute(translate_placeholders(sql), list(params))
         if self.pipeline is not None:
             self.pipeline.sync()  # this statement's rows, and any earlier error
+            self._pending = False
         return cur.fetchall() if cur.description is not None else []
+
+    #: Whether a statement was sent ahead since the pipeline last synced: a sync waits a
+    #: round trip even with nothing to answer, and a unit settles at each end.
+    _pending = False
 
     _ahead: psycopg.Cursor[TupleRow] | None = None
 
@@ -214,13 +219,15 @@ class PostgresTxn(LogTxn[Conn]):
             return
         if self._ahead is None:
             self._ahead = self.conn.cursor()
+        self._pending = True
         self._ahead.execute(query, params)
 
     def _sql(self, statement: str) -> None:
         self._send(statement)
 
     def _settle(self) -> None:
-        if self.pipeline is not None:
+        if self.pipeline is not None and self._pending:
+            self._pending = False
             self.pipeline.sync()
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:

@@ -10,10 +10,12 @@ gathered here, one :class:`EngineSql` per dialect:
   are made of the words FTS5 would index: split on what is not a letter or
   digit, casefolded, diacritics removed, Porter-stemmed (by the Snowball
   project's Porter stemmer, the algorithm FTS5's ``porter`` tokenizer
-  implements), then given to the ``simple`` configuration, which only
-  lowercases. PostgreSQL's own ``english`` configuration would stem with
-  Porter2 and drop stopwords, so "the" could never be found and some words
-  would stem apart from SQLite's;
+  implements), and written by memseal as a ``tsvector`` literal with its
+  own positions and weights (:mod:`._tsrank`), so that no server-side text
+  parser decides where a word starts and a proof can rank them again.
+  PostgreSQL's own ``english`` configuration would stem with Porter2 and
+  drop stopwords, so "the" could never be found and some words would stem
+  apart from SQLite's;
 * the verdicts gathered as JSON beside each item row.
 
 The scrub after a forget differs too (FTS merge and WAL truncation in
@@ -30,6 +32,8 @@ from typing import Any, Final
 
 import snowballstemmer
 
+from ._tsrank import Document, document, literal
+
 __all__ = [
     "POSTGRES",
     "SQLITE",
@@ -39,11 +43,12 @@ __all__ = [
     "fold",
     "for_dialect",
     "index_words",
+    "postgres_document",
 ]
 
 Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
-FtsWords = tuple[str, str, str]
-"""The words a PostgreSQL document indexes of an item's text, title and tags."""
+FtsWords = str
+"""An item's PostgreSQL document, as the ``tsvector`` literal memseal writes (:mod:`._tsrank`)."""
 FtsAdd = Callable[[Execute, int, str, str | None, str, FtsWords | None], None]
 """Index an item: (execute, seq, text, title, tags, its words if computed before)."""
 
@@ -83,8 +88,13 @@ class EngineSql:
         fts_remove: Callable[[Execute, int, str, str | None, str], None],
         fts_clear: str,
         fts_words: Callable[[str, str | None, str], FtsWords] | None = None,
+        ranker: str | None = None,
     ) -> None:
         self.name = name
+        #: How exact reads rank (:func:`._ranking.exact`): ``fts5`` (SQLite's BM25),
+        #: ``ts_rank`` (PostgreSQL's, in the database) or ``ts_rank_python`` (PostgreSQL's,
+        #: computed here over a SQLite store: how a proof re-derives a PostgreSQL read).
+        self.ranker = ranker or ("ts_rank" if name == "postgresql" else "fts5")
         #: The columns ``rows_to_items`` reads from ``engine_items AS i``, the item's
         #: verdicts (oldest first) gathered as JSON in the last one.
         self.item_select = item_select
@@ -125,16 +135,14 @@ SQLITE: Final = EngineSql(
     fts_clear="INSERT INTO engine_fts (engine_fts) VALUES ('delete-all')",
 )
 
-# Text, title and tags as weights D, A and B (ranked in SQLite's bm25 proportions).
-_DOCUMENT: Final = (
-    "setweight(to_tsvector('simple', ?), 'D') || "
-    "setweight(to_tsvector('simple', ?), 'A') || "
-    "setweight(to_tsvector('simple', ?), 'B')"
-)
+
+def postgres_document(text: str, title: str | None, tags: str) -> Document:
+    """An item's PostgreSQL document: text, title and tags as weights D, A and B."""
+    return document(index_words(text), index_words(title or ""), index_words(tags))
 
 
 def _postgres_words(text: str, title: str | None, tags: str) -> FtsWords:
-    return (index_words(text), index_words(title or ""), index_words(tags))
+    return literal(postgres_document(text, title, tags))
 
 
 def _postgres_add(
@@ -142,7 +150,7 @@ def _postgres_add(
 ) -> None:
     if words is None:
         words = _postgres_words(text, title, tags)
-    execute(f"INSERT INTO engine_fts (seq, doc) VALUES (?, {_DOCUMENT})", (seq, *words))
+    execute("INSERT INTO engine_fts (seq, doc) VALUES (?, ?::tsvector)", (seq, words))
 
 
 def _postgres_remove(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
@@ -161,8 +169,26 @@ POSTGRES: Final = EngineSql(
 )
 
 
-def for_dialect(name: str) -> EngineSql:
-    """The statements of the store dialect ``name``; ValueError for any other."""
+#: SQLite's statements, with exact reads ranked as PostgreSQL ranks them.
+SQLITE_RANKED_AS_POSTGRES: Final = EngineSql(
+    "sqlite",
+    item_select=SQLITE.item_select,
+    fts_add=_sqlite_add,
+    fts_remove=_sqlite_remove,
+    fts_clear=SQLITE.fts_clear,
+    ranker="ts_rank_python",
+)
+
+
+def for_dialect(name: str, *, ranks_as: str | None = None) -> EngineSql:
+    """The statements of the store dialect ``name``; ValueError for any other.
+
+    ``ranks_as="postgresql"`` on a SQLite store ranks exact reads as PostgreSQL does.
+    """
+    if ranks_as not in (None, name) and (name, ranks_as) != ("sqlite", "postgresql"):
+        raise ValueError(f"the engine cannot rank as {ranks_as!r} on a {name} store")
+    if name == "sqlite" and ranks_as == "postgresql":
+        return SQLITE_RANKED_AS_POSTGRES
     if name == "sqlite":
         return SQLITE
     if name == "postgresql":

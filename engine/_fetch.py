@@ -81,7 +81,7 @@ async def rank_page(
             embedding = asyncio.ensure_future(vectors.query_vector(text))
             try:
                 snapshot, lexical = await reader.run(
-                    lambda execute: _lexical_at_size(execute, sql.name, where, params, text)
+                    lambda execute: _lexical_at_size(execute, sql.ranker, where, params, text)
                 )
             finally:
                 await embedding
@@ -100,7 +100,7 @@ async def rank_page(
                 # reader while the semantic half runs (the slower of the two, not the sum).
                 lexical, semantic = await asyncio.gather(
                     reader.run(
-                        lambda execute: exact(execute, sql.name, where, params, text, RANK_CAP)
+                        lambda execute: exact(execute, sql.ranker, where, params, text, RANK_CAP)
                     ),
                     ranking,
                 )
@@ -125,7 +125,7 @@ async def rank_page(
             else:
                 ranked = [
                     (seq, score)
-                    for seq, score, _ in exact(execute, sql.name, where, params, text, RANK_CAP)
+                    for seq, score, _ in exact(execute, sql.ranker, where, params, text, RANK_CAP)
                 ]
             if asked.days is not None:
                 ranked = refers_first(execute, ranked, asked.days, asked.zone)
@@ -141,11 +141,11 @@ async def rank_page(
 
 
 def _lexical_at_size(
-    execute: Execute, dialect: str, where: str, params: list[object], text: str
+    execute: Execute, ranker: str, where: str, params: list[object], text: str
 ) -> tuple[int, list[tuple[int, float, float]]]:
     """The log's size in this snapshot and the BM25 ranking of the items below it."""
     size: int = execute(_LOG_SIZE, ())[0][0]
-    return size, exact(execute, dialect, where, params, text, RANK_CAP)
+    return size, exact(execute, ranker, where, params, text, RANK_CAP)
 
 
 def _unchanged(execute: Execute, since: int, now: int) -> bool:

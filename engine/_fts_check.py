@@ -15,7 +15,7 @@ the index to the items, on the same read snapshot.
   comparison holds one number per item in memory.
 * PostgreSQL: ``engine_fts`` is a table of ``tsvector`` documents; each must
   equal the document the live item's text, title and tags make (the
-  expression :mod:`._dialect` inserts), and no document may lack an item.
+  literal :mod:`._dialect` inserts), and no document may lack an item.
 
 :func:`fts_difference` returns the first seq that differs, or None.
 """
@@ -29,7 +29,8 @@ from typing import Any, Final
 
 from memseal.ledger.store import Execute
 
-from ._dialect import index_words
+from ._dialect import postgres_document
+from ._tsrank import literal
 
 __all__ = ["fts_difference"]
 
@@ -103,27 +104,15 @@ def _sqlite(execute: Execute) -> int | None:
     return min(differs) if differs else None
 
 
-_EXPECTED_DOC: Final = (
-    "setweight(to_tsvector('simple', x.a), 'D') || "
-    "setweight(to_tsvector('simple', x.b), 'A') || "
-    "setweight(to_tsvector('simple', x.c), 'B')"
-)
-
-
 def _postgres(execute: Execute) -> int | None:
     first: int | None = None
     # 1. each item's document is there and is the one its text, title and tags make
     for rows in _items(execute):
         found = execute(
-            "SELECT min(x.seq) FROM unnest(?::bigint[], ?::text[], ?::text[], ?::text[]) "
-            "AS x(seq, a, b, c) LEFT JOIN engine_fts f ON f.seq = x.seq "
-            f"WHERE f.doc IS NULL OR f.doc <> ({_EXPECTED_DOC})",
-            (
-                [r[0] for r in rows],
-                [index_words(r[1]) for r in rows],
-                [index_words(r[2] or "") for r in rows],
-                [index_words(r[3]) for r in rows],
-            ),
+            "SELECT min(x.seq) FROM unnest(?::bigint[], ?::text[]) "
+            "AS x(seq, doc) LEFT JOIN engine_fts f ON f.seq = x.seq "
+            "WHERE f.doc IS NULL OR f.doc <> x.doc::tsvector",
+            ([r[0] for r in rows], [literal(postgres_document(*r[1:4])) for r in rows]),
         )
         if found and found[0][0] is not None:
             first = int(found[0][0])

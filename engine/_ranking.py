@@ -17,12 +17,14 @@ matters.
 
 On PostgreSQL the index is a ``tsvector`` per item of the words FTS5 would
 index (see :mod:`._dialect`) with a GIN index, and the question's words
-become one ``phraseto_tsquery`` each (a word FTS5 splits, such as
+become one ``tsquery`` phrase each (a word FTS5 splits, such as
 ``foo_bar``, is the phrase "foo bar" in both), joined by OR. The rank is
 ``ts_rank`` with the same column weights, normalised by document length
 (PostgreSQL keeps no corpus statistics, so a rare word weighs no more
 than a common one); coverage and the order of ties are computed as on
-SQLite. The ranking contract both keep (tests/contract/test_ranking.py):
+SQLite. A read proof of a PostgreSQL read re-ranks on SQLite with
+:mod:`._tsrank`, the same documents and arithmetic in Python
+(``ts_rank_python``). The ranking contract both keep (tests/contract/test_ranking.py):
 an item holding every word of a question outranks one holding some;
 title and tag matches outrank text matches; stemmed forms and accents
 match; common words alone match nothing unless the question has no other;
@@ -39,7 +41,9 @@ from typing import Any, Final
 from memseal.ledger.store import Execute
 
 from ._dates import resolve
-from ._dialect import index_words
+from ._dialect import index_words, postgres_document
+from ._tsrank import WEIGHTS, matches, query_literal
+from ._tsrank import rank as ts_rank
 from .filters import DateRange
 
 __all__ = ["RRF_K", "STOPWORDS", "exact", "fts_query", "fuse", "refers_first"]
@@ -84,7 +88,7 @@ def _terms(text: str) -> list[str]:
 
 
 def exact(
-    execute: Execute, dialect: str, where: str, params: Sequence[Any], query: str, cap: int
+    execute: Execute, ranker: str, where: str, params: Sequence[Any], query: str, cap: int
 ) -> list[tuple[int, float, float]]:
     """(seq, score, coverage) of items under ``where`` matching ``query``, best first.
 
@@ -96,8 +100,10 @@ def exact(
     terms = _terms(query)
     if not terms:
         return []
-    if dialect == "postgresql":
+    if ranker == "ts_rank":
         return _postgres_exact(execute, where, params, terms, cap)
+    if ranker == "ts_rank_python":
+        return _python_exact(execute, where, params, terms, cap)
     match = " OR ".join(f'"{w}"' for w in terms)
     found = execute(
         f"SELECT i.seq, bm25(engine_fts, {_WEIGHTS}) AS r FROM engine_fts "
@@ -129,26 +135,71 @@ def exact(
 
 # ts_rank's weights, in its order {D, C, B, A}: text (D), tags (B) and title (A) as
 # SQLite's bm25 weights 1.0, 1.5, 2.0 (C is unused); scaled so scores read alike.
-_PG_WEIGHTS: Final = "'{0.4, 0, 0.6, 0.8}'::float4[]"
+_PG_WEIGHTS: Final = "'{" + ", ".join(f"{w:g}" for w in WEIGHTS) + "}'::float4[]"
 _PG_SCALE: Final = 10.0
+
+
+def _phrases(terms: Sequence[str]) -> list[tuple[list[str], str]]:
+    """Each query word's stems and its tsquery, for the words a document can hold."""
+    out = []
+    for term in terms:
+        stems = index_words(term).split()
+        query = query_literal(stems)
+        if query is not None:
+            out.append((stems, query))
+    return out
 
 
 def _postgres_exact(
     execute: Execute, where: str, params: Sequence[Any], terms: Sequence[str], cap: int
 ) -> list[tuple[int, float, float]]:
-    words = ", ".join(f"phraseto_tsquery('simple', ?) AS t{k}" for k in range(len(terms)))
-    any_word = " || ".join(f"q.t{k}" for k in range(len(terms)))
-    matched = " + ".join(f"(f.doc @@ q.t{k})::int" for k in range(len(terms)))
+    phrases = _phrases(terms)
+    if not phrases:
+        return []
+    words = ", ".join(f"?::tsquery AS t{k}" for k in range(len(phrases)))
+    any_word = " || ".join(f"q.t{k}" for k in range(len(phrases)))
+    matched = " + ".join(f"(f.doc @@ q.t{k})::int" for k in range(len(phrases)))
+    # ::float8 widens the float4 rank exactly (its text form would round it), so a proof
+    # re-deriving the read in Python (_tsrank) gets the very same number.
     found = execute(
         f"WITH q AS (SELECT {words}) "
-        f"SELECT i.seq, ts_rank({_PG_WEIGHTS}, f.doc, {any_word}, 1) AS r, {matched} "
+        f"SELECT i.seq, ts_rank({_PG_WEIGHTS}, f.doc, {any_word}, 1)::float8 AS r, {matched} "
         "FROM engine_fts f JOIN engine_items i ON i.seq = f.seq CROSS JOIN q "
         f"WHERE f.doc @@ ({any_word}) AND {where} ORDER BY r DESC, i.seq DESC LIMIT ?",
-        [*(index_words(t) for t in terms), *params, cap],
+        [*(query for _, query in phrases), *params, cap],
     )
+    return _ts_ranked(found, len(terms))
+
+
+def _python_exact(
+    execute: Execute, where: str, params: Sequence[Any], terms: Sequence[str], cap: int
+) -> list[tuple[int, float, float]]:
+    """What :func:`_postgres_exact` returns, computed over a SQLite store's items.
+
+    Every item under ``where`` is scored: this ranks a read proof's prefix, not a live
+    memory, and it must find exactly the matches the database did.
+    """
+    phrases = [stems for stems, _ in _phrases(terms)]
+    if not phrases:
+        return []
+    found: list[tuple[int, float, int]] = []
+    for seq, text, title, tags in execute(
+        f"SELECT i.seq, i.text, i.title, i.tags FROM engine_items i WHERE {where}", params
+    ):
+        doc = postgres_document(text, title, tags)
+        hits = sum(matches(doc, stems) for stems in phrases)
+        if hits:
+            found.append((seq, ts_rank(doc, phrases), hits))
+    found.sort(key=lambda p: (-p[1], -p[0]))
+    return _ts_ranked(found[:cap], len(terms))
+
+
+def _ts_ranked(
+    found: Sequence[tuple[int, float, int]], terms: int
+) -> list[tuple[int, float, float]]:
     ranked = []
     for seq, r, hits in found:
-        coverage = hits / len(terms) if len(terms) > 1 else 1.0
+        coverage = hits / terms if terms > 1 else 1.0
         ranked.append((seq, r * _PG_SCALE * coverage, coverage))
     return _in_order(ranked)
 

@@ -100,13 +100,14 @@ class Engine:
         zone: tzinfo = UTC,
         answerer: Answerer | None = None,
         ann: int | None = ANN_MIN,
+        ranks_as: str | None = None,
     ) -> None:
         self.ledger = ledger
         self._store = store
         self._keyring = Keyring(secret)
         self._clock = clock
         self._zone = check_zone(zone, UTC)
-        self._sql = for_dialect(store.dialect)
+        self._sql = for_dialect(store.dialect, ranks_as=ranks_as)
         self._reader = store.snapshots()
         self._vectors = None if embedder is None else VectorCache(store, self._reader, embedder)
         self._ann = ann
@@ -137,6 +138,7 @@ class Engine:
         answerer: Answerer | None = None,
         progress: Progress | None = None,
         ann: int | None = ANN_MIN,
+        ranks_as: str | None = None,
     ) -> Engine:
         """An engine over an open store: projections built if new, scrubs and vectors caught up.
 
@@ -144,6 +146,8 @@ class Engine:
         store, a migrated log, an older projection layout), and as the HNSW index is
         built. ``ann`` is the count of live vectors past which semantic ranking on
         SQLite goes through that index (None: always the exact scan; see ``_ann``).
+        ``ranks_as="postgresql"`` on a SQLite store ranks exact reads as PostgreSQL
+        does (``_tsrank``): how a read proof re-derives a read recorded there.
         """
         engine = cls(
             ledger,
@@ -154,6 +158,7 @@ class Engine:
             zone=zone,
             answerer=answerer,
             ann=ann,
+            ranks_as=ranks_as,
         )
         await engine.start(progress)
         return engine

@@ -5,10 +5,11 @@ proof itself shows, the comparison narrows by exactly that much, and says so:
 
 - a ``next_cursor`` names its request by a ref keyed with the instance secret,
   which no proof carries: the ref is not compared, the page it points at is;
-- texts outside the reach are withheld, or the recording ranked on PostgreSQL:
-  BM25 scores cannot be re-derived, so a full-text read's scores are not
-  compared (ids, order, texts and every other field still are); a semantic
-  read's cosine scores depend on neither, so they always are;
+- texts outside the reach are withheld: SQLite's BM25 scores cannot be
+  re-derived, so a full-text read's scores are not compared (ids, order,
+  texts and every other field still are); a semantic read's cosine scores
+  depend on no other text, so they always are, and so are the scores of a
+  read PostgreSQL ranked (``ts_rank`` reads no corpus statistics);
 - the recorded embedder is not available here: scores within the tolerance
   bundle replay uses.
 
@@ -96,9 +97,7 @@ def compare(
     """Step 7: how the re-derived result matched, or ReadProofError naming what differs.
 
     ``bm25`` says whether the read's scores come from full-text ranking: only then do
-    withheld texts or another store's ranking excuse the scores. A semantic read's cosine
-    scores depend on no other text and no store, and the proof's ``ranked_by`` is unsigned:
-    a proof that could switch its own score check off would prove nothing about scores.
+    withheld texts excuse the scores (the caller passes none for a PostgreSQL read).
     """
     if _canonical.encode(derived) == _canonical.encode(recorded):
         return "byte for byte", ""
@@ -147,11 +146,6 @@ def _compare_rest(
         unscored.append(
             f"{withheld} stored item(s) outside the read's reach are withheld and BM25 "
             "statistics span the whole index (a proof made with --disclose all has them)"
-        )
-    if bm25 and proof.ranked_by != "sqlite":
-        unscored.append(
-            f"the recording ranked on {proof.ranked_by} (ts_rank, no corpus statistics); "
-            "a proof re-ranks on SQLite (FTS5 BM25)"
         )
     embedder_note = (
         f"the recorded embedder {', '.join(proof.embedders)} is not available here"

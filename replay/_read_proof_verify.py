@@ -24,12 +24,14 @@ one is at fault. The steps, in order, as the code numbers them:
 6. ``read``: the call is a read of this run and step that observed exactly
    the prefix; a temporary log is rebuilt from the entries (in-reach entries
    with their payloads, the rest as inert gaps, so seqs stay put) and the
-   recorded call runs again through the tools layer, in the run's scope.
+   recorded call runs again through the tools layer, in the run's scope,
+   ranking full text as the proof's ``ranked_by`` store did (SQLite's BM25,
+   or PostgreSQL's ``ts_rank`` re-computed by ``engine/_tsrank.py``).
 7. ``result``: the new result is compared byte for byte (canonical JSON) with
    the recorded one; where that cannot hold for a reason the proof shows (a
-   cursor's keyed ref, withheld texts or a PostgreSQL recording for BM25
-   scores, another embedder), only as much is left out as that reason needs,
-   and the result says what (:mod:`._read_proof_compare`).
+   cursor's keyed ref, withheld texts for SQLite's BM25 scores, another
+   embedder), only as much is left out as that reason needs, and the result
+   says what (:mod:`._read_proof_compare`).
 
 The reach of step 3 and 5 comes from the call's recorded scope, so the call
 (step 6's first half) is decoded before step 5.
@@ -109,6 +111,7 @@ class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
     reach: int  # prefix entries in the call's reach (their payloads disclosed)
     embedder: str | None
     keys: tuple[str, ...]  # the key chain walked from the trusted key (name+id)
+    ranked_by: str = "sqlite"  # whose full-text ranking re-derived it (the proof's hint)
 
     def line(self) -> str:
         """The one line ``memseal verify-read`` prints on success."""
@@ -118,6 +121,11 @@ class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
             f"re-derived from the {self.size} entries it observed ({self.reach} in its reach, "
             f"root {self.root.hex()[:16]}, consistent with checkpoint {self.latest}): "
             f"result matches {how}"
+            + (
+                ", ranked as PostgreSQL ranks (ts_rank, re-computed)"
+                if self.ranked_by == "postgresql"
+                else ""
+            )
         )
 
 
@@ -463,7 +471,14 @@ async def _rederive(
         )
     scope = scope_of(found.scope_started)
     # Reads make no item ids, so the instance secret is not needed: any will do.
-    async with temp_log(os.urandom(32), embedder) as log:
+    if proof.ranked_by not in ("sqlite", "postgresql"):
+        raise fail(
+            f"ranked_by {proof.ranked_by!r}: a read is ranked by sqlite or postgresql",
+            "format",
+            field="ranked_by",
+        )
+    # A PostgreSQL read re-ranks with ts_rank's arithmetic in Python (engine/_tsrank.py).
+    async with temp_log(os.urandom(32), embedder, ranks_as=proof.ranked_by) as log:
         if sources:
             await log.append(sources)
         assert log.engine is not None
@@ -563,7 +578,8 @@ async def verify_read(
         found.result,
         derived,
         seq=found.seq,
-        withheld=_withheld(proof, walked, copied),
+        # ts_rank reads no corpus statistics: a text withheld cannot change a score.
+        withheld=_withheld(proof, walked, copied) if proof.ranked_by == "sqlite" else 0,
         embedder=chosen,
         tolerance=tolerance,
         bm25=_ranks_by_text(found.call.tool, found.arguments),
@@ -584,4 +600,5 @@ async def verify_read(
         reach=len(required),
         embedder=None if chosen is None else chosen.id,
         keys=walked.keys,
+        ranked_by=proof.ranked_by,
     )

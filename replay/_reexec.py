@@ -95,8 +95,11 @@ class TempLog:
         *,
         zone: tzinfo = UTC,
         answerer: Answerer | None = None,
+        ranks_as: str | None = None,
     ) -> None:
         self.folder = folder
+        # The store whose ranking a re-derived read repeats (a proof's ranked_by).
+        self.ranks_as = ranks_as
         self.secret = secret
         self.embedder = embedder
         # The live memory's reading of dates and its answerer, for a view of it (as_of).
@@ -131,6 +134,7 @@ class TempLog:
             zone=self.zone,
             answerer=self.answerer,
             ann=None,
+            ranks_as=self.ranks_as,
         )
 
     async def close(self) -> None:
@@ -247,10 +251,12 @@ def clock_for(call: BundleCall, written: Sequence[Source | int]) -> str:
 
 
 @contextlib.asynccontextmanager
-async def temp_log(secret: bytes, embedder: Embedder | None) -> AsyncIterator[TempLog]:
+async def temp_log(
+    secret: bytes, embedder: Embedder | None, *, ranks_as: str | None = None
+) -> AsyncIterator[TempLog]:
     """An open :class:`TempLog` in a temporary folder, closed and removed on exit."""
     with tempfile.TemporaryDirectory(prefix="memseal-replay-") as tmp:
-        log = TempLog(Path(tmp), secret, embedder)
+        log = TempLog(Path(tmp), secret, embedder, ranks_as=ranks_as)
         try:
             await log.open()
             yield log

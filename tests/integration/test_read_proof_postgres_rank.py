@@ -1,0 +1,63 @@
+"""Reads recorded on PostgreSQL prove byte for byte: a proof re-ranks them with ts_rank.
+
+Before engine/_tsrank.py a proof re-ranked every full-text read with SQLite's
+BM25, which orders close texts otherwise than ``ts_rank``: most exact and
+hybrid fetches over texts of repeated words failed ``verify_read``, naming the
+hit that moved. Here a run on each store fetches such texts in both modes,
+and every step's proof must verify byte for byte, scores included. On SQLite
+the same run is the control.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+import memseal
+from memseal.engine import HashingEmbedder
+from memseal.replay.read_proof import verify_read
+
+SCOPE = memseal.ToolScope.placed_at("team:acme/agent:reader")
+_WORDS = ["alpha", "beta", "gamma", "delta", "ledger", "store", "memory", "proof"]
+
+
+@pytest.mark.parametrize("mode", ["exact", "hybrid"])
+async def test_every_fetch_of_close_texts_proves_byte_for_byte(
+    tmp_path: Path, store_url: str | None, mode: str
+) -> None:
+    rnd = random.Random(5)
+    async with memseal.open(
+        tmp_path / "d", store=store_url, embedder=HashingEmbedder(), checkpoint_interval=None
+    ) as m:
+        async with m.run("close", SCOPE) as run:
+            for _ in range(12):
+                text = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 9)))
+                await run.call("memory_store", {"learning": {"text": text}})
+            seen = []
+            for _ in range(8):
+                query = " ".join(rnd.sample(_WORDS, rnd.randint(1, 3)))
+                asked = {"query": query, "mode": mode, "limit": 20}  # one page: no cursor
+                seen.append(await run.call("memory_fetch", asked))
+        proofs = [await m.prove_read("close", 12 + k) for k in range(8)]
+        vkey = m.vkey
+    assert sum(len(r["hits"]) for r in seen) > 16  # the reads ranked many close hits
+    ranker = "sqlite" if store_url is None else "postgresql"
+    for k, proof in enumerate(proofs):
+        verified = await verify_read(proof, vkey)
+        assert verified.result == seen[k]
+        assert (verified.how, verified.ranked_by) == ("byte for byte", ranker), verified.why
+
+
+async def test_a_proof_naming_an_unknown_ranker_is_refused(tmp_path: Path) -> None:
+    async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as m:
+        async with m.run("r", SCOPE) as run:
+            await run.call("memory_store", {"learning": {"text": "the ledger store"}})
+            await run.call("memory_fetch", {"query": "ledger", "mode": "exact"})
+        proof = await m.prove_read("r", 1)
+        vkey = m.vkey
+    forged = proof.replace(b'"ranked_by":"sqlite"', b'"ranked_by":"mysql"')
+    assert forged != proof
+    with pytest.raises(memseal.VerificationError, match="ranked_by"):
+        await verify_read(forged, vkey)

@@ -354,8 +354,8 @@ class Memory:
         :func:`memseal.replay.read_proof.verify_read` (docs/auditing.md).
 
         The proof is not verified here (``memseal prove-read`` and the read-proof route
-        do verify before handing one out): an exact or hybrid read recorded on
-        PostgreSQL may not re-derive, since a proof is re-ranked on SQLite's BM25."""
+        do verify before handing one out): pass it to ``verify_read`` first. A read
+        recorded on PostgreSQL is re-ranked with ``ts_rank`` as the server computed it."""
         proof = await read_proof.prove_read(
             self.ledger,
             run_id,

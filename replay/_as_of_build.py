@@ -199,8 +199,10 @@ class ViewLog:
         embedder: Embedder | None,
         zone: tzinfo,
         answerer: Answerer | None,
+        ranks_as: str | None = None,
     ) -> None:
-        """Write the view's rows (see the module docstring), then open the engine over them."""
+        """Write the view's rows (see the module docstring), then open the engine over them;
+        ``ranks_as`` names the live store, whose full-text ranking the view repeats."""
         when = _EPOCH if rows.last_leaf is None else parse_time(decode_entry(rows.last_leaf).at)
         signer = NoteSigner.generate("memseal-as-of")
         store = log_store(LogLocation(folder=self.folder), signer, clock=lambda: when)
@@ -250,6 +252,7 @@ class ViewLog:
             zone=zone,
             answerer=answerer,
             ann=None,
+            ranks_as=ranks_as,
         )
 
     async def close(self) -> None:
@@ -504,6 +507,7 @@ class ViewCache:
                 embedder=self._embedder,
                 zone=self._zone,
                 answerer=self._answerer,
+                ranks_as=self._store.dialect,
             )
         except BaseException:
             await built.close()

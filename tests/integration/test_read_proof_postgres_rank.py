@@ -61,3 +61,23 @@ async def test_a_proof_naming_an_unknown_ranker_is_refused(tmp_path: Path) -> No
     assert forged != proof
     with pytest.raises(memseal.VerificationError, match="ranked_by"):
         await verify_read(forged, vkey)
+
+
+async def test_a_view_as_of_now_ranks_full_text_as_the_live_store(
+    tmp_path: Path, store_url: str | None
+) -> None:
+    # A view is rebuilt on SQLite: of a PostgreSQL memory it must still rank with ts_rank,
+    # or "what the memory held" would come back in another order than the agent saw it.
+    rnd = random.Random(9)
+    async with memseal.open(tmp_path / "d", store=store_url, embedder=None) as m:
+        for _ in range(12):
+            text = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 9)))
+            await m.call("memory_store", {"learning": {"text": text}}, scope=SCOPE)
+        size = (await m.ledger.head()).size
+        view = (await m.as_of(size)).tools(SCOPE)
+        for _ in range(6):
+            asked = {"query": " ".join(rnd.sample(_WORDS, 2)), "mode": "exact", "limit": 20}
+            _, live = await m.call("memory_fetch", asked, scope=SCOPE)
+            past = await view.call("memory_fetch", asked)
+            assert [h["id"] for h in past["hits"]] == [h["id"] for h in live["hits"]]
+            assert [h["score"] for h in past["hits"]] == [h["score"] for h in live["hits"]]

@@ -24,7 +24,7 @@ setweight(to_tsvector(title), 'A') || setweight(to_tsvector(tags), 'B')``
 would be: positions count from 1 in each column, a column's positions are
 shifted by the largest one before it, a position is capped at 16,383 and a
 lexeme keeps at most 255 of them (PostgreSQL's limits are 16,383 and 256),
-and a lexeme longer than 2,047 bytes is left out (PostgreSQL refuses one).
+and a lexeme of 2,047 bytes or more is left out (PostgreSQL refuses one).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ Document = dict[str, tuple[tuple[int, int], ...]]
 
 _MAX_POS: Final = 16_383
 _MAX_POSITIONS: Final = 255
-_MAX_LEXEME_BYTES: Final = 2_047
+_MAX_LEXEME_BYTES: Final = 2_046  # PostgreSQL refuses 2,047 bytes and more
 _D, _B, _A = 0, 2, 3
 _LETTER: Final = "DCBA"
 #: ts_rank's weights in its order {D, C, B, A}, as PostgreSQL reads '{0.4, 0, 0.6, 0.8}'.

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from memseal.engine import ranked_by, sqlite_ranked_below
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import Entry
 from memseal.ledger.errors import InvalidRequest, NotFound, VerificationError
@@ -87,6 +88,15 @@ async def collect_reads(
             "the run has no run_started entry: its reach is unknown, so no read of it can "
             "be proven (export it without --with-read-proofs)"
         )
+    below = await sqlite_ranked_below(ledger.store)
+    rankers = {ranked_by(ledger.store.dialect, below, at) for at in sizes}
+    if len(rankers) > 1:
+        raise InvalidRequest(
+            f"the run's reads span the ledger's move from SQLite to PostgreSQL at size {below}: "
+            "SQLite ranked the reads before it and PostgreSQL the ones after, and a reads "
+            "section names one ranking; prove each read from the data folder instead "
+            "(memseal prove-read DIR --run R --step S)"
+        )
     top = max(sizes, default=0)
     records = [record async for record in ledger.scan(0, top)]
     entries = [record.entry() for record in records]
@@ -121,7 +131,9 @@ async def collect_reads(
             ReadCheckpoint(note=await checkpoint_at(ledger, at), consistency=tuple(consistency))
         )
     return BundleReads(
-        ranked_by=ledger.store.dialect, checkpoints=tuple(checkpoints), prefix=prefix
+        ranked_by=rankers.pop() if rankers else ledger.store.dialect,
+        checkpoints=tuple(checkpoints),
+        prefix=prefix,
     )
 
 

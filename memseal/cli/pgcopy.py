@@ -5,6 +5,8 @@ What is copied, and why that and no more:
   redactions, and the meta rows but ``schema``, which the target's store
   writes itself), byte for byte: signatures and the Merkle tree cover those
   bytes, so nothing is re-encoded or re-signed;
+* one meta row more, ``sqlite_ranked_below``: the size copied, below which
+  the reads were ranked by SQLite's BM25 (see :mod:`memseal.engine._ranked_by`);
 * the replay layer's ``memos`` and ``runs``, so a run resumes on the target
   from its memos. A run's lease is not carried over: it was held against the
   source by a process that is not writing to the target. The unsigned
@@ -39,7 +41,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from memseal.engine import Engine, state_hash
+from memseal.engine import SQLITE_RANKED_BELOW, Engine, state_hash
 from memseal.ledger.errors import InvalidRequest, StorageError
 from memseal.ledger.folder import DATABASE
 from memseal.ledger.keys import load_keys
@@ -134,7 +136,7 @@ _TABLES: Final = (
         name="meta",
         columns=("key", "value"),
         select="key, value",
-        where="key NOT IN ('schema', 'moved_to')",
+        where=f"key NOT IN ('schema', 'moved_to', '{SQLITE_RANKED_BELOW}')",
         bound=None,
         order="key",
         required=True,
@@ -349,6 +351,12 @@ def _copy(source: sqlite3.Connection, target: Conn, display: str, progress: Prog
             if found is None:
                 continue
             copied[table.name] = _copy_table(source, target, table, params(table), found, advance)
+        if size:
+            # The reads recorded so far were ranked by SQLite's BM25: a proof of one, a
+            # bundle's reads and a view as of a size below this re-rank as SQLite did.
+            target.execute(
+                "INSERT INTO meta (key, value) VALUES (%s, %s)", (SQLITE_RANKED_BELOW, str(size))
+            )
         row = target.execute("SELECT count(*), coalesce(max(seq) + 1, 0) FROM entries").fetchone()
         if row is None or (row[0], row[1]) != (size, size):
             raise StorageError(f"the copy holds {row} entries, not the {size} read; rolled back")

@@ -130,6 +130,7 @@ PINNED: dict[str, list[str]] = {
         "ITEM_KINDS",
         "LEARNING_KINDS",
         "RANK_CAP",
+        "SQLITE_RANKED_BELOW",
         "TRUST_LEVELS",
         "Answerer",
         "Bucket",
@@ -176,6 +177,8 @@ PINNED: dict[str, list[str]] = {
         "Verdict",
         "check_projections",
         "default_embedder",
+        "ranked_by",
+        "sqlite_ranked_below",
         "state_hash",
     ],
     "memseal.tools": [

@@ -1,0 +1,46 @@
+"""Which store ranked a recorded read: SQLite's FTS5 BM25 or PostgreSQL's ``ts_rank``.
+
+A read proof, a bundle's reads section and a view of the memory as of a
+point re-derive exact and hybrid reads, and to come out byte for byte they
+must rank full text as the store did when the read ran. That is the store's
+dialect, except in a ledger ``memseal migrate`` copied from SQLite to
+PostgreSQL: there the reads that observed fewer entries than the copy held
+ran on SQLite. The copy writes that size into the target's ``meta`` table,
+in the transaction that copies the entries, under :data:`SQLITE_RANKED_BELOW`.
+
+The mark is unsigned, like a proof's ``ranked_by`` hint it feeds: it only
+picks the ranking a verifier repeats. A wrong one makes a true proof fail; it
+cannot make a forged result pass, since the result is in the signed call.
+
+A read on SQLite observed at most the entries the copy read, less its own call
+entry, which the copy holds too; a read on PostgreSQL observed at least those.
+So a read that observed ``size`` entries ran on SQLite exactly when ``size`` is
+below the mark.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from memseal.ledger.store import SqlStore
+
+__all__ = ["SQLITE_RANKED_BELOW", "ranked_by", "sqlite_ranked_below"]
+
+#: The ``meta`` key of a migrated ledger: the number of entries copied from SQLite.
+SQLITE_RANKED_BELOW: Final = "sqlite_ranked_below"
+
+
+async def sqlite_ranked_below(store: SqlStore) -> int | None:
+    """The size below which ``store``'s reads ran on SQLite (None: never migrated)."""
+    if store.dialect == "sqlite":
+        return None  # a ledger is only ever moved from SQLite, never to it
+    rows = await store.rows("SELECT value FROM meta WHERE key = ?", (SQLITE_RANKED_BELOW,))
+    return int(rows[0][0]) if rows else None
+
+
+def ranked_by(dialect: str, below: int | None, size: int) -> str:
+    """The store that ranked a read which observed ``size`` entries (see the module docstring).
+
+    ``dialect`` is the ledger's store now, ``below`` its :func:`sqlite_ranked_below`.
+    """
+    return "sqlite" if below is not None and size < below else dialect

@@ -1,0 +1,141 @@
+"""Reads recorded before ``memseal migrate`` still prove byte for byte on PostgreSQL.
+
+A ledger copied from SQLite to PostgreSQL holds reads SQLite's BM25 ranked and,
+after the copy, reads PostgreSQL's ``ts_rank`` ranked. A proof's ``ranked_by``
+used to be the store's dialect when the proof was made, so every proof of an
+exact fetch made before the move re-ranked with ``ts_rank`` and failed, naming
+the hit that moved; a bundle's reads section even signed the wrong ranking into
+its manifest. The copy now marks the size it copied (``sqlite_ranked_below``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stores import POSTGRES, drop_schemas, fresh_url
+
+import memseal
+from memseal import InvalidRequest
+from memseal.cli.pgcopy import migrate
+from memseal.engine import SQLITE_RANKED_BELOW, HashingEmbedder
+from memseal.memory import STORE_ENV
+from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
+from memseal.replay.read_proof import encode_read_proof, prove_read_from_bundle, verify_read
+
+pytestmark = pytest.mark.skipif(
+    not POSTGRES,
+    reason='MEMSEAL_TEST_POSTGRES is unset: no PostgreSQL server (eval "$(.ci/postgres.sh)")',
+)
+
+SCOPE = memseal.ToolScope.placed_at("team:acme/agent:reader")
+_WORDS = ["alpha", "beta", "gamma", "delta", "ledger", "store", "memory", "proof"]
+_STORES = 12
+_READS = 8
+
+
+@pytest.fixture(autouse=True)
+def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(STORE_ENV, raising=False)
+
+
+@pytest.fixture
+def target() -> Iterator[str]:
+    url, schema = fresh_url("moved")
+    try:
+        yield url
+    finally:
+        asyncio.run(drop_schemas([schema]))
+
+
+async def _record(
+    run: Any, rnd: random.Random, asked: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Close texts of repeated words, then exact fetches BM25 and ts_rank order otherwise."""
+    for _ in range(_STORES):
+        text = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 9)))
+        await run.call("memory_store", {"learning": {"text": text}})
+    seen = []
+    for _ in range(_READS):
+        query = " ".join(rnd.sample(_WORDS, rnd.randint(1, 3)))
+        asked.append({"query": query, "mode": "exact", "limit": 20})
+        seen.append(await run.call("memory_fetch", asked[-1]))
+    return seen
+
+
+async def _scenario(folder: Path, url: str) -> None:
+    async with memseal.open(folder, embedder=HashingEmbedder(), checkpoint_interval=None) as m:
+        async with m.run("before", SCOPE) as run:
+            asked: list[dict[str, Any]] = []
+            before = await _record(run, random.Random(5), asked)
+        async with m.run("across", SCOPE) as run:
+            await run.call("memory_fetch", {"query": "alpha beta", "mode": "exact"})
+        vkey = m.vkey
+    copied = await migrate(folder, url)
+    async with memseal.open(
+        folder, store=url, embedder=HashingEmbedder(), checkpoint_interval=None
+    ) as m:
+        marked = await m.ledger.store.rows(
+            "SELECT value FROM meta WHERE key = ?", (SQLITE_RANKED_BELOW,)
+        )
+        assert marked == [(str(copied.size),)]
+        async with m.run("after", SCOPE) as run:
+            after = await _record(run, random.Random(5), [])
+        async with m.run("across", SCOPE) as run:  # resumed: step 0 is its memo
+            await run.call("memory_fetch", {"query": "alpha beta", "mode": "exact"})
+            await run.call("memory_fetch", {"query": "gamma ledger", "mode": "exact"})
+        for run_id, seen, ranker in (("before", before, "sqlite"), ("after", after, "postgresql")):
+            for k in range(_READS):
+                proof = await m.prove_read(run_id, _STORES + k)
+                verified = await verify_read(proof, vkey)
+                assert verified.result == seen[k]
+                assert (verified.how, verified.ranked_by) == ("byte for byte", ranker), (
+                    run_id,
+                    k,
+                    verified.why,
+                )
+        # The two rankings really differ on these texts: otherwise the test proves nothing.
+        assert [h["id"] for r in before for h in r["hits"]] != [
+            h["id"] for r in after for h in r["hits"]
+        ] or [h["score"] for r in before for h in r["hits"]] != [
+            h["score"] for r in after for h in r["hits"]
+        ]
+
+        # A bundle of a run recorded before the move signs SQLite's ranking into its manifest.
+        keys = await m.key_history()
+        bundle = encode_bundle(await export_bundle(m.ledger, keys, "before", with_read_proofs=True))
+        checked = verify_bundle(bundle, vkey)
+        assert checked.manifest.reads is not None
+        assert checked.manifest.reads.ranked_by == "sqlite"
+        for k in range(_READS):
+            from_bundle = encode_read_proof(prove_read_from_bundle(checked, _STORES + k))
+            verified = await verify_read(from_bundle, vkey)
+            assert (verified.how, verified.ranked_by) == ("byte for byte", "sqlite"), verified.why
+            assert verified.result == before[k]
+
+        # A run whose reads straddle the move cannot name one ranking: refused, not misnamed.
+        with pytest.raises(InvalidRequest, match="move from SQLite to PostgreSQL"):
+            await export_bundle(m.ledger, keys, "across", with_read_proofs=True)
+        for step in (0, 1):
+            proof = await m.prove_read("across", step)
+            verified = await verify_read(proof, vkey)
+            assert verified.how == "byte for byte", verified.why
+            assert verified.ranked_by == ("sqlite" if step == 0 else "postgresql")
+
+        # A view as of a step before the move ranks as SQLite did: the agent's own results.
+        for k in range(_READS):
+            view = (await m.as_of(run="before", step=_STORES + k)).tools(SCOPE)
+            past = await view.call("memory_fetch", asked[k])
+            assert [(h["id"], h["score"]) for h in past["hits"]] == [
+                (h["id"], h["score"]) for h in before[k]["hits"]
+            ]
+
+
+def test_reads_before_and_after_a_migration_prove_with_their_own_ranking(
+    tmp_path: Path, target: str
+) -> None:
+    asyncio.run(_scenario(tmp_path / "data", target))

@@ -13,6 +13,7 @@ from typing import Final
 
 import msgspec
 
+from memseal.engine import ranked_by, sqlite_ranked_below
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import leaf_hash
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
@@ -101,6 +102,10 @@ async def _export(
             await _close_erasers(ledger, more, size)
 
         reads = await collect_reads(ledger, size, seqs, found.sizes, found.started, close)
+    # Replay ranks full text as the store that ranked the run's reads did; of a run whose
+    # reads straddle a move from SQLite, as the store its last read ran on.
+    below = await sqlite_ranked_below(ledger.store)
+    ranking = ranked_by(ledger.store.dialect, below, max(found.sizes, default=size))
     entries: list[BundleEntry] = []
     for seq in sorted(seqs):
         record = await ledger.read(seq)
@@ -142,6 +147,7 @@ async def _export(
             sizes=tuple(sorted(found.sizes)),
             prefix=len(reads.prefix),
         ),
+        ranked_by=None if ranking == "sqlite" else ranking,
     )
     return Bundle(
         format=FORMAT,

@@ -161,6 +161,9 @@ class Manifest(
     # fails); a v2 manifest has no such field.
     format: str | None = None
     reads: ReadsStated | None = None
+    # "postgresql" when PostgreSQL's ts_rank ranked the run's full-text reads, so replay
+    # ranks as it did; absent for SQLite's BM25 (and in bundles made before the field).
+    ranked_by: str | None = None
 
 
 _encoder = msgspec.json.Encoder()

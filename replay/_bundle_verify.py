@@ -393,6 +393,19 @@ def _check_manifest(bundle: Bundle, manifest: Manifest, size: int, root: bytes) 
     for field in ("run_id", "origin", "keys", "embedders"):
         if getattr(bundle, field) != getattr(manifest, field):
             raise _fail(f"`{field}` is not what the signed manifest states", "manifest")
+    if manifest.ranked_by not in (None, "postgresql"):
+        raise _fail(
+            f"the signed manifest states ranked_by {manifest.ranked_by!r}; a run's reads are "
+            "ranked by postgresql, or by sqlite when the field is absent",
+            "manifest",
+        )
+    reads = manifest.reads
+    if manifest.ranked_by is not None and reads is not None and reads.ranked_by != "postgresql":
+        raise _fail(
+            f"the signed manifest states ranked_by {manifest.ranked_by!r} and a reads "
+            f"section ranked by {reads.ranked_by!r}",
+            "manifest",
+        )
 
 
 def _run_of(

@@ -271,7 +271,13 @@ async def regress(
         if folder_source is not None:
             await check_folder(folder_source, verified)
         source: FolderSource | BundleSource = folder_source or BundleSource(verified)
-        async with temp_log(secret, embedder) as log:
+        ranks_as = _ranked_as(verified)
+        if ranks_as == "postgresql":
+            report.notes.append(
+                "full text re-ranked as PostgreSQL ranks it (ts_rank, re-computed), as the "
+                "recording's store did"
+            )
+        async with temp_log(secret, embedder, ranks_as=ranks_as) as log:
             await _replay_calls(verified, source, log, scope, report, tolerance)
     finally:
         if folder_source is not None:
@@ -408,6 +414,15 @@ def pick_embedder(embedders: Sequence[str], choice: str) -> Embedder | None:
         if chosen is not None and chosen.id in embedders:
             return chosen
     return None
+
+
+def _ranked_as(verified: VerifiedBundle) -> str:
+    """The store whose full-text ranking a replay repeats, as the signed manifest states
+    it (a bundle made before the manifest's ``ranked_by``: its reads section's, else SQLite)."""
+    manifest = verified.manifest
+    if manifest.ranked_by is not None:
+        return manifest.ranked_by
+    return "sqlite" if manifest.reads is None else manifest.reads.ranked_by
 
 
 def embedder_for(verified: VerifiedBundle, choice: str = "auto") -> Embedder | None:

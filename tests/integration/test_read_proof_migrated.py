@@ -26,6 +26,7 @@ from memseal.engine import SQLITE_RANKED_BELOW, HashingEmbedder
 from memseal.memory import STORE_ENV
 from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
 from memseal.replay.read_proof import encode_read_proof, prove_read_from_bundle, verify_read
+from memseal.replay.regress import regress
 
 pytestmark = pytest.mark.skipif(
     not POSTGRES,
@@ -111,6 +112,9 @@ async def _scenario(folder: Path, url: str) -> None:
         checked = verify_bundle(bundle, vkey)
         assert checked.manifest.reads is not None
         assert checked.manifest.reads.ranked_by == "sqlite"
+        assert checked.manifest.ranked_by is None  # so replay ranks with BM25, as it ran
+        replayed = await regress(checked, embedder=HashingEmbedder())
+        assert not replayed.changed, replayed.text()
         for k in range(_READS):
             from_bundle = encode_read_proof(prove_read_from_bundle(checked, _STORES + k))
             verified = await verify_read(from_bundle, vkey)

@@ -24,7 +24,8 @@ setweight(to_tsvector(title), 'A') || setweight(to_tsvector(tags), 'B')``
 would be: positions count from 1 in each column, a column's positions are
 shifted by the largest one before it, a position is capped at 16,383 and a
 lexeme keeps at most 255 of them (PostgreSQL's limits are 16,383 and 256),
-and a lexeme of 2,047 bytes or more is left out (PostgreSQL refuses one).
+and a lexeme of 2,047 bytes or more is left out without taking a position
+(PostgreSQL refuses one, and ``to_tsvector`` skips it so).
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ _W: Final = tuple(_f32(w) for w in WEIGHTS)
 
 def _column(words: str, weight: int) -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
-    for index, word in enumerate(words.split(), start=1):
+    index = 0
+    for word in words.split():
         if len(word.encode()) > _MAX_LEXEME_BYTES:
-            continue
+            continue  # to_tsvector skips it without a position: older documents agree
+        index += 1
         positions = found.setdefault(word, [])
         pos = min(index, _MAX_POS)
         if len(positions) < _MAX_POSITIONS and (not positions or positions[-1] != pos):

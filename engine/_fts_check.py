@@ -29,8 +29,7 @@ from typing import Any, Final
 
 from memseal.ledger.store import Execute
 
-from ._dialect import postgres_document
-from ._tsrank import literal
+from ._dialect import POSTGRES
 
 __all__ = ["fts_difference"]
 
@@ -105,6 +104,8 @@ def _sqlite(execute: Execute) -> int | None:
 
 
 def _postgres(execute: Execute) -> int | None:
+    words = POSTGRES.fts_words  # the very literal the store inserts
+    assert words is not None
     first: int | None = None
     # 1. each item's document is there and is the one its text, title and tags make
     for rows in _items(execute):
@@ -112,7 +113,7 @@ def _postgres(execute: Execute) -> int | None:
             "SELECT min(x.seq) FROM unnest(?::bigint[], ?::text[]) "
             "AS x(seq, doc) LEFT JOIN engine_fts f ON f.seq = x.seq "
             "WHERE f.doc IS NULL OR f.doc <> x.doc::tsvector",
-            ([r[0] for r in rows], [literal(postgres_document(*r[1:4])) for r in rows]),
+            ([r[0] for r in rows], [words(*r[1:4]) for r in rows]),
         )
         if found and found[0][0] is not None:
             first = int(found[0][0])

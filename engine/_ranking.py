@@ -33,16 +33,20 @@ ties go to the newer item; scope and filters apply before ranking.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from datetime import tzinfo
 from typing import Any, Final
+
+import snowballstemmer
 
 from memseal.ledger.store import Execute
 
 from ._dates import resolve
-from ._dialect import index_words, postgres_document
-from ._tsrank import WEIGHTS, matches, query_literal
+from ._dialect import fold, index_words, postgres_document
+from ._tsrank import WEIGHTS, document, matches, query_literal
 from ._tsrank import rank as ts_rank
 from .filters import DateRange
 
@@ -176,22 +180,116 @@ def _python_exact(
 ) -> list[tuple[int, float, float]]:
     """What :func:`_postgres_exact` returns, computed over a SQLite store's items.
 
-    Every item under ``where`` is scored: this ranks a read proof's prefix, not a live
-    memory, and it must find exactly the matches the database did.
+    It must find exactly the matches the database did, so it cannot ask FTS5: FTS5's
+    Porter is not Snowball's (it stems "0s", "abbli" or "axizeibli" apart from
+    :func:`._dialect.index_words`, and it leaves tokens under 3 or over 64 characters
+    alone), so an FTS5 query can miss an item whose document holds the word. Instead a
+    necessary condition on the raw text drops most items before the costly document is
+    built (:func:`_could_match`); the ranking is that of :func:`_python_exact_full`.
     """
     phrases = [stems for stems, _ in _phrases(terms)]
     if not phrases:
         return []
-    found: list[tuple[int, float, int]] = []
-    for seq, text, title, tags in execute(
+    # One stem per phrase is enough to rule an item out; the longest has the most
+    # selective prefix.
+    keys = [max(stems, key=len) for stems in phrases]
+    prefixes = list(dict.fromkeys(_stable_prefix(key) for key in keys))
+    whole = "(i.text || ' ' || coalesce(i.title, '') || ' ' || i.tags)"
+    # length() counts characters up to a NUL, the blob's length counts bytes: they differ
+    # for any non-ASCII character (or NUL), where SQLite's lower() is not Python's fold.
+    maybe = " OR ".join(
+        [f"length(CAST({whole} AS BLOB)) <> length({whole})"]
+        + [f"instr(lower({whole}), ?) > 0" for _ in prefixes]
+    )
+    rows = execute(
+        f"SELECT i.seq, i.text, i.title, i.tags FROM engine_items i WHERE ({where}) AND ({maybe})",
+        [*params, *prefixes],
+    )
+    held, near = frozenset(keys), _near(keys)
+    found = _scored((row for row in rows if _could_match(row[1:], held, near)), phrases)
+    return _ts_ranked(found[:cap], len(terms))
+
+
+def _python_exact_full(
+    execute: Execute, where: str, params: Sequence[Any], terms: Sequence[str], cap: int
+) -> list[tuple[int, float, float]]:
+    """:func:`_python_exact` by scoring every item under ``where`` (what it must equal)."""
+    phrases = [stems for stems, _ in _phrases(terms)]
+    if not phrases:
+        return []
+    rows = execute(
         f"SELECT i.seq, i.text, i.title, i.tags FROM engine_items i WHERE {where}", params
-    ):
-        doc = postgres_document(text, title, tags)
+    )
+    return _ts_ranked(_scored(rows, phrases, full=True)[:cap], len(terms))
+
+
+def _scored(
+    rows: Iterable[tuple[Any, ...]], phrases: Sequence[Sequence[str]], *, full: bool = False
+) -> list[tuple[int, float, int]]:
+    found: list[tuple[int, float, int]] = []
+    for seq, text, title, tags in rows:
+        doc = postgres_document(text, title, tags) if full else _document(text, title, tags)
         hits = sum(matches(doc, stems) for stems in phrases)
         if hits:
             found.append((seq, ts_rank(doc, phrases), hits))
     found.sort(key=lambda p: (-p[1], -p[0]))
-    return _ts_ranked(found[:cap], len(terms))
+    return found
+
+
+# index_words stems every word afresh, most of an item's document's cost; words repeat
+# across items, so a read stems each once. The test holds _document to postgres_document.
+_TOKEN: Final = re.compile(r"[^\W_]+")  # as _dialect.index_words splits
+_stemmers = threading.local()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    stemmer = getattr(_stemmers, "porter", None)
+    if stemmer is None:
+        stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
+    stem: str = stemmer.stemWord(word)
+    return stem
+
+
+def _words(text: str) -> str:
+    folded = text.casefold()
+    if not folded.isascii():  # ASCII has no diacritics and NFKD leaves it be
+        folded = fold(folded)
+    return " ".join([_stem(w) for w in _TOKEN.findall(folded)])
+
+
+def _document(text: str, title: str | None, tags: str) -> dict[str, Any]:
+    """postgres_document, with each word stemmed once per process."""
+    return document(_words(text), _words(title or ""), _words(tags))
+
+
+# Snowball's Porter only cuts a word's end and writes back at most two letters of its own
+# ("bility" -> "ble"), so a word stemming to s begins with all of s but its last two.
+_STEM_ADDS: Final = 2
+
+
+def _stable_prefix(stem: str) -> str:
+    return stem[: max(len(stem) - _STEM_ADDS, 0)]
+
+
+def _near(keys: Sequence[str]) -> re.Pattern[str]:
+    """The whole lowercase ASCII words that start with a key's stable prefix."""
+    starts = "|".join(re.escape(_stable_prefix(key)) for key in keys)
+    return re.compile(rf"(?<![a-z0-9])(?:{starts})[a-z0-9]*")
+
+
+def _could_match(columns: Sequence[Any], keys: frozenset[str], near: re.Pattern[str]) -> bool:
+    """False only if the item's document holds none of ``keys`` (so matches no phrase).
+
+    On ASCII text index_words is lowercasing, splitting on what is not [a-z0-9] and
+    stemming, so only the words ``near`` finds could stem to a key; only they are
+    stemmed. Other text is left to the full document.
+    """
+    text, title, tags = columns
+    whole = f"{text} {title or ''} {tags}"
+    if not whole.isascii():
+        return True
+    return any(_stem(word) in keys for word in near.findall(whole.lower()))
 
 
 def _ts_ranked(

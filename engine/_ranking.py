@@ -33,20 +33,16 @@ ties go to the newer item; scope and filters apply before ranking.
 
 from __future__ import annotations
 
-import functools
 import re
-import threading
 from collections.abc import Iterable, Sequence
 from datetime import tzinfo
 from typing import Any, Final
 
-import snowballstemmer
-
 from memseal.ledger.store import Execute
 
 from ._dates import resolve
-from ._dialect import fold, index_words, postgres_document
-from ._tsrank import WEIGHTS, document, matches, query_literal
+from ._dialect import index_words, postgres_document, stem
+from ._tsrank import WEIGHTS, matches, query_literal
 from ._tsrank import rank as ts_rank
 from .filters import DateRange
 
@@ -220,15 +216,15 @@ def _python_exact_full(
     rows = execute(
         f"SELECT i.seq, i.text, i.title, i.tags FROM engine_items i WHERE {where}", params
     )
-    return _ts_ranked(_scored(rows, phrases, full=True)[:cap], len(terms))
+    return _ts_ranked(_scored(rows, phrases)[:cap], len(terms))
 
 
 def _scored(
-    rows: Iterable[tuple[Any, ...]], phrases: Sequence[Sequence[str]], *, full: bool = False
+    rows: Iterable[tuple[Any, ...]], phrases: Sequence[Sequence[str]]
 ) -> list[tuple[int, float, int]]:
     found: list[tuple[int, float, int]] = []
     for seq, text, title, tags in rows:
-        doc = postgres_document(text, title, tags) if full else _document(text, title, tags)
+        doc = postgres_document(text, title, tags)
         hits = sum(matches(doc, stems) for stems in phrases)
         if hits:
             found.append((seq, ts_rank(doc, phrases), hits))
@@ -236,35 +232,9 @@ def _scored(
     return found
 
 
-# index_words stems every word afresh, most of an item's document's cost; words repeat
-# across items, so a read stems each once. The test holds _document to postgres_document.
-_TOKEN: Final = re.compile(r"[^\W_]+")  # as _dialect.index_words splits
-_stemmers = threading.local()
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    stemmer = getattr(_stemmers, "porter", None)
-    if stemmer is None:
-        stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
-    stem: str = stemmer.stemWord(word)
-    return stem
-
-
-def _words(text: str) -> str:
-    folded = text.casefold()
-    if not folded.isascii():  # ASCII has no diacritics and NFKD leaves it be
-        folded = fold(folded)
-    return " ".join([_stem(w) for w in _TOKEN.findall(folded)])
-
-
-def _document(text: str, title: str | None, tags: str) -> dict[str, Any]:
-    """postgres_document, with each word stemmed once per process."""
-    return document(_words(text), _words(title or ""), _words(tags))
-
-
 # Snowball's Porter only cuts a word's end and writes back at most two letters of its own
-# ("bility" -> "ble"), so a word stemming to s begins with all of s but its last two.
+# ("biliti" -> "ble" is the one rule that could), so a word stemming to s begins with all
+# of s but its last two. (Random searches of a million words never saw more than one.)
 _STEM_ADDS: Final = 2
 
 
@@ -289,7 +259,7 @@ def _could_match(columns: Sequence[Any], keys: frozenset[str], near: re.Pattern[
     whole = f"{text} {title or ''} {tags}"
     if not whole.isascii():
         return True
-    return any(_stem(word) in keys for word in near.findall(whole.lower()))
+    return any(stem(word) in keys for word in near.findall(whole.lower()))
 
 
 def _ts_ranked(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from memseal.ledger.errors import StorageError
 from memseal.ledger.store import SqlStore
 
 __all__ = ["SQLITE_RANKED_BELOW", "ranked_by", "sqlite_ranked_below"]
@@ -31,11 +32,23 @@ SQLITE_RANKED_BELOW: Final = "sqlite_ranked_below"
 
 
 async def sqlite_ranked_below(store: SqlStore) -> int | None:
-    """The size below which ``store``'s reads ran on SQLite (None: never migrated)."""
+    """The size below which ``store``'s reads ran on SQLite (None: never migrated).
+
+    Raises StorageError naming the row when it holds anything but an entry count.
+    """
     if store.dialect == "sqlite":
         return None  # a ledger is only ever moved from SQLite, never to it
     rows = await store.rows("SELECT value FROM meta WHERE key = ?", (SQLITE_RANKED_BELOW,))
-    return int(rows[0][0]) if rows else None
+    if not rows:
+        return None
+    value = rows[0][0]
+    if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+        # A hand-written row: refuse it, rather than guess which reads SQLite ranked.
+        raise StorageError(
+            f"the store's meta row {SQLITE_RANKED_BELOW!r} holds {value!r}, not an entry "
+            "count: write the number of entries the migration copied, in digits alone"
+        )
+    return int(value)
 
 
 def ranked_by(dialect: str, below: int | None, size: int) -> str:

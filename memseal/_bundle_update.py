@@ -41,7 +41,7 @@ from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
-from memseal.memory import open as open_memory
+from memseal.memory import _open as open_memory
 from memseal.replay._reexec import (
     BundleSource,
     FolderSource,
@@ -55,6 +55,7 @@ from memseal.replay._reexec import (
 )
 from memseal.replay.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
 from memseal.replay.calls import RUN_STARTED
+from memseal.replay.regress import ranked_as
 from memseal.replay.run import RECORDED_ERRORS
 from memseal.tools.catalog import WRITE_TOOLS
 
@@ -131,7 +132,9 @@ async def update(
             shutil.copytree(DataFolder(root=key_folder).keys, DataFolder(root=data).keys)
             if secret is not None:
                 DataFolder(root=data).instance_secret.write_bytes(secret)
-            log = TempLog(data, b"", embedder)
+            # The re-recorded reads rank full text as the recording's store did.
+            ranks_as = ranked_as(verified)
+            log = TempLog(data, b"", embedder, ranks_as=ranks_as)
             memory = await open_memory(
                 data,
                 create=False,
@@ -139,6 +142,7 @@ async def update(
                 checkpoint_every=None,
                 checkpoint_interval=None,
                 embedder=embedder,
+                ranks_as=ranks_as,
             )
             try:
                 log.store, log.ledger, log.engine = (
@@ -152,6 +156,7 @@ async def update(
                     key_history(data),
                     verified.run_id,
                     embedders=await memory.engine.embedders(),
+                    ranked_by=ranks_as,
                 )
                 vkey = memory.vkey
             finally:

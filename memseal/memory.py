@@ -434,6 +434,7 @@ async def _open(
     answerer: Answerer | None = None,
     progress: Callable[[int, int], None] | None = None,
     ann: int | None = ANN_MIN,
+    ranks_as: str | None = None,  # a re-recording on SQLite of reads PostgreSQL ranked
 ) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
@@ -481,6 +482,7 @@ async def _open(
             answerer=answerer,
             progress=progress,
             ann=ann,
+            ranks_as=ranks_as,
         )
     except BaseException:
         await ledger.close()

@@ -51,8 +51,12 @@ async def export_bundle(
     *,
     embedders: Sequence[str] = (),
     with_read_proofs: bool = False,
+    ranked_by: str | None = None,
 ) -> Bundle:
     """Collect run ``run_id`` from ``ledger`` into a bundle against a checkpoint cut now.
+
+    ``ranked_by`` names the store whose full-text ranking the run's reads had when it is
+    not the ledger's own (a run re-recorded on SQLite ranking as PostgreSQL did).
 
     ``keys`` is the ledger's key history, oldest first. ``with_read_proofs`` adds what
     ``memseal prove-read BUNDLE`` needs (the ``reads`` section: every entry before the
@@ -65,11 +69,11 @@ async def export_bundle(
     bundle after its checkpoint twice running (export again).
     """
     try:
-        return await _export(ledger, keys, run_id, embedders, with_read_proofs)
+        return await _export(ledger, keys, run_id, embedders, with_read_proofs, ranked_by)
     except ExportRaced:
         # A forget committed between the checkpoint and the scans: its eraser lies past the
         # checkpoint. Once more against a new checkpoint, which holds that forget.
-        return await _export(ledger, keys, run_id, embedders, with_read_proofs)
+        return await _export(ledger, keys, run_id, embedders, with_read_proofs, ranked_by)
 
 
 async def _export(
@@ -78,6 +82,7 @@ async def _export(
     run_id: str,
     embedders: Sequence[str],
     with_read_proofs: bool,
+    ranked_by_stated: str | None,
 ) -> Bundle:
     note = await ledger.checkpoint()
     text, _ = split_note(note)
@@ -104,8 +109,14 @@ async def _export(
         reads = await collect_reads(ledger, size, seqs, found.sizes, found.started, close)
     # Replay ranks full text as the store that ranked the run's reads did; of a run whose
     # reads straddle a move from SQLite, as the store its last read ran on.
+    if ranked_by_stated not in (None, "sqlite", "postgresql"):
+        raise InvalidRequest(f"`ranked_by` must be sqlite or postgresql, not {ranked_by_stated!r}")
+    if reads is not None and ranked_by_stated is not None:
+        reads = msgspec.structs.replace(reads, ranked_by=ranked_by_stated)
     below = await sqlite_ranked_below(ledger.store)
-    ranking = ranked_by(ledger.store.dialect, below, max(found.sizes, default=size))
+    ranking = ranked_by_stated or ranked_by(
+        ledger.store.dialect, below, max(found.sizes, default=size)
+    )
     entries: list[BundleEntry] = []
     for seq in sorted(seqs):
         record = await ledger.read(seq)

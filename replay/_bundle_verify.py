@@ -400,6 +400,12 @@ def _check_manifest(bundle: Bundle, manifest: Manifest, size: int, root: bytes) 
             "manifest",
         )
     reads = manifest.reads
+    if reads is not None and reads.ranked_by not in ("sqlite", "postgresql"):
+        raise _fail(
+            f"the signed manifest states a reads section ranked by {reads.ranked_by!r}; reads "
+            "are ranked by sqlite or postgresql",
+            "manifest",
+        )
     if manifest.ranked_by is not None and reads is not None and reads.ranked_by != "postgresql":
         raise _fail(
             f"the signed manifest states ranked_by {manifest.ranked_by!r} and a reads "

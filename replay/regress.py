@@ -71,6 +71,7 @@ __all__ = [
     "describe",
     "embedder_for",
     "pick_embedder",
+    "ranked_as",
     "regress",
 ]
 
@@ -271,7 +272,7 @@ async def regress(
         if folder_source is not None:
             await check_folder(folder_source, verified)
         source: FolderSource | BundleSource = folder_source or BundleSource(verified)
-        ranks_as = _ranked_as(verified)
+        ranks_as = ranked_as(verified)
         if ranks_as == "postgresql":
             report.notes.append(
                 "full text re-ranked as PostgreSQL ranks it (ts_rank, re-computed), as the "
@@ -416,7 +417,7 @@ def pick_embedder(embedders: Sequence[str], choice: str) -> Embedder | None:
     return None
 
 
-def _ranked_as(verified: VerifiedBundle) -> str:
+def ranked_as(verified: VerifiedBundle) -> str:
     """The store whose full-text ranking a replay repeats, as the signed manifest states
     it (a bundle made before the manifest's ``ranked_by``: its reads section's, else SQLite)."""
     manifest = verified.manifest

@@ -23,6 +23,7 @@ import memseal
 from memseal import InvalidRequest
 from memseal.cli.pgcopy import migrate
 from memseal.engine import SQLITE_RANKED_BELOW, HashingEmbedder
+from memseal.ledger.errors import StorageError
 from memseal.memory import STORE_ENV
 from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
 from memseal.replay.read_proof import encode_read_proof, prove_read_from_bundle, verify_read
@@ -45,10 +46,10 @@ def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def target() -> Iterator[str]:
+def target() -> Iterator[tuple[str, str]]:
     url, schema = fresh_url("moved")
     try:
-        yield url
+        yield url, schema
     finally:
         asyncio.run(drop_schemas([schema]))
 
@@ -140,6 +141,35 @@ async def _scenario(folder: Path, url: str) -> None:
 
 
 def test_reads_before_and_after_a_migration_prove_with_their_own_ranking(
-    tmp_path: Path, target: str
+    tmp_path: Path, target: tuple[str, str]
 ) -> None:
-    asyncio.run(_scenario(tmp_path / "data", target))
+    asyncio.run(_scenario(tmp_path / "data", target[0]))
+
+
+def test_a_mark_written_by_hand_in_another_form_is_refused_naming_it(
+    tmp_path: Path, target: tuple[str, str]
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    url, schema = target
+    folder = tmp_path / "data"
+    asyncio.run(_scenario(folder, url))
+    assert POSTGRES is not None
+    with psycopg.connect(POSTGRES, autocommit=True) as conn:
+        # The form the migration prints its count in: "copied: 1,031 entries".
+        conn.execute(
+            sql.SQL("UPDATE {}.meta SET value = '1,031' WHERE key = %s").format(
+                sql.Identifier(schema)
+            ),
+            (SQLITE_RANKED_BELOW,),
+        )
+
+    async def prove() -> None:
+        async with memseal.open(folder, store=url, embedder=None) as m:
+            with pytest.raises(StorageError, match=r"sqlite_ranked_below.*'1,031'"):
+                await m.prove_read("before", _STORES)
+            with pytest.raises(StorageError, match="sqlite_ranked_below"):
+                await export_bundle(m.ledger, await m.key_history(), "before")
+
+    asyncio.run(prove())

@@ -10,11 +10,11 @@ re-ranks with ``ts_rank`` re-computed in Python.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import msgspec
 import pytest
+from close_texts import READS, SCOPE, STORES, record_close
 
 import memseal
 from memseal._bundle_update import local_key, update
@@ -24,25 +24,16 @@ from memseal.ledger.note import sign_note
 from memseal.replay.bundle import encode_bundle, export_bundle, manifest_text, verify_bundle
 from memseal.replay.regress import regress
 
-SCOPE = memseal.ToolScope.placed_at("team:acme/agent:reader")
-_WORDS = ["alpha", "beta", "gamma", "delta", "ledger", "store", "memory", "proof"]
-
 
 @pytest.mark.parametrize("mode", ["exact", "hybrid"])
 async def test_a_recorded_session_replays_with_its_stores_ranking(
     tmp_path: Path, store_url: str | None, mode: str
 ) -> None:
-    rnd = random.Random(5)
     async with memseal.open(
         tmp_path / "d", store=store_url, embedder=HashingEmbedder(), checkpoint_interval=None
     ) as m:
         async with m.run("close", SCOPE) as run:
-            for _ in range(12):
-                text = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 9)))
-                await run.call("memory_store", {"learning": {"text": text}})
-            for _ in range(8):
-                query = " ".join(rnd.sample(_WORDS, rnd.randint(1, 3)))
-                await run.call("memory_fetch", {"query": query, "mode": mode, "limit": 20})
+            await record_close(run, mode=mode)
         bundle = encode_bundle(await export_bundle(m.ledger, await m.key_history(), "close"))
         vkey = m.vkey
     verified = verify_bundle(bundle, vkey)
@@ -50,7 +41,7 @@ async def test_a_recorded_session_replays_with_its_stores_ranking(
     assert verified.manifest.ranked_by == ("postgresql" if on_postgres else None)
     report = await regress(verified, embedder=HashingEmbedder())
     assert not report.changed, report.text()
-    assert len(report.steps) == 20
+    assert len(report.steps) == STORES + READS
     said = any("ts_rank" in note for note in report.notes)
     assert said is on_postgres, report.notes
 

@@ -11,12 +11,11 @@ its manifest. The copy now marks the size it copied (``sqlite_ranked_below``).
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from close_texts import READS, SCOPE, STORES, record_close
 from stores import POSTGRES, drop_schemas, fresh_url
 
 import memseal
@@ -34,11 +33,6 @@ pytestmark = pytest.mark.skipif(
     reason='MEMSEAL_TEST_POSTGRES is unset: no PostgreSQL server (eval "$(.ci/postgres.sh)")',
 )
 
-SCOPE = memseal.ToolScope.placed_at("team:acme/agent:reader")
-_WORDS = ["alpha", "beta", "gamma", "delta", "ledger", "store", "memory", "proof"]
-_STORES = 12
-_READS = 8
-
 
 @pytest.fixture(autouse=True)
 def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,26 +48,10 @@ def target() -> Iterator[tuple[str, str]]:
         asyncio.run(drop_schemas([schema]))
 
 
-async def _record(
-    run: Any, rnd: random.Random, asked: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Close texts of repeated words, then exact fetches BM25 and ts_rank order otherwise."""
-    for _ in range(_STORES):
-        text = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 9)))
-        await run.call("memory_store", {"learning": {"text": text}})
-    seen = []
-    for _ in range(_READS):
-        query = " ".join(rnd.sample(_WORDS, rnd.randint(1, 3)))
-        asked.append({"query": query, "mode": "exact", "limit": 20})
-        seen.append(await run.call("memory_fetch", asked[-1]))
-    return seen
-
-
 async def _scenario(folder: Path, url: str) -> None:
     async with memseal.open(folder, embedder=HashingEmbedder(), checkpoint_interval=None) as m:
         async with m.run("before", SCOPE) as run:
-            asked: list[dict[str, Any]] = []
-            before = await _record(run, random.Random(5), asked)
+            asked, before = await record_close(run)
         async with m.run("across", SCOPE) as run:
             await run.call("memory_fetch", {"query": "alpha beta", "mode": "exact"})
         vkey = m.vkey
@@ -86,13 +64,13 @@ async def _scenario(folder: Path, url: str) -> None:
         )
         assert marked == [(str(copied.size),)]
         async with m.run("after", SCOPE) as run:
-            after = await _record(run, random.Random(5), [])
+            _, after = await record_close(run)
         async with m.run("across", SCOPE) as run:  # resumed: step 0 is its memo
             await run.call("memory_fetch", {"query": "alpha beta", "mode": "exact"})
             await run.call("memory_fetch", {"query": "gamma ledger", "mode": "exact"})
         for run_id, seen, ranker in (("before", before, "sqlite"), ("after", after, "postgresql")):
-            for k in range(_READS):
-                proof = await m.prove_read(run_id, _STORES + k)
+            for k in range(READS):
+                proof = await m.prove_read(run_id, STORES + k)
                 verified = await verify_read(proof, vkey)
                 assert verified.result == seen[k]
                 assert (verified.how, verified.ranked_by) == ("byte for byte", ranker), (
@@ -116,8 +94,8 @@ async def _scenario(folder: Path, url: str) -> None:
         assert checked.manifest.ranked_by is None  # so replay ranks with BM25, as it ran
         replayed = await regress(checked, embedder=HashingEmbedder())
         assert not replayed.changed, replayed.text()
-        for k in range(_READS):
-            from_bundle = encode_read_proof(prove_read_from_bundle(checked, _STORES + k))
+        for k in range(READS):
+            from_bundle = encode_read_proof(prove_read_from_bundle(checked, STORES + k))
             verified = await verify_read(from_bundle, vkey)
             assert (verified.how, verified.ranked_by) == ("byte for byte", "sqlite"), verified.why
             assert verified.result == before[k]
@@ -132,8 +110,8 @@ async def _scenario(folder: Path, url: str) -> None:
             assert verified.ranked_by == ("sqlite" if step == 0 else "postgresql")
 
         # A view as of a step before the move ranks as SQLite did: the agent's own results.
-        for k in range(_READS):
-            view = (await m.as_of(run="before", step=_STORES + k)).tools(SCOPE)
+        for k in range(READS):
+            view = (await m.as_of(run="before", step=STORES + k)).tools(SCOPE)
             past = await view.call("memory_fetch", asked[k])
             assert [(h["id"], h["score"]) for h in past["hits"]] == [
                 (h["id"], h["score"]) for h in before[k]["hits"]
@@ -168,7 +146,7 @@ def test_a_mark_written_by_hand_in_another_form_is_refused_naming_it(
     async def prove() -> None:
         async with memseal.open(folder, store=url, embedder=None) as m:
             with pytest.raises(StorageError, match=r"sqlite_ranked_below.*'1,031'"):
-                await m.prove_read("before", _STORES)
+                await m.prove_read("before", STORES)
             with pytest.raises(StorageError, match="sqlite_ranked_below"):
                 await export_bundle(m.ledger, await m.key_history(), "before")
 

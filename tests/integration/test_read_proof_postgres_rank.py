@@ -14,33 +14,23 @@ import random
 from pathlib import Path
 
 import pytest
+from close_texts import READS, SCOPE, STORES, WORDS, record_close
 
 import memseal
 from memseal.engine import HashingEmbedder
 from memseal.replay.read_proof import verify_read
-
-SCOPE = memseal.ToolScope.placed_at("team:acme/agent:reader")
-_WORDS = ["alpha", "beta", "gamma", "delta", "ledger", "store", "memory", "proof"]
 
 
 @pytest.mark.parametrize("mode", ["exact", "hybrid"])
 async def test_every_fetch_of_close_texts_proves_byte_for_byte(
     tmp_path: Path, store_url: str | None, mode: str
 ) -> None:
-    rnd = random.Random(5)
     async with memseal.open(
         tmp_path / "d", store=store_url, embedder=HashingEmbedder(), checkpoint_interval=None
     ) as m:
         async with m.run("close", SCOPE) as run:
-            for _ in range(12):
-                text = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 9)))
-                await run.call("memory_store", {"learning": {"text": text}})
-            seen = []
-            for _ in range(8):
-                query = " ".join(rnd.sample(_WORDS, rnd.randint(1, 3)))
-                asked = {"query": query, "mode": mode, "limit": 20}  # one page: no cursor
-                seen.append(await run.call("memory_fetch", asked))
-        proofs = [await m.prove_read("close", 12 + k) for k in range(8)]
+            _, seen = await record_close(run, mode=mode)
+        proofs = [await m.prove_read("close", STORES + k) for k in range(READS)]
         vkey = m.vkey
     assert sum(len(r["hits"]) for r in seen) > 16  # the reads ranked many close hits
     ranker = "sqlite" if store_url is None else "postgresql"
@@ -71,12 +61,12 @@ async def test_a_view_as_of_now_ranks_full_text_as_the_live_store(
     rnd = random.Random(9)
     async with memseal.open(tmp_path / "d", store=store_url, embedder=None) as m:
         for _ in range(12):
-            text = " ".join(rnd.choice(_WORDS) for _ in range(rnd.randint(2, 9)))
+            text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, 9)))
             await m.call("memory_store", {"learning": {"text": text}}, scope=SCOPE)
         size = (await m.ledger.head()).size
         view = (await m.as_of(size)).tools(SCOPE)
         for _ in range(6):
-            asked = {"query": " ".join(rnd.sample(_WORDS, 2)), "mode": "exact", "limit": 20}
+            asked = {"query": " ".join(rnd.sample(WORDS, 2)), "mode": "exact", "limit": 20}
             _, live = await m.call("memory_fetch", asked, scope=SCOPE)
             past = await view.call("memory_fetch", asked)
             assert [h["id"] for h in past["hits"]] == [h["id"] for h in live["hits"]]

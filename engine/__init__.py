@@ -8,7 +8,7 @@ start with ``_`` are internal.
 
 from ._ann import ANN_MIN
 from ._projection import state_hash
-from ._ranked_by import SQLITE_RANKED_BELOW, ranked_by, sqlite_ranked_below
+from ._ranked_by import SQLITE_RANKED_BELOW, ranked_at, ranked_by, sqlite_ranked_below
 from ._rebuild import check_projections
 from .embedders import Embedder, HashingEmbedder, default_embedder
 from .engine import RANK_CAP, Clock, Engine, Progress
@@ -108,6 +108,7 @@ __all__ = [
     "Verdict",
     "check_projections",
     "default_embedder",
+    "ranked_at",
     "ranked_by",
     "sqlite_ranked_below",
     "state_hash",

@@ -25,7 +25,7 @@ from typing import Final
 from memseal.ledger.errors import StorageError
 from memseal.ledger.store import SqlStore
 
-__all__ = ["SQLITE_RANKED_BELOW", "ranked_by", "sqlite_ranked_below"]
+__all__ = ["SQLITE_RANKED_BELOW", "ranked_at", "ranked_by", "sqlite_ranked_below"]
 
 #: The ``meta`` key of a migrated ledger: the number of entries copied from SQLite.
 SQLITE_RANKED_BELOW: Final = "sqlite_ranked_below"
@@ -57,3 +57,8 @@ def ranked_by(dialect: str, below: int | None, size: int) -> str:
     ``dialect`` is the ledger's store now, ``below`` its :func:`sqlite_ranked_below`.
     """
     return "sqlite" if below is not None and size < below else dialect
+
+
+async def ranked_at(store: SqlStore, size: int) -> str:
+    """The store that ranked a read of ``store``'s ledger which observed ``size`` entries."""
+    return ranked_by(store.dialect, await sqlite_ranked_below(store), size)

@@ -58,7 +58,7 @@ from typing import Any, Final
 
 import msgspec
 
-from memseal.engine import Answerer, Embedder, Engine, ranked_by, sqlite_ranked_below
+from memseal.engine import Answerer, Embedder, Engine, ranked_at
 from memseal.engine._schema import HASHED, PROJECTION_VERSION
 from memseal.engine.trust import trust_rank
 from memseal.ledger.entry import decode_entry
@@ -507,9 +507,7 @@ class ViewCache:
                 embedder=self._embedder,
                 zone=self._zone,
                 answerer=self._answerer,
-                ranks_as=ranked_by(
-                    self._store.dialect, await sqlite_ranked_below(self._store), size
-                ),
+                ranks_as=await ranked_at(self._store, size),
             )
         except BaseException:
             await built.close()

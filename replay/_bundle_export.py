@@ -13,7 +13,7 @@ from typing import Final
 
 import msgspec
 
-from memseal.engine import ranked_by, sqlite_ranked_below
+from memseal.engine import ranked_at
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import leaf_hash
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
@@ -68,6 +68,8 @@ async def export_bundle(
     between the checkpoint and the manifest, or a forget erased a payload of the
     bundle after its checkpoint twice running (export again).
     """
+    if ranked_by not in (None, "sqlite", "postgresql"):
+        raise InvalidRequest(f"`ranked_by` must be sqlite or postgresql, not {ranked_by!r}")
     try:
         return await _export(ledger, keys, run_id, embedders, with_read_proofs, ranked_by)
     except ExportRaced:
@@ -109,14 +111,9 @@ async def _export(
         reads = await collect_reads(ledger, size, seqs, found.sizes, found.started, close)
     # Replay ranks full text as the store that ranked the run's reads did; of a run whose
     # reads straddle a move from SQLite, as the store its last read ran on.
-    if ranked_by_stated not in (None, "sqlite", "postgresql"):
-        raise InvalidRequest(f"`ranked_by` must be sqlite or postgresql, not {ranked_by_stated!r}")
     if reads is not None and ranked_by_stated is not None:
         reads = msgspec.structs.replace(reads, ranked_by=ranked_by_stated)
-    below = await sqlite_ranked_below(ledger.store)
-    ranking = ranked_by_stated or ranked_by(
-        ledger.store.dialect, below, max(found.sizes, default=size)
-    )
+    ranking = ranked_by_stated or await ranked_at(ledger.store, max(found.sizes, default=size))
     entries: list[BundleEntry] = []
     for seq in sorted(seqs):
         record = await ledger.read(seq)

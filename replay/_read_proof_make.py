@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from memseal.engine import ranked_by, sqlite_ranked_below
+from memseal.engine import ranked_at
 from memseal.ledger.checkpoint import Checkpoint, format_checkpoint, parse_checkpoint
 from memseal.ledger.entry import Entry
 from memseal.ledger.errors import InvalidRequest, NotFound
@@ -210,7 +210,7 @@ async def prove_read(
         step=step,
         origin=ledger.origin,
         embedders=tuple(embedders),
-        ranked_by=ranked_by(ledger.store.dialect, await sqlite_ranked_below(ledger.store), size),
+        ranked_by=await ranked_at(ledger.store, size),
         checkpoint=await checkpoint_at(ledger, size),
         latest=latest,
         consistency=tuple(consistency),

@@ -177,6 +177,7 @@ PINNED: dict[str, list[str]] = {
         "Verdict",
         "check_projections",
         "default_embedder",
+        "ranked_at",
         "ranked_by",
         "sqlite_ranked_below",
         "state_hash",

@@ -23,7 +23,9 @@ first use), and records the run in it again:
 The new bundle verifies with ``--trust`` the local key's vkey and replays to
 its own results. A bundle holding memory forgotten since (its text is erased
 everywhere) or a call whose arguments were erased cannot be re-recorded:
-:class:`UpdateRefused`.
+:class:`UpdateRefused`. Nor, from the bundle alone, can a run whose store was
+answered with an item held from before the run: its new id would make a
+second copy (``_check_new_ids``).
 """
 
 from __future__ import annotations
@@ -150,7 +152,9 @@ async def update(
                     memory.ledger,
                     memory.engine,
                 )
-                await _record(verified, source, log, memory.run, scope, notes)
+                await _record(
+                    verified, source, log, memory.run, scope, notes, same_ids=secret is not None
+                )
                 bundle = await export_bundle(
                     memory.ledger,
                     key_history(data),
@@ -174,6 +178,8 @@ async def _record(
     make_run: Any,
     scope: Any,
     notes: list[str],
+    *,
+    same_ids: bool,
 ) -> None:
     assert log.store is not None
     replaced: set[int] = set()  # recorded writes the re-executed ones stand in for
@@ -225,5 +231,28 @@ async def _record(
                 replaced.update(body.wrote)
             # A keyed call keeps its key, so the new bundle replays by key as the old one did.
             key = body.key if isinstance(body.key, str) else None
+            redone: Any = None
             with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
-                await run.call(name, arguments, key=key)
+                redone = await run.call(name, arguments, key=key)
+            if not same_ids:
+                _check_new_ids(body.step, body.tool, call.result, redone)
+
+
+def _check_new_ids(step: int, tool: str, recorded: Any, redone: Any) -> None:
+    """Refuse a re-recording whose new ids would change what the memory holds.
+
+    From the bundle alone the run's writes make new ids. That is harmless for
+    the items the run makes itself, but a store the recording answered with an
+    item held from before the run (``replayed``, nothing written) makes a second
+    copy under a new id: every later read would see the text twice, and the
+    new bundle would record that as if the code had changed.
+    """
+    if tool != "memory_store" or not isinstance(recorded, dict) or not isinstance(redone, dict):
+        return
+    if recorded.get("replayed") is True and redone.get("replayed") is not True:
+        raise UpdateRefused(
+            f"step {step} stored text the memory held from before the run (item "
+            f"{recorded.get('id')}); from the bundle alone it gets a new id, so the memory "
+            "would hold it twice: re-record with --against DIR, the data folder the bundle "
+            "came from, which keeps the recorded ids"
+        )

@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 from bundle_support import REVERSE_RANKING, ROOT, memseal_cli, record_session
+from close_texts import READS, SCOPE, STORES, record_close
 
-from memseal.replay.bundle import verify_bundle
+import memseal
+from memseal._bundle_update import UpdateRefused, local_key, update
+from memseal.engine import HashingEmbedder
+from memseal.replay.bundle import VerifiedBundle, encode_bundle, export_bundle, verify_bundle
+from memseal.replay.regress import regress
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +114,39 @@ def test_update_exit_codes(tmp_path: Path) -> None:
     assert done.returncode == 2
     done = memseal_cli("replay", str(vectors / "tampered.bundle"), "-o", "x.bundle", cwd=tmp_path)
     assert done.returncode == 2 and "go with --update" in done.stderr
+
+
+async def _second_run_bundle(folder: Path) -> tuple[VerifiedBundle, int]:
+    """Two runs storing the same texts; the second's bundle: each of its stores is a
+    replay of an item the first run made (and the size the second run ended at)."""
+    async with memseal.open(folder, embedder=HashingEmbedder(), checkpoint_interval=None) as m:
+        for name in ("one", "two"):
+            async with m.run(name, SCOPE) as run:
+                await record_close(run)
+        exported = await export_bundle(m.ledger, await m.key_history(), "two")
+        return verify_bundle(encode_bundle(exported), m.vkey), (await m.ledger.store.head()).size
+
+
+async def test_update_of_a_later_run_keeps_one_copy_of_the_memory(tmp_path: Path) -> None:
+    verified, size = await _second_run_bundle(tmp_path / "d")
+    assert all(c.result["replayed"] for c in verified.calls if c.call.tool == "memory_store")
+    keys = tmp_path / "replay-key"
+    local_key(keys)
+
+    # From the bundle alone the stores would make a second copy under new ids (every fetch
+    # then saw each text twice, recorded as a change): refused, naming the step and the cure.
+    with pytest.raises(UpdateRefused, match=r"step 0 stored text .* --against DIR"):
+        await update(verified, key_folder=keys, embedder=HashingEmbedder())
+
+    updated = await update(
+        verified, key_folder=keys, against=tmp_path / "d", embedder=HashingEmbedder()
+    )
+    assert updated.notes == []  # every step ran at the size it observed
+    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    assert [c.result for c in again.calls] == [c.result for c in verified.calls]
+    assert [c.call.observed_size for c in again.calls] == [
+        c.call.observed_size for c in verified.calls
+    ]
+    assert again.calls[-1].call.observed_size == size - 1
+    assert len(again.calls) == STORES + READS
+    assert not (await regress(again, embedder=HashingEmbedder())).changed

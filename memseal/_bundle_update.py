@@ -120,6 +120,7 @@ async def update(
     if against is not None:
         secret, folder_source = await open_against(against)
     elif any(c.call.tool in WRITE_TOOLS for c in verified.calls):
+        _check_new_ids(verified)
         notes.append(
             "the run's writes were re-executed with the local key's instance secret: the items "
             "they made have new ids (--against DIR keeps the recorded ones)"
@@ -152,9 +153,7 @@ async def update(
                     memory.ledger,
                     memory.engine,
                 )
-                await _record(
-                    verified, source, log, memory.run, scope, notes, same_ids=secret is not None
-                )
+                await _record(verified, source, log, memory.run, scope, notes)
                 bundle = await export_bundle(
                     memory.ledger,
                     key_history(data),
@@ -178,8 +177,6 @@ async def _record(
     make_run: Any,
     scope: Any,
     notes: list[str],
-    *,
-    same_ids: bool,
 ) -> None:
     assert log.store is not None
     replaced: set[int] = set()  # recorded writes the re-executed ones stand in for
@@ -231,28 +228,31 @@ async def _record(
                 replaced.update(body.wrote)
             # A keyed call keeps its key, so the new bundle replays by key as the old one did.
             key = body.key if isinstance(body.key, str) else None
-            redone: Any = None
             with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
-                redone = await run.call(name, arguments, key=key)
-            if not same_ids:
-                _check_new_ids(body.step, body.tool, call.result, redone)
+                await run.call(name, arguments, key=key)
 
 
-def _check_new_ids(step: int, tool: str, recorded: Any, redone: Any) -> None:
-    """Refuse a re-recording whose new ids would change what the memory holds.
+def _check_new_ids(verified: VerifiedBundle) -> None:
+    """Refuse, from the bundle alone, a run whose store the recording answered
+    with an item held from before the run (``replayed``, nothing written).
 
     From the bundle alone the run's writes make new ids. That is harmless for
-    the items the run makes itself, but a store the recording answered with an
-    item held from before the run (``replayed``, nothing written) makes a second
-    copy under a new id: every later read would see the text twice, and the
-    new bundle would record that as if the code had changed.
+    the items the run makes itself (a store repeated within the run is still a
+    replay), but such a store would make a second copy under a new id: every
+    later read would see the text twice, and the new bundle would record that
+    as if the code had changed.
     """
-    if tool != "memory_store" or not isinstance(recorded, dict) or not isinstance(redone, dict):
-        return
-    if recorded.get("replayed") is True and redone.get("replayed") is not True:
-        raise UpdateRefused(
-            f"step {step} stored text the memory held from before the run (item "
-            f"{recorded.get('id')}); from the bundle alone it gets a new id, so the memory "
-            "would hold it twice: re-record with --against DIR, the data folder the bundle "
-            "came from, which keeps the recorded ids"
-        )
+    made: set[Any] = set()  # the ids the run's own stores made
+    for call in verified.calls:
+        result = call.result
+        if call.call.tool != "memory_store" or not isinstance(result, dict):
+            continue
+        if result.get("replayed") is not True:
+            made.add(result.get("id"))
+        elif result.get("id") not in made:
+            raise UpdateRefused(
+                f"step {call.call.step} stored text the memory held from before the run "
+                f"(item {result.get('id')}); from the bundle alone it would get a new id and "
+                "the memory would hold it twice: re-record with --against DIR, the data "
+                "folder the bundle came from, which keeps the recorded ids"
+            )

@@ -150,3 +150,23 @@ async def test_update_of_a_later_run_keeps_one_copy_of_the_memory(tmp_path: Path
     assert again.calls[-1].call.observed_size == size - 1
     assert len(again.calls) == STORES + READS
     assert not (await regress(again, embedder=HashingEmbedder())).changed
+
+
+async def test_update_from_the_bundle_alone_keeps_a_store_repeated_within_the_run(
+    tmp_path: Path,
+) -> None:
+    async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as m:
+        async with m.run("again", SCOPE) as run:
+            for _ in range(2):
+                await run.call("memory_store", {"learning": {"text": "the ledger store"}})
+            await run.call("memory_fetch", {"query": "ledger", "mode": "exact"})
+        exported = await export_bundle(m.ledger, await m.key_history(), "again")
+        verified = verify_bundle(encode_bundle(exported), m.vkey)
+    assert [c.result.get("replayed") for c in verified.calls[:2]] == [False, True]
+    local_key(tmp_path / "k")
+    updated = await update(verified, key_folder=tmp_path / "k")
+    assert len(updated.notes) == 1 and "new ids" in updated.notes[0]  # no step ran elsewhere
+    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    new_id = again.calls[0].result["id"]
+    assert again.calls[1].result == {"id": new_id, "replayed": True}
+    assert [h["id"] for h in again.calls[2].result["hits"]] == [new_id]

@@ -25,7 +25,7 @@ its own results. A bundle holding memory forgotten since (its text is erased
 everywhere) or a call whose arguments were erased cannot be re-recorded:
 :class:`UpdateRefused`. Nor, from the bundle alone, can a run whose store was
 answered with an item held from before the run: its new id would make a
-second copy (``_check_new_ids``).
+second copy (``_check_self_contained``).
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ import contextlib
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from memseal.engine.embedders import Embedder
+from memseal.engine.events import MemoryForgotten, decode_event
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
@@ -119,8 +121,9 @@ async def update(
     secret: bytes | None = None
     if against is not None:
         secret, folder_source = await open_against(against)
-    elif any(c.call.tool in WRITE_TOOLS for c in verified.calls):
-        _check_new_ids(verified)
+    else:
+        _check_self_contained(verified)
+    if against is None and any(c.call.tool in WRITE_TOOLS for c in verified.calls):
         notes.append(
             "the run's writes were re-executed with the local key's instance secret: the items "
             "they made have new ids (--against DIR keeps the recorded ones)"
@@ -153,7 +156,9 @@ async def update(
                     memory.ledger,
                     memory.engine,
                 )
-                await _record(verified, source, log, memory.run, scope, notes)
+                await _record(
+                    verified, source, log, memory.run, scope, notes, same_ids=secret is not None
+                )
                 bundle = await export_bundle(
                     memory.ledger,
                     key_history(data),
@@ -177,6 +182,8 @@ async def _record(
     make_run: Any,
     scope: Any,
     notes: list[str],
+    *,
+    same_ids: bool,
 ) -> None:
     assert log.store is not None
     replaced: set[int] = set()  # recorded writes the re-executed ones stand in for
@@ -199,8 +206,8 @@ async def _record(
                 continue
             if item.payload is None and item.committed:
                 raise UpdateRefused(
-                    f"entry {seq}'s text was forgotten since: the memory the run saw cannot "
-                    "be rebuilt, so the run cannot be re-recorded"
+                    f"entry {seq}'s text was forgotten (by the run or since): the memory the "
+                    "run saw cannot be rebuilt, so the run cannot be re-recorded"
                 )
             batch.append(item)
         fed = max(fed, stop)
@@ -228,31 +235,100 @@ async def _record(
                 replaced.update(body.wrote)
             # A keyed call keeps its key, so the new bundle replays by key as the old one did.
             key = body.key if isinstance(body.key, str) else None
+            redone: Any = None
             with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
-                await run.call(name, arguments, key=key)
+                redone = await run.call(name, arguments, key=key)
+            if same_ids and body.tool == "memory_store":
+                _check_same_id(body.step, call.result, redone)
 
 
-def _check_new_ids(verified: VerifiedBundle) -> None:
-    """Refuse, from the bundle alone, a run whose store the recording answered
-    with an item held from before the run (``replayed``, nothing written).
+def _check_same_id(step: int, recorded: Any, redone: Any) -> None:
+    """With ``--against DIR`` a store must make the recorded id: a folder whose instance
+    secret is not the recording's (made anew, say) would otherwise write a second copy."""
+    if not (isinstance(recorded, dict) and isinstance(redone, dict)):
+        return
+    if recorded.get("id") != redone.get("id"):
+        raise UpdateRefused(
+            f"step {step} stored its text as item {redone.get('id')}, where the recording "
+            f"made {recorded.get('id')}: the --against folder's instance secret is not the "
+            "one the bundle was recorded with"
+        )
 
-    From the bundle alone the run's writes make new ids. That is harmless for
-    the items the run makes itself (a store repeated within the run is still a
-    replay), but such a store would make a second copy under a new id: every
-    later read would see the text twice, and the new bundle would record that
-    as if the code had changed.
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a call's arguments (ids may sit in any list or filter)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _targets(kind: str, body: bytes) -> tuple[str, ...]:
+    """The items a trust change or a forget entry names (none for a store)."""
+    if kind not in ("trust_changed", "memory_forgotten"):
+        return ()
+    event = decode_event(kind, body)
+    return event.items if isinstance(event, MemoryForgotten) else (getattr(event, "item", ""),)
+
+
+def _check_self_contained(verified: VerifiedBundle) -> None:
+    """Refuse, from the bundle alone, a run that new ids or missing memory would change.
+
+    From the bundle alone the run's writes make new ids, with the local key's
+    instance secret. That is harmless while nothing outside the re-made call
+    itself names an item the run made, and while every read needs only the
+    memory the bundle carries. Each case below would otherwise change what a
+    step saw, silently, and the new bundle would record it as if the code had:
+
+    1. a store the recording answered with an item held from before the run
+       (``replayed``, nothing written) would make a second copy;
+    2. a call naming, in its arguments, an item the run made would name an id
+       the new log does not hold;
+    3. a cursor is keyed by the recording's instance secret, so it is refused;
+    4. an explore counts all the memory in reach, and a get's ``filtered``
+       items are not carried by the bundle;
+    5. a trust change or a forget made outside the run, while it ran, would
+       apply to the old id and miss the item.
     """
-    made: set[Any] = set()  # the ids the run's own stores made
+    made: set[str] = set()  # the ids the run's own stores made
+    own: set[int] = set()  # the run's own write entries (re-made, never copied)
     for call in verified.calls:
-        result = call.result
-        if call.call.tool != "memory_store" or not isinstance(result, dict):
-            continue
-        if result.get("replayed") is not True:
-            made.add(result.get("id"))
-        elif result.get("id") not in made:
-            raise UpdateRefused(
-                f"step {call.call.step} stored text the memory held from before the run "
-                f"(item {result.get('id')}); from the bundle alone it would get a new id and "
-                "the memory would hold it twice: re-record with --against DIR, the data "
-                "folder the bundle came from, which keeps the recorded ids"
-            )
+        body, result, step = call.call, call.result, call.call.step
+        own.update(body.wrote)
+        why = ""
+        if body.tool == "memory_store" and isinstance(result, dict):
+            if result.get("replayed") is not True:
+                made.add(str(result.get("id")))
+            elif result.get("id") not in made:
+                why = f"stored text the memory held from before the run (item {result.get('id')})"
+        if any(text in made for text in _strings(call.arguments)):
+            why = "names an item the run made"
+        elif isinstance(call.arguments, dict) and call.arguments.get("cursor") is not None:
+            why = "continues a cursor, which the recording's instance secret keys"
+        elif body.tool == "memory_explore":
+            why = "explores counts over all the memory in reach, which the bundle does not carry"
+        elif isinstance(result, dict) and result.get("filtered"):
+            why = "read items the bundle does not carry (filtered)"
+        if why:
+            raise _not_alone(f"step {step} {why}")
+    started = min(s for s, e in verified.entries.items() if e.kind == RUN_STARTED)
+    for seq, entry in sorted(verified.entries.items()):
+        if seq > started and seq not in own:
+            hit = made.intersection(_targets(entry.kind, bytes(entry.body)))
+            if hit:
+                raise _not_alone(
+                    f"entry {seq} ({entry.kind}, made outside the run) names "
+                    f"item {min(hit)}, which the run made"
+                )
+
+
+def _not_alone(what: str) -> UpdateRefused:
+    return UpdateRefused(
+        f"{what}: from the bundle alone the run's items get new ids and the memory the run "
+        "saw cannot be rebuilt as it was; re-record with --against DIR, the data folder the "
+        "bundle came from, which keeps the recorded ids"
+    )

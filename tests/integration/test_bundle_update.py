@@ -4,6 +4,7 @@ which verifies with that key's vkey and replays clean with the code that made it
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from close_texts import READS, SCOPE, STORES, record_close
 import memseal
 from memseal._bundle_update import UpdateRefused, local_key, update
 from memseal.engine import HashingEmbedder
+from memseal.ledger.folder import DataFolder
 from memseal.replay.bundle import VerifiedBundle, encode_bundle, export_bundle, verify_bundle
 from memseal.replay.regress import regress
 
@@ -170,3 +172,64 @@ async def test_update_from_the_bundle_alone_keeps_a_store_repeated_within_the_ru
     new_id = again.calls[0].result["id"]
     assert again.calls[1].result == {"id": new_id, "replayed": True}
     assert [h["id"] for h in again.calls[2].result["hits"]] == [new_id]
+
+
+async def _refused_alone(folder: Path, case: str) -> str:
+    """Record a run the bundle alone cannot re-record faithfully, and the refusal's text."""
+    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as m:
+        async with m.run("before", SCOPE) as run:
+            early = (await run.call("memory_store", {"learning": {"text": "an older note"}}))["id"]
+        await m.engine.reject(early, actor="admin", reason="wrong")
+        async with m.run("r", SCOPE) as run:
+            made = []
+            for text in ("the ledger store", "the ledger proof", "the ledger key"):
+                made.append((await run.call("memory_store", {"learning": {"text": text}}))["id"])
+            if case == "own id":
+                await run.call("memory_get", {"ids": [made[0]]})
+            elif case == "cursor":
+                page = await run.call("memory_fetch", {"query": "ledger", "limit": 1})
+                await run.call("memory_fetch", {"query": "ledger", "cursor": page["next_cursor"]})
+            elif case == "explore":
+                await run.call("memory_explore", {"facet": "kind"})
+            elif case == "filtered":
+                assert (await run.call("memory_get", {"ids": [early]}))["filtered"] == [early]
+            else:  # an admin's trust change to the run's item, while it ran
+                await m.engine.reject(made[1], actor="admin", reason="wrong")
+                await run.call("memory_fetch", {"query": "ledger"})
+        exported = await export_bundle(m.ledger, await m.key_history(), "r")
+        verified = verify_bundle(encode_bundle(exported), m.vkey)
+    local_key(folder.parent / "k")
+    with pytest.raises(UpdateRefused, match="--against DIR") as refused:
+        await update(verified, key_folder=folder.parent / "k")
+    # With the folder the ids are the recorded ones: the same run re-records exactly.
+    updated = await update(verified, key_folder=folder.parent / "k", against=folder)
+    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    assert [c.result for c in again.calls] == [c.result for c in verified.calls]
+    assert updated.notes == []
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("own id", "step 3 names an item the run made"),
+        ("cursor", "step 4 continues a cursor"),
+        ("explore", "step 3 explores counts"),
+        ("filtered", "step 3 read items the bundle does not carry"),
+        ("trust change", "(trust_changed, made outside the run) names item"),
+    ],
+)
+async def test_update_from_the_bundle_alone_refuses_what_new_ids_would_change(
+    tmp_path: Path, case: str, named: str
+) -> None:
+    assert named in await _refused_alone(tmp_path / "d", case)
+
+
+async def test_update_against_a_folder_with_another_secret_is_refused(tmp_path: Path) -> None:
+    verified, _ = await _second_run_bundle(tmp_path / "d")
+    other = tmp_path / "copy"
+    shutil.copytree(tmp_path / "d", other)
+    DataFolder(root=other).instance_secret.write_bytes(os.urandom(32))
+    local_key(tmp_path / "k")
+    with pytest.raises(UpdateRefused, match="instance secret is not the one the bundle"):
+        await update(verified, key_folder=tmp_path / "k", against=other, embedder=HashingEmbedder())

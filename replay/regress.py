@@ -19,7 +19,9 @@ Two sources of entries:
     them are filled with inert ``replay_gap`` entries so seqs (and
     ``ledger_ref``) stay put. Only the run's own reachable memory exists, so
     corpus-wide statistics (BM25) differ: ids, order, texts and fields are
-    compared exactly, scores within a tolerance. Without the folder's
+    compared exactly, scores within a tolerance, and a page's cursor by
+    what it continues (its text is keyed by the instance secret, so a later
+    call continuing it is sent the re-made one). Without the folder's
     instance secret a re-executed write would make other item ids, so the
     run's writes are not re-executed: their recorded entries are applied.
 
@@ -179,6 +181,30 @@ def _blank_forgotten(recorded: Any, new: Any) -> Any:
     return new
 
 
+def _with_cursor(arguments: Any, cursors: dict[str, str]) -> Any:
+    """The arguments with a recorded cursor swapped for the one its re-made page returned."""
+    if isinstance(arguments, dict) and arguments.get("cursor") in cursors:
+        return {**arguments, "cursor": cursors[arguments["cursor"]]}
+    return arguments
+
+
+def _same_cursor(recorded: Any, new: Any, cursors: dict[str, str]) -> Any:
+    """Take the recorded ``next_cursor`` where the new page also has one (bundle mode).
+
+    A cursor holds a ref keyed by the instance secret, which the bundle does not carry,
+    so its text differs whenever the page is the same. Where both pages go on, the new
+    cursor is what a later call continuing the recorded one is sent, so what it
+    continues is compared in that call's result.
+    """
+    if not (isinstance(recorded, dict) and isinstance(new, dict)):
+        return new
+    old, made = recorded.get("next_cursor"), new.get("next_cursor")
+    if not (isinstance(old, str) and isinstance(made, str)):
+        return new
+    cursors[old] = made
+    return {**new, "next_cursor": old}
+
+
 def _close_scores(recorded: Any, new: Any, tolerance: float) -> Any:
     """Take the recorded score wherever the new one is within the tolerance."""
     if isinstance(recorded, dict) and isinstance(new, dict):
@@ -298,6 +324,7 @@ async def _replay_calls(
     tools = MemoryTools(log.engine, scope)
     replaced: set[int] = set()  # source seqs a re-executed write stands in for
     fed = 0  # source entries consumed
+    cursors: dict[str, str] = {}  # bundle mode: each recorded next_cursor, as re-made
 
     async def feed(stop: int) -> None:
         nonlocal fed
@@ -330,7 +357,7 @@ async def _replay_calls(
         written = await source.read(target, target + len(body.wrote)) if body.wrote else []
         log.now = parse_time(clock_for(call, written))
         try:
-            new: Any = _plain(await tools.call(tool, call.arguments))
+            new: Any = _plain(await tools.call(tool, _with_cursor(call.arguments, cursors)))
             error = False
         except _RECORDED_ERRORS as exc:
             new, error = _error_result(exc), True
@@ -342,6 +369,7 @@ async def _replay_calls(
         recorded = call.result
         if report.mode == "bundle":
             new = _close_scores(recorded, new, tolerance)
+            new = _same_cursor(recorded, new, cursors)
         new = _blank_forgotten(recorded, new)
         if error != body.error or new != recorded:
             report.steps.append(

@@ -1,0 +1,73 @@
+"""A paging run replays clean from its bundle alone, and a changed page still shows.
+
+A cursor holds a ref keyed by the instance secret, which a bundle does not carry,
+so a bundle-only replay made other cursor texts for the very same pages: it
+reported every paged read as changed, and the call continuing a recorded cursor
+was refused ("belongs to another request"). The replay now takes a cursor as
+what it continues: a later call is sent the re-made cursor, and its page is
+compared.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from bundle_support import REVERSE_RANKING, memseal_cli
+from close_texts import SCOPE
+
+import memseal
+from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
+from memseal.replay.regress import regress
+
+TEXTS = ["the ledger store", "a ledger proof", "ledger keys ledger", "the memory ledger"]
+
+
+async def _paged(folder: Path) -> tuple[bytes, str]:
+    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as m:
+        async with m.run("pages", SCOPE) as run:
+            for text in TEXTS:
+                await run.call("memory_store", {"learning": {"text": text}})
+            for tool, first in (
+                ("memory_fetch", {"query": "ledger", "mode": "exact", "limit": 1}),
+                ("memory_list", {"limit": 1}),
+            ):
+                page = await run.call(tool, first)
+                while page.get("next_cursor") is not None:
+                    page = await run.call(tool, {**first, "cursor": page["next_cursor"]})
+        exported = await export_bundle(m.ledger, await m.key_history(), "pages")
+        return encode_bundle(exported), m.vkey
+
+
+async def test_a_paging_run_replays_clean_from_its_bundle(tmp_path: Path) -> None:
+    bundle, vkey = await _paged(tmp_path / "d")
+    verified = verify_bundle(bundle, vkey)
+    continued = [c for c in verified.calls if (c.arguments or {}).get("cursor")]
+    assert len(continued) == 2 * (len(TEXTS) - 1)
+    report = await regress(verified)
+    assert report.mode == "bundle"
+    assert not report.changed, report.text()
+    assert [s.status for s in report.steps].count("same") == len(verified.calls) - len(TEXTS)
+    # The continued pages were really run: each returned the item the recording did.
+    for call in continued:
+        assert report.results[call.call.step]["items" if "items" in call.result else "hits"]
+
+
+async def test_a_changed_ranking_still_shows_in_the_continued_pages(tmp_path: Path) -> None:
+    bundle, vkey = await _paged(tmp_path / "d")
+    path = tmp_path / "pages.bundle"
+    path.write_bytes(bundle)
+    done = memseal_cli("replay", str(path), "--trust", vkey, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (tmp_path / "sitecustomize.py").write_text(REVERSE_RANKING)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = memseal_cli("replay", str(path), "--trust", vkey, cwd=tmp_path, env=env)
+    assert done.returncode == 3, done.stdout + done.stderr
+    changed = [line for line in done.stdout.splitlines() if line.endswith("memory_fetch: changed")]
+    assert len(changed) >= 2, done.stdout  # the first page and pages continued from it
+
+
+@pytest.fixture(autouse=True)
+def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMSEAL_STORE", raising=False)

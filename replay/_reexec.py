@@ -13,6 +13,7 @@ the time a re-executed call runs at.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import tempfile
@@ -229,10 +230,15 @@ class BundleSource:
                 redacts=entry.redacts,
                 committed=entry.payload_hash is not None,
             )
+        self._seqs = sorted(self.by_seq)
 
     async def read(self, start: int, stop: int) -> list[Source | int]:
         """The entries ``start <= seq < stop``, a bare int for each seq the bundle lacks."""
         return [self.by_seq.get(seq, seq) for seq in range(start, stop)]
+
+    def whole_below(self, stop: int) -> bool:
+        """Whether the bundle holds every entry ``seq < stop`` (no other run's, say)."""
+        return bisect.bisect_left(self._seqs, stop) == stop
 
 
 def clock_for(call: BundleCall, written: Sequence[Source | int]) -> str:

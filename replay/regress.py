@@ -341,7 +341,7 @@ async def _replay_calls(
         body = call.call
         step, tool = body.step, body.tool
         key = body.key if isinstance(body.key, str) else None
-        skipped = _skip_note(call, erased, report.mode)
+        skipped = _skip_note(call, erased, report.mode) or _partial_note(call, source)
         if skipped is not None:
             report.steps.append(
                 StepOutcome(step=step, tool=tool, status="skipped", note=skipped, key=key)
@@ -420,6 +420,24 @@ def _skip_note(call: BundleCall, erased: set[str], mode: str) -> str | None:
         # the dedupe of a memory stored before): its recorded entries are applied instead.
         return "a write: its recorded entries are applied; --against re-executes it"
     return None
+
+
+def _partial_note(call: BundleCall, source: FolderSource | BundleSource) -> str | None:
+    """Why a read cannot be compared from a bundle that lacks part of the memory before it.
+
+    A bundle carries the memory the run's results cite, not all of it: an explore counts
+    every item in reach, and a get's ``filtered`` items are not cited, so on a log with
+    entries the bundle left out (another run's, say) both would differ with no change.
+    """
+    if not isinstance(source, BundleSource) or source.whole_below(call.call.observed_size):
+        return None
+    if call.call.tool == "memory_explore":
+        what = "an explore counts all the memory in reach"
+    elif isinstance(call.result, dict) and call.result.get("filtered"):
+        what = "a get's filtered items are not carried"
+    else:
+        return None
+    return f"{what}, and the bundle holds only what the run cited; --against compares it"
 
 
 _HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")

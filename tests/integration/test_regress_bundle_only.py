@@ -1,11 +1,14 @@
-"""A paging run replays clean from its bundle alone, and a changed page still shows.
+"""A bundle-only replay: a paging run replays clean, a changed page still shows, and
+reads of memory the bundle does not carry are skipped, saying why.
 
 A cursor holds a ref keyed by the instance secret, which a bundle does not carry,
 so a bundle-only replay made other cursor texts for the very same pages: it
 reported every paged read as changed, and the call continuing a recorded cursor
 was refused ("belongs to another request"). The replay now takes a cursor as
 what it continues: a later call is sent the re-made cursor, and its page is
-compared.
+compared. A bundle carries the memory the run's results cite, so where the log
+held more (another run's items), an explore and a get of filtered items were
+reported changed with no change; they are skipped, saying why.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from close_texts import SCOPE
 
 import memseal
 from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
-from memseal.replay.regress import regress
+from memseal.replay.regress import RegressReport, regress
 
 TEXTS = ["the ledger store", "a ledger proof", "ledger keys ledger", "the memory ledger"]
 
@@ -71,3 +74,31 @@ async def test_a_changed_ranking_still_shows_in_the_continued_pages(tmp_path: Pa
 @pytest.fixture(autouse=True)
 def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MEMSEAL_STORE", raising=False)
+
+
+async def _explores(folder: Path, *, before: bool) -> RegressReport:
+    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as m:
+        if before:
+            async with m.run("earlier", SCOPE) as run:
+                held = await run.call("memory_store", {"learning": {"text": "an older note"}})
+            await m.engine.reject(held["id"], actor="admin", reason="wrong")
+        async with m.run("r", SCOPE) as run:
+            await run.call("memory_store", {"learning": {"text": "the ledger store"}})
+            await run.call("memory_explore", {"facet": "kind"})
+            if before:
+                assert (await run.call("memory_get", {"ids": [held["id"]]}))["filtered"]
+        exported = await export_bundle(m.ledger, await m.key_history(), "r")
+        return await regress(verify_bundle(encode_bundle(exported), m.vkey))
+
+
+async def test_reads_of_memory_the_bundle_lacks_are_skipped_not_reported(tmp_path: Path) -> None:
+    # Another run's item is in reach but not cited: the explore and the get of a
+    # filtered item would differ with no change, so each is skipped, saying why.
+    report = await _explores(tmp_path / "a", before=True)
+    assert not report.changed, report.text()
+    notes = {s.tool: s.note for s in report.steps if s.status == "skipped"}
+    assert "explore counts all the memory in reach" in notes["memory_explore"]
+    assert "filtered items are not carried" in notes["memory_get"]
+    # A run holding the whole log is compared as before.
+    report = await _explores(tmp_path / "b", before=False)
+    assert [s.status for s in report.steps] == ["skipped", "same"]

@@ -9,8 +9,12 @@ ran on SQLite. The copy writes that size into the target's ``meta`` table,
 in the transaction that copies the entries, under :data:`SQLITE_RANKED_BELOW`.
 
 The mark is unsigned, like a proof's ``ranked_by`` hint it feeds: it only
-picks the ranking a verifier repeats. A wrong one makes a true proof fail; it
-cannot make a forged result pass, since the result is in the signed call.
+picks the ranking a verifier repeats. It cannot make a forged result pass,
+since the result is in the signed call; but a wrong one makes true proofs
+fail, and views as of a point and replays rank otherwise than the store did.
+So a row that cannot be a copied count (not digits, 0, more than the log
+holds) is refused, naming it; within those bounds the row must be the one
+migrate wrote (docs/auditing.md says how to write it for an older ledger).
 
 A read on SQLite observed at most the entries the copy read, less its own call
 entry, which the copy holds too; a read on PostgreSQL observed at least those.
@@ -42,13 +46,17 @@ async def sqlite_ranked_below(store: SqlStore) -> int | None:
     if not rows:
         return None
     value = rows[0][0]
-    if not (isinstance(value, str) and value.isascii() and value.isdigit()):
-        # A hand-written row: refuse it, rather than guess which reads SQLite ranked.
-        raise StorageError(
-            f"the store's meta row {SQLITE_RANKED_BELOW!r} holds {value!r}, not an entry "
-            "count: write the number of entries the migration copied, in digits alone"
-        )
-    return int(value)
+    # A hand-written row: refuse one that cannot be the count, rather than guess which
+    # reads SQLite ranked (a long one before int(), which caps the digits it reads).
+    ok = isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20
+    size = (await store.head()).size
+    if ok and 0 < int(value) <= size:
+        return int(value)
+    why = f"more than the {size} entries the log holds" if ok and int(value) else "no count"
+    raise StorageError(
+        f"the store's meta row {SQLITE_RANKED_BELOW!r} holds {value!r:.40}, {why}: write "
+        "the number of entries the migration copied, in digits alone"
+    )
 
 
 def ranked_by(dialect: str, below: int | None, size: int) -> str:

@@ -45,6 +45,7 @@ from memseal.engine.events import MemoryForgotten, decode_event
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
+from memseal.memory import FOLDER_STORE
 from memseal.memory import _open as open_memory
 from memseal.replay._reexec import (
     BundleSource,
@@ -143,6 +144,7 @@ async def update(
             log = TempLog(data, b"", embedder, ranks_as=ranks_as)
             memory = await open_memory(
                 data,
+                store=FOLDER_STORE,  # the temporary folder's own file, whatever MEMSEAL_STORE says
                 create=False,
                 clock=log.clock,
                 checkpoint_every=None,

@@ -233,3 +233,17 @@ async def test_update_against_a_folder_with_another_secret_is_refused(tmp_path: 
     local_key(tmp_path / "k")
     with pytest.raises(UpdateRefused, match="instance secret is not the one the bundle"):
         await update(verified, key_folder=tmp_path / "k", against=other, embedder=HashingEmbedder())
+
+
+async def test_update_keeps_its_log_in_its_own_folder_whatever_the_environment_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    verified, _ = await _second_run_bundle(tmp_path / "d")
+    local_key(tmp_path / "k")
+    # A server's setting (scaling.md): the update wrote its log there, or failed to reach it.
+    monkeypatch.setenv("MEMSEAL_STORE", "postgresql://memseal@127.0.0.1:1/nowhere")
+    updated = await update(
+        verified, key_folder=tmp_path / "k", against=tmp_path / "d", embedder=HashingEmbedder()
+    )
+    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    assert [c.result for c in again.calls] == [c.result for c in verified.calls]

@@ -134,20 +134,31 @@ def test_a_mark_written_by_hand_in_another_form_is_refused_naming_it(
     folder = tmp_path / "data"
     asyncio.run(_scenario(folder, url))
     assert POSTGRES is not None
-    with psycopg.connect(POSTGRES, autocommit=True) as conn:
-        # The form the migration prints its count in: "copied: 1,031 entries".
-        conn.execute(
-            sql.SQL("UPDATE {}.meta SET value = '1,031' WHERE key = %s").format(
-                sql.Identifier(schema)
-            ),
-            (SQLITE_RANKED_BELOW,),
-        )
+    # The form the migration prints its count in ("copied: 1,031 entries"), a count no
+    # copy makes, one past the log (a wrong view, not just a failed proof), and digits
+    # past what int() reads (a bare int() raised ValueError).
+    for value, named in [
+        ("1,031", "'1,031', no count"),
+        ("0", "'0', no count"),
+        ("100000", r"'100000', more than the \d+ entries the log holds"),
+        ("9" * 5000, "'9999.*, no count"),
+    ]:
+        with psycopg.connect(POSTGRES, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("UPDATE {}.meta SET value = %s WHERE key = %s").format(
+                    sql.Identifier(schema)
+                ),
+                (value, SQLITE_RANKED_BELOW),
+            )
 
-    async def prove() -> None:
-        async with memseal.open(folder, store=url, embedder=None) as m:
-            with pytest.raises(StorageError, match=r"sqlite_ranked_below.*'1,031'"):
-                await m.prove_read("before", STORES)
-            with pytest.raises(StorageError, match="sqlite_ranked_below"):
-                await export_bundle(m.ledger, await m.key_history(), "before")
+        async def prove(named: str = named) -> None:
+            async with memseal.open(folder, store=url, embedder=None) as m:
+                with pytest.raises(StorageError, match=f"sqlite_ranked_below.*{named}"):
+                    await m.prove_read("before", STORES)
+                with pytest.raises(StorageError, match="sqlite_ranked_below"):
+                    await export_bundle(m.ledger, await m.key_history(), "before")
+                view = (await m.as_of(size=STORES)).tools(SCOPE)
+                with pytest.raises(StorageError, match="sqlite_ranked_below"):
+                    await view.call("memory_fetch", {"query": "ledger", "mode": "exact"})
 
-    asyncio.run(prove())
+        asyncio.run(prove())

@@ -70,16 +70,28 @@ _TOKEN: Final = re.compile(r"[^\W_]+")
 _stemmers = threading.local()  # a Snowball stemmer keeps state while it stems
 
 
-# Stemming is most of a document's cost, and words repeat across items: each is stemmed
-# once per process (the bound keeps a long-running server's cache small).
-@functools.lru_cache(maxsize=1 << 16)
+#: Words longer than this are stemmed each time: they rarely repeat, and a cache bounded
+#: by its count would otherwise hold up to that many words of a document's whole length.
+_CACHED_WORD = 64
+
+
 def stem(word: str) -> str:
     """Snowball's Porter stem of one folded, lowercase word."""
+    return _cached_stem(word) if len(word) <= _CACHED_WORD else _stem(word)
+
+
+def _stem(word: str) -> str:
     stemmer = getattr(_stemmers, "porter", None)
     if stemmer is None:
         stemmer = _stemmers.porter = snowballstemmer.stemmer("porter")
     stemmed: str = stemmer.stemWord(word)
     return stemmed
+
+
+# Stemming is most of a document's cost, and words repeat across items: each is stemmed
+# once per process (the bounds keep a long-running server's cache small: 65,536 words of
+# at most 64 characters).
+_cached_stem = functools.lru_cache(maxsize=1 << 16)(_stem)
 
 
 def index_words(text: str) -> str:

@@ -41,7 +41,14 @@ from typing import Any
 import msgspec
 
 from memseal.engine.embedders import Embedder
-from memseal.engine.events import MemoryForgotten, decode_event
+from memseal.engine.events import (
+    Keyring,
+    MemoryForgotten,
+    MemoryStored,
+    decode_event,
+    decode_stored_payload,
+)
+from memseal.engine.items import Content, Conversation, Document, Learning
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
@@ -49,6 +56,7 @@ from memseal.memory import FOLDER_STORE
 from memseal.memory import _open as open_memory
 from memseal.replay._reexec import (
     BundleSource,
+    Cursors,
     FolderSource,
     Source,
     TempLog,
@@ -130,8 +138,9 @@ async def update(
             "they made have new ids (--against DIR keeps the recorded ones)"
         )
     try:
-        if folder_source is not None:
+        if folder_source is not None and secret is not None:
             await check_folder(folder_source, verified)
+            _check_secret(secret, verified)
         source: FolderSource | BundleSource = folder_source or BundleSource(verified)
         with tempfile.TemporaryDirectory(prefix="memseal-update-") as tmp:
             data = Path(tmp) / "data"
@@ -189,6 +198,7 @@ async def _record(
 ) -> None:
     assert log.store is not None
     replaced: set[int] = set()  # recorded writes the re-executed ones stand in for
+    cursors = Cursors()  # each recorded next_cursor, as the re-made page returned it
     fed = 0
 
     async def feed(stop: int) -> None:
@@ -233,6 +243,11 @@ async def _record(
             written = await source.read(target, target + len(body.wrote)) if body.wrote else []
             log.now = parse_time(clock_for(call, written))
             name, arguments = _call_of(body.tool, call.arguments)
+            if not same_ids and not cursors.knows(arguments):
+                raise UpdateRefused(
+                    f"step {body.step} continues a page that, re-made, returned no next_cursor"
+                )
+            arguments = cursors.send(arguments)
             if body.wrote:
                 replaced.update(body.wrote)
             # A keyed call keeps its key, so the new bundle replays by key as the old one did.
@@ -240,8 +255,63 @@ async def _record(
             redone: Any = None
             with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
                 redone = await run.call(name, arguments, key=key)
+            cursors.seen(call.result, redone)
+            if not same_ids and isinstance(source, BundleSource):
+                _check_carried(body.step, body.tool, call.result, redone, source, target)
             if same_ids and body.tool == "memory_store":
                 _check_same_id(body.step, call.result, redone)
+
+
+def _check_carried(
+    step: int, tool: str, recorded: Any, redone: Any, source: BundleSource, size: int
+) -> None:
+    """Refuse a re-made read that differs where it counts memory the bundle may lack.
+
+    A bundle carries the memory the run's results cite. Where the log held entries it
+    left out (another run's), an explore counted memory past it, a get's ``filtered``
+    items are not carried and a page's ``next_cursor`` told of memory past the page:
+    re-made otherwise, such a read cannot tell a change of code from missing memory.
+    """
+    if not (isinstance(recorded, dict) and isinstance(redone, dict)):
+        return
+    if source.whole_below(size):
+        return
+    if tool == "memory_explore" and redone != recorded:
+        why = "explores counts over memory the bundle does not carry"
+    elif recorded.get("filtered") and redone.get("filtered") != recorded.get("filtered"):
+        why = "read items the bundle does not carry (filtered)"
+    elif isinstance(recorded.get("next_cursor"), str) and redone.get("next_cursor") is None:
+        why = "returned a page whose next_cursor told of memory the bundle does not carry"
+    else:
+        return
+    raise _not_alone(f"step {step} {why}")
+
+
+def _check_secret(secret: bytes, verified: VerifiedBundle) -> None:
+    """With ``--against DIR`` the folder's instance secret must be the recording's: a
+    folder whose secret was made anew would key other ids and cursors. One stored item
+    of the bundle is enough to tell: its id is the keyed hash of its content."""
+    keyring = Keyring(secret)
+    for item in verified.bundle.entries:
+        entry = verified.entries[item.seq]
+        if entry.kind != "memory_stored" or item.payload is None:
+            continue
+        event = decode_event(entry.kind, bytes(entry.body))
+        payload = decode_stored_payload(item.payload)
+        assert isinstance(event, MemoryStored)
+        content: Content
+        if payload.turns is not None:
+            content = Conversation(turns=payload.turns)
+        elif event.kind == "document":
+            content = Document(text=payload.text or "", title=payload.title)
+        else:
+            content = Learning(text=payload.text or "")
+        if keyring.item_id(event.namespace, event.kind, content) != event.item:
+            raise UpdateRefused(
+                f"the --against folder's instance secret is not the one the bundle was "
+                f"recorded with: it does not make item {event.item} (entry {item.seq})"
+            )
+        return
 
 
 def _check_same_id(step: int, recorded: Any, redone: Any) -> None:
@@ -290,11 +360,11 @@ def _check_self_contained(verified: VerifiedBundle) -> None:
        (``replayed``, nothing written) would make a second copy;
     2. a call naming, in its arguments, an item the run made would name an id
        the new log does not hold;
-    3. a cursor is keyed by the recording's instance secret, so it is refused;
-    4. an explore counts all the memory in reach, and a get's ``filtered``
-       items are not carried by the bundle;
-    5. a trust change or a forget made outside the run, while it ran, would
+    3. a trust change or a forget made outside the run, while it ran, would
        apply to the old id and miss the item.
+
+    A read of memory the bundle may not carry is refused as it is re-made
+    (:func:`_check_carried`); a cursor is re-made (``Cursors``).
     """
     made: set[str] = set()  # the ids the run's own stores made
     own: set[int] = set()  # the run's own write entries (re-made, never copied)
@@ -309,12 +379,6 @@ def _check_self_contained(verified: VerifiedBundle) -> None:
                 why = f"stored text the memory held from before the run (item {result.get('id')})"
         if any(text in made for text in _strings(call.arguments)):
             why = "names an item the run made"
-        elif isinstance(call.arguments, dict) and call.arguments.get("cursor") is not None:
-            why = "continues a cursor, which the recording's instance secret keys"
-        elif body.tool == "memory_explore":
-            why = "explores counts over all the memory in reach, which the bundle does not carry"
-        elif isinstance(result, dict) and result.get("filtered"):
-            why = "read items the bundle does not carry (filtered)"
         if why:
             raise _not_alone(f"step {step} {why}")
     started = min(s for s, e in verified.entries.items() if e.kind == RUN_STARTED)

@@ -52,6 +52,7 @@ from memseal.tools.catalog import WRITE_TOOLS
 
 from ._reexec import (
     BundleSource,
+    Cursors,
     FolderSource,
     Source,
     TempLog,
@@ -181,30 +182,6 @@ def _blank_forgotten(recorded: Any, new: Any) -> Any:
     return new
 
 
-def _with_cursor(arguments: Any, cursors: dict[str, str]) -> Any:
-    """The arguments with a recorded cursor swapped for the one its re-made page returned."""
-    if isinstance(arguments, dict) and arguments.get("cursor") in cursors:
-        return {**arguments, "cursor": cursors[arguments["cursor"]]}
-    return arguments
-
-
-def _same_cursor(recorded: Any, new: Any, cursors: dict[str, str]) -> Any:
-    """Take the recorded ``next_cursor`` where the new page also has one (bundle mode).
-
-    A cursor holds a ref keyed by the instance secret, which the bundle does not carry,
-    so its text differs whenever the page is the same. Where both pages go on, the new
-    cursor is what a later call continuing the recorded one is sent, so what it
-    continues is compared in that call's result.
-    """
-    if not (isinstance(recorded, dict) and isinstance(new, dict)):
-        return new
-    old, made = recorded.get("next_cursor"), new.get("next_cursor")
-    if not (isinstance(old, str) and isinstance(made, str)):
-        return new
-    cursors[old] = made
-    return {**new, "next_cursor": old}
-
-
 def _close_scores(recorded: Any, new: Any, tolerance: float) -> Any:
     """Take the recorded score wherever the new one is within the tolerance."""
     if isinstance(recorded, dict) and isinstance(new, dict):
@@ -324,7 +301,7 @@ async def _replay_calls(
     tools = MemoryTools(log.engine, scope)
     replaced: set[int] = set()  # source seqs a re-executed write stands in for
     fed = 0  # source entries consumed
-    cursors: dict[str, str] = {}  # bundle mode: each recorded next_cursor, as re-made
+    cursors = Cursors()  # bundle mode: each recorded next_cursor, as re-made
 
     async def feed(stop: int) -> None:
         nonlocal fed
@@ -342,6 +319,8 @@ async def _replay_calls(
         step, tool = body.step, body.tool
         key = body.key if isinstance(body.key, str) else None
         skipped = _skip_note(call, erased, report.mode) or _partial_note(call, source)
+        if skipped is None and report.mode == "bundle" and not cursors.knows(call.arguments):
+            skipped = "it continues a page the replay did not re-make with a cursor"
         if skipped is not None:
             report.steps.append(
                 StepOutcome(step=step, tool=tool, status="skipped", note=skipped, key=key)
@@ -357,7 +336,7 @@ async def _replay_calls(
         written = await source.read(target, target + len(body.wrote)) if body.wrote else []
         log.now = parse_time(clock_for(call, written))
         try:
-            new: Any = _plain(await tools.call(tool, _with_cursor(call.arguments, cursors)))
+            new: Any = _plain(await tools.call(tool, cursors.send(call.arguments)))
             error = False
         except _RECORDED_ERRORS as exc:
             new, error = _error_result(exc), True
@@ -369,7 +348,14 @@ async def _replay_calls(
         recorded = call.result
         if report.mode == "bundle":
             new = _close_scores(recorded, new, tolerance)
-            new = _same_cursor(recorded, new, cursors)
+            new = cursors.seen(recorded, new)
+            if _past_the_bundle(recorded, new, source, target):
+                # More matched than the page showed, in memory the bundle does not carry.
+                new = {**new, "next_cursor": recorded["next_cursor"]}
+                report.notes.append(
+                    f"step {step}: its next_cursor tells of memory past the page, which the "
+                    "bundle does not carry (another run's): compared without it"
+                )
         new = _blank_forgotten(recorded, new)
         if error != body.error or new != recorded:
             report.steps.append(
@@ -420,6 +406,21 @@ def _skip_note(call: BundleCall, erased: set[str], mode: str) -> str | None:
         # the dedupe of a memory stored before): its recorded entries are applied instead.
         return "a write: its recorded entries are applied; --against re-executes it"
     return None
+
+
+def _past_the_bundle(
+    recorded: Any, new: Any, source: FolderSource | BundleSource, size: int
+) -> bool:
+    """Whether a recorded page went on, the re-made one did not, and the bundle lacks
+    entries before the read (so the memory past the page may be one of them)."""
+    return (
+        isinstance(recorded, dict)
+        and isinstance(new, dict)
+        and isinstance(recorded.get("next_cursor"), str)
+        and new.get("next_cursor") is None
+        and isinstance(source, BundleSource)
+        and not source.whole_below(size)
+    )
 
 
 def _partial_note(call: BundleCall, source: FolderSource | BundleSource) -> str | None:

@@ -174,46 +174,55 @@ async def test_update_from_the_bundle_alone_keeps_a_store_repeated_within_the_ru
     assert [h["id"] for h in again.calls[2].result["hits"]] == [new_id]
 
 
-async def _refused_alone(folder: Path, case: str) -> str:
-    """Record a run the bundle alone cannot re-record faithfully, and the refusal's text."""
+async def _alone(folder: Path, case: str) -> VerifiedBundle:
+    """A run beside another run's items (one rejected), doing ``case``: its bundle."""
     async with memseal.open(folder, embedder=None, checkpoint_interval=None) as m:
         async with m.run("before", SCOPE) as run:
-            early = (await run.call("memory_store", {"learning": {"text": "an older note"}}))["id"]
-        await m.engine.reject(early, actor="admin", reason="wrong")
+            older = []
+            for text in ("an older note", "another older note", "a third older note"):
+                older.append((await run.call("memory_store", {"learning": {"text": text}}))["id"])
+        await m.engine.reject(older[0], actor="admin", reason="wrong")
         async with m.run("r", SCOPE) as run:
             made = []
             for text in ("the ledger store", "the ledger proof", "the ledger key"):
                 made.append((await run.call("memory_store", {"learning": {"text": text}}))["id"])
             if case == "own id":
                 await run.call("memory_get", {"ids": [made[0]]})
-            elif case == "cursor":
+            elif case == "cursor":  # every page's memory is the run's own
                 page = await run.call("memory_fetch", {"query": "ledger", "limit": 1})
-                await run.call("memory_fetch", {"query": "ledger", "cursor": page["next_cursor"]})
+                while page.get("next_cursor") is not None:
+                    page = await run.call(
+                        "memory_fetch", {"query": "ledger", "cursor": page["next_cursor"]}
+                    )
+            elif case == "page past the bundle":  # the second older note is not cited
+                assert (await run.call("memory_fetch", {"query": "older", "limit": 1}))[
+                    "next_cursor"
+                ]
             elif case == "explore":
                 await run.call("memory_explore", {"facet": "kind"})
             elif case == "filtered":
-                assert (await run.call("memory_get", {"ids": [early]}))["filtered"] == [early]
+                got = await run.call("memory_get", {"ids": [older[0]]})
+                assert got["filtered"] == [older[0]]
             else:  # an admin's trust change to the run's item, while it ran
                 await m.engine.reject(made[1], actor="admin", reason="wrong")
                 await run.call("memory_fetch", {"query": "ledger"})
         exported = await export_bundle(m.ledger, await m.key_history(), "r")
-        verified = verify_bundle(encode_bundle(exported), m.vkey)
-    local_key(folder.parent / "k")
-    with pytest.raises(UpdateRefused, match="--against DIR") as refused:
-        await update(verified, key_folder=folder.parent / "k")
-    # With the folder the ids are the recorded ones: the same run re-records exactly.
+        return verify_bundle(encode_bundle(exported), m.vkey)
+
+
+async def _exactly_against(verified: VerifiedBundle, folder: Path) -> None:
+    """With the folder the ids are the recorded ones: the run re-records exactly."""
     updated = await update(verified, key_folder=folder.parent / "k", against=folder)
     again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
     assert [c.result for c in again.calls] == [c.result for c in verified.calls]
     assert updated.notes == []
-    return str(refused.value)
 
 
 @pytest.mark.parametrize(
     ("case", "named"),
     [
         ("own id", "step 3 names an item the run made"),
-        ("cursor", "step 4 continues a cursor"),
+        ("page past the bundle", "step 3 returned a page whose next_cursor told of memory"),
         ("explore", "step 3 explores counts"),
         ("filtered", "step 3 read items the bundle does not carry"),
         ("trust change", "(trust_changed, made outside the run) names item"),
@@ -222,17 +231,49 @@ async def _refused_alone(folder: Path, case: str) -> str:
 async def test_update_from_the_bundle_alone_refuses_what_new_ids_would_change(
     tmp_path: Path, case: str, named: str
 ) -> None:
-    assert named in await _refused_alone(tmp_path / "d", case)
+    verified = await _alone(tmp_path / "d", case)
+    local_key(tmp_path / "k")
+    with pytest.raises(UpdateRefused, match="--against DIR") as refused:
+        await update(verified, key_folder=tmp_path / "k")
+    assert named in str(refused.value)
+    await _exactly_against(verified, tmp_path / "d")
+
+
+async def test_update_from_the_bundle_alone_re_makes_the_cursors(tmp_path: Path) -> None:
+    verified = await _alone(tmp_path / "d", "cursor")
+    local_key(tmp_path / "k")
+    updated = await update(verified, key_folder=tmp_path / "k")
+    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    pages = [c.result for c in again.calls if c.call.tool == "memory_fetch"]
+    recorded = [c.result for c in verified.calls if c.call.tool == "memory_fetch"]
+    assert [len(p["hits"]) for p in pages] == [len(p["hits"]) for p in recorded] == [1, 2]
+    assert [p.get("next_cursor") is None for p in pages] == [False, True]  # none refused
+    assert len({h["id"] for p in pages for h in p["hits"]}) == 3
+    assert not (await regress(again)).changed
+    await _exactly_against(verified, tmp_path / "d")
 
 
 async def test_update_against_a_folder_with_another_secret_is_refused(tmp_path: Path) -> None:
-    verified, _ = await _second_run_bundle(tmp_path / "d")
-    other = tmp_path / "copy"
-    shutil.copytree(tmp_path / "d", other)
-    DataFolder(root=other).instance_secret.write_bytes(os.urandom(32))
+    # Any bundle holding a stored item tells: a run that only pages through the memory
+    # makes no store to compare (its cursors alone would have failed, recorded as errors).
+    async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as m:
+        async with m.run("w", SCOPE) as run:
+            for text in ("the ledger store", "the ledger proof"):
+                await run.call("memory_store", {"learning": {"text": text}})
+        async with m.run("reader", SCOPE) as run:
+            page = await run.call("memory_list", {"limit": 1})
+            await run.call("memory_list", {"limit": 1, "cursor": page["next_cursor"]})
+        exported = await export_bundle(m.ledger, await m.key_history(), "reader")
+        reader = verify_bundle(encode_bundle(exported), m.vkey)
+    later, _ = await _second_run_bundle(tmp_path / "d2")
     local_key(tmp_path / "k")
-    with pytest.raises(UpdateRefused, match="instance secret is not the one the bundle"):
-        await update(verified, key_folder=tmp_path / "k", against=other, embedder=HashingEmbedder())
+    for verified, folder in ((reader, tmp_path / "d"), (later, tmp_path / "d2")):
+        other = tmp_path / f"copy-{folder.name}"
+        shutil.copytree(folder, other)
+        DataFolder(root=other).instance_secret.write_bytes(os.urandom(32))
+        with pytest.raises(UpdateRefused, match="instance secret is not the one the bundle"):
+            await update(verified, key_folder=tmp_path / "k", against=other)
+        await update(verified, key_folder=tmp_path / "k", against=folder)  # its own: fine
 
 
 async def test_update_keeps_its_log_in_its_own_folder_whatever_the_environment_says(

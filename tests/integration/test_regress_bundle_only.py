@@ -102,3 +102,25 @@ async def test_reads_of_memory_the_bundle_lacks_are_skipped_not_reported(tmp_pat
     # A run holding the whole log is compared as before.
     report = await _explores(tmp_path / "b", before=False)
     assert [s.status for s in report.steps] == ["skipped", "same"]
+
+
+async def test_a_page_going_on_into_memory_the_bundle_lacks_is_not_reported(
+    tmp_path: Path,
+) -> None:
+    async with memseal.open(tmp_path / "d", embedder=None, checkpoint_interval=None) as m:
+        async with m.run("earlier", SCOPE) as run:
+            for text in ("an older note", "another older note", "a third older note"):
+                await run.call("memory_store", {"learning": {"text": text}})
+        async with m.run("r", SCOPE) as run:
+            asked = {"query": "older", "mode": "exact", "limit": 1}
+            page = await run.call("memory_fetch", asked)
+            page = await run.call("memory_fetch", {**asked, "cursor": page["next_cursor"]})
+            assert page["next_cursor"] is not None  # the third note: cited by no result
+        exported = await export_bundle(m.ledger, await m.key_history(), "r")
+        report = await regress(verify_bundle(encode_bundle(exported), m.vkey))
+    # The first page goes on into the second's cited item: its re-made cursor is sent on.
+    # The second, re-made, has no next page: compared without its cursor, saying why.
+    assert not report.changed, report.text()
+    assert [s.status for s in report.steps] == ["same", "same"]
+    said = [n for n in report.notes if "next_cursor tells of memory past the page" in n]
+    assert [n.split(":")[0] for n in said] == ["step 1"]

@@ -356,6 +356,12 @@ async def _replay_calls(
                     f"step {step}: its next_cursor tells of memory past the page, which the "
                     "bundle does not carry (another run's): compared without it"
                 )
+            if _filtered_past_the_bundle(recorded, new, source, target):
+                new = {**new, "filtered": recorded["filtered"], "missing": recorded["missing"]}
+                report.notes.append(
+                    f"step {step}: its filtered items are not carried by the bundle, so they "
+                    "read as missing: their items compared, filtered and missing as one"
+                )
         new = _blank_forgotten(recorded, new)
         if error != body.error or new != recorded:
             report.steps.append(
@@ -423,22 +429,39 @@ def _past_the_bundle(
     )
 
 
+def _filtered_past_the_bundle(
+    recorded: Any, new: Any, source: FolderSource | BundleSource, size: int
+) -> bool:
+    """Whether a get read ``filtered`` items the bundle does not carry (so, re-made, they
+    are ``missing``): the same ids in the two lists together, and the bundle lacks entries."""
+    if not (isinstance(recorded, dict) and isinstance(new, dict) and recorded.get("filtered")):
+        return False
+    if not isinstance(source, BundleSource) or source.whole_below(size):
+        return False
+    keys = ("filtered", "missing")
+    if not all(isinstance(d.get(k), list) for d in (recorded, new) for k in keys):
+        return False
+    return sorted(recorded["filtered"] + recorded["missing"]) == sorted(
+        new["filtered"] + new["missing"]
+    )
+
+
 def _partial_note(call: BundleCall, source: FolderSource | BundleSource) -> str | None:
     """Why a read cannot be compared from a bundle that lacks part of the memory before it.
 
     A bundle carries the memory the run's results cite, not all of it: an explore counts
-    every item in reach, and a get's ``filtered`` items are not cited, so on a log with
-    entries the bundle left out (another run's, say) both would differ with no change.
+    every item in reach, so on a log with entries the bundle left out (another run's,
+    say) it would differ with no change. (A get's ``filtered`` items, not cited either,
+    are compared as ``missing``: :func:`_filtered_past_the_bundle`.)
     """
     if not isinstance(source, BundleSource) or source.whole_below(call.call.observed_size):
         return None
-    if call.call.tool == "memory_explore":
-        what = "an explore counts all the memory in reach"
-    elif isinstance(call.result, dict) and call.result.get("filtered"):
-        what = "a get's filtered items are not carried"
-    else:
+    if call.call.tool != "memory_explore":
         return None
-    return f"{what}, and the bundle holds only what the run cited; --against compares it"
+    return (
+        "an explore counts all the memory in reach, and the bundle holds only what the run "
+        "cited; --against compares it"
+    )
 
 
 _HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")

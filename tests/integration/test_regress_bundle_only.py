@@ -83,22 +83,24 @@ async def _explores(folder: Path, *, before: bool) -> RegressReport:
                 held = await run.call("memory_store", {"learning": {"text": "an older note"}})
             await m.engine.reject(held["id"], actor="admin", reason="wrong")
         async with m.run("r", SCOPE) as run:
-            await run.call("memory_store", {"learning": {"text": "the ledger store"}})
+            own = await run.call("memory_store", {"learning": {"text": "the ledger store"}})
             await run.call("memory_explore", {"facet": "kind"})
             if before:
-                assert (await run.call("memory_get", {"ids": [held["id"]]}))["filtered"]
+                got = await run.call("memory_get", {"ids": [held["id"], own["id"]]})
+                assert got["filtered"] == [held["id"]] and len(got["items"]) == 1
         exported = await export_bundle(m.ledger, await m.key_history(), "r")
         return await regress(verify_bundle(encode_bundle(exported), m.vkey))
 
 
-async def test_reads_of_memory_the_bundle_lacks_are_skipped_not_reported(tmp_path: Path) -> None:
-    # Another run's item is in reach but not cited: the explore and the get of a
-    # filtered item would differ with no change, so each is skipped, saying why.
+async def test_reads_of_memory_the_bundle_lacks_are_not_reported(tmp_path: Path) -> None:
+    # Another run's item is in reach but not cited: the explore would differ with no
+    # change, so it is skipped, saying why; the get's filtered item reads as missing,
+    # so its items are compared and its filtered and missing ids as one, saying so.
     report = await _explores(tmp_path / "a", before=True)
     assert not report.changed, report.text()
-    notes = {s.tool: s.note for s in report.steps if s.status == "skipped"}
-    assert "explore counts all the memory in reach" in notes["memory_explore"]
-    assert "filtered items are not carried" in notes["memory_get"]
+    assert [s.status for s in report.steps] == ["skipped", "skipped", "same"]
+    assert "explore counts all the memory in reach" in report.steps[1].note
+    assert any(n.startswith("step 2: its filtered items are not carried") for n in report.notes)
     # A run holding the whole log is compared as before.
     report = await _explores(tmp_path / "b", before=False)
     assert [s.status for s in report.steps] == ["skipped", "same"]

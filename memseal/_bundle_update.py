@@ -244,8 +244,9 @@ async def _record(
             log.now = parse_time(clock_for(call, written))
             name, arguments = _call_of(body.tool, call.arguments)
             if not same_ids and not cursors.knows(arguments):
-                raise UpdateRefused(
-                    f"step {body.step} continues a page that, re-made, returned no next_cursor"
+                raise _not_alone(
+                    f"step {body.step} continues a page that, re-made here, returned no "
+                    "next_cursor, or one of another run"
                 )
             arguments = cursors.send(arguments)
             if body.wrote:

@@ -26,6 +26,7 @@ import msgspec
 
 from memseal.engine import Answerer, Engine, Reach
 from memseal.engine.embedders import Embedder
+from memseal.engine.events import MemoryStored, decode_event
 from memseal.ledger.entry import Draft, payload_hash
 from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.folder import DataFolder
@@ -232,6 +233,11 @@ class BundleSource:
                 committed=entry.payload_hash is not None,
             )
         self._seqs = sorted(self.by_seq)
+        #: The items whose stored entry the bundle carries.
+        stored = (
+            decode_event(s.kind, s.body) for s in self.by_seq.values() if s.kind == "memory_stored"
+        )
+        self.items = {e.item for e in stored if isinstance(e, MemoryStored)}
 
     async def read(self, start: int, stop: int) -> list[Source | int]:
         """The entries ``start <= seq < stop``, a bare int for each seq the bundle lacks."""

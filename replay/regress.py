@@ -302,6 +302,7 @@ async def _replay_calls(
     replaced: set[int] = set()  # source seqs a re-executed write stands in for
     fed = 0  # source entries consumed
     cursors = Cursors()  # bundle mode: each recorded next_cursor, as re-made
+    continued = {c for c in map(Cursors.continued, (c.arguments for c in verified.calls)) if c}
 
     async def feed(stop: int) -> None:
         nonlocal fed
@@ -349,14 +350,14 @@ async def _replay_calls(
         if report.mode == "bundle":
             new = _close_scores(recorded, new, tolerance)
             new = cursors.seen(recorded, new)
-            if _past_the_bundle(recorded, new, source, target):
+            if _past_the_bundle(recorded, new, source, target, continued):
                 # More matched than the page showed, in memory the bundle does not carry.
                 new = {**new, "next_cursor": recorded["next_cursor"]}
                 report.notes.append(
                     f"step {step}: its next_cursor tells of memory past the page, which the "
                     "bundle does not carry (another run's): compared without it"
                 )
-            if _filtered_past_the_bundle(recorded, new, source, target):
+            if _filtered_past_the_bundle(recorded, new, source):
                 new = {**new, "filtered": recorded["filtered"], "missing": recorded["missing"]}
                 report.notes.append(
                     f"step {step}: its filtered items are not carried by the bundle, so they "
@@ -415,34 +416,39 @@ def _skip_note(call: BundleCall, erased: set[str], mode: str) -> str | None:
 
 
 def _past_the_bundle(
-    recorded: Any, new: Any, source: FolderSource | BundleSource, size: int
+    recorded: Any, new: Any, source: FolderSource | BundleSource, size: int, continued: set[str]
 ) -> bool:
     """Whether a recorded page went on, the re-made one did not, and the bundle lacks
-    entries before the read (so the memory past the page may be one of them)."""
+    entries before the read (so the memory past the page may be one of them). A page
+    the run went on to continue is never excused: that call's items are carried."""
     return (
         isinstance(recorded, dict)
         and isinstance(new, dict)
         and isinstance(recorded.get("next_cursor"), str)
+        and recorded["next_cursor"] not in continued
         and new.get("next_cursor") is None
         and isinstance(source, BundleSource)
         and not source.whole_below(size)
     )
 
 
-def _filtered_past_the_bundle(
-    recorded: Any, new: Any, source: FolderSource | BundleSource, size: int
-) -> bool:
-    """Whether a get read ``filtered`` items the bundle does not carry (so, re-made, they
-    are ``missing``): the same ids in the two lists together, and the bundle lacks entries."""
+def _filtered_past_the_bundle(recorded: Any, new: Any, source: FolderSource | BundleSource) -> bool:
+    """Whether a get's re-made result differs from the recorded one only in ``filtered``
+    items the bundle does not carry reading as ``missing`` (an item it carries that
+    moved, or any other difference, is a change)."""
     if not (isinstance(recorded, dict) and isinstance(new, dict) and recorded.get("filtered")):
         return False
-    if not isinstance(source, BundleSource) or source.whole_below(size):
+    if not isinstance(source, BundleSource):
         return False
     keys = ("filtered", "missing")
     if not all(isinstance(d.get(k), list) for d in (recorded, new) for k in keys):
         return False
-    return sorted(recorded["filtered"] + recorded["missing"]) == sorted(
-        new["filtered"] + new["missing"]
+    moved = [i for i in recorded["filtered"] if i not in new["filtered"]]
+    return (
+        bool(moved)
+        and not source.items.intersection(moved)
+        and new["filtered"] == [i for i in recorded["filtered"] if i not in moved]
+        and sorted(new["missing"]) == sorted(recorded["missing"] + moved)
     )
 
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bundle_support import REVERSE_RANKING, memseal_cli
 from close_texts import SCOPE
 
 import memseal
-from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
+from memseal.engine._item_rows import got_from_rows
+from memseal.engine._ranking import exact
+from memseal.engine.results import Got
+from memseal.replay.bundle import VerifiedBundle, encode_bundle, export_bundle, verify_bundle
 from memseal.replay.regress import RegressReport, regress
 
 TEXTS = ["the ledger store", "a ledger proof", "ledger keys ledger", "the memory ledger"]
@@ -126,3 +130,57 @@ async def test_a_page_going_on_into_memory_the_bundle_lacks_is_not_reported(
     assert [s.status for s in report.steps] == ["same", "same"]
     said = [n for n in report.notes if "next_cursor tells of memory past the page" in n]
     assert [n.split(":")[0] for n in said] == ["step 1"]
+
+
+async def _beside_another_run(folder: Path, record: Any) -> VerifiedBundle:
+    """Run ``record`` as run "r" after another run's unrelated store: its bundle, which
+    lacks that run's entries (so the replay cannot know what the log held besides)."""
+    async with memseal.open(folder, embedder=None, checkpoint_interval=None) as m:
+        async with m.run("earlier", SCOPE) as run:
+            await run.call("memory_store", {"learning": {"text": "unrelated thing"}})
+        async with m.run("r", SCOPE) as run:
+            await record(m, run)
+        exported = await export_bundle(m.ledger, await m.key_history(), "r")
+        return verify_bundle(encode_bundle(exported), m.vkey)
+
+
+async def test_a_page_that_lost_the_memory_it_went_on_into_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def record(m: Any, run: Any) -> None:
+        for text in ("an older note", "another older note"):
+            await run.call("memory_store", {"learning": {"text": text}})
+        asked = {"query": "older", "mode": "exact", "limit": 1}
+        page = await run.call("memory_fetch", asked)
+        await run.call("memory_fetch", {**asked, "cursor": page["next_cursor"]})
+
+    verified = await _beside_another_run(tmp_path / "d", record)
+    assert not (await regress(verified)).changed
+    # Changed code that returns only the best hit: the first page looks the same but for
+    # its cursor. The run went on into the carried second note, so that is no missing
+    # memory to excuse: a change.
+    monkeypatch.setattr("memseal.engine._fetch.exact", lambda *a, **k: exact(*a, **k)[:1])
+    report = await regress(verified)
+    assert [s.step for s in report.changed] == [2], report.text()
+
+
+async def test_a_carried_item_moving_from_filtered_to_missing_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def record(m: Any, run: Any) -> None:
+        own = await run.call("memory_store", {"learning": {"text": "the ledger store"}})
+        await m.engine.reject(own["id"], actor="admin", reason="wrong")
+        assert (await run.call("memory_get", {"ids": [own["id"]]}))["filtered"] == [own["id"]]
+
+    verified = await _beside_another_run(tmp_path / "d", record)
+    assert not (await regress(verified)).changed
+
+    # Changed code that reports a filtered item as missing: the bundle carries the item,
+    # so this is no memory it lacks.
+    def broken(*args: Any, **kwargs: Any) -> Got:
+        got = got_from_rows(*args, **kwargs)
+        return Got(items=got.items, missing=got.missing + got.filtered, filtered=())
+
+    monkeypatch.setattr("memseal.engine.engine.got_from_rows", broken)
+    report = await regress(verified)
+    assert [s.step for s in report.changed] == [1], report.text()

@@ -23,9 +23,12 @@ first use), and records the run in it again:
 The new bundle verifies with ``--trust`` the local key's vkey and replays to
 its own results. A bundle holding memory forgotten since (its text is erased
 everywhere) or a call whose arguments were erased cannot be re-recorded:
-:class:`UpdateRefused`. Nor, from the bundle alone, can a run whose store was
-answered with an item held from before the run: its new id would make a
-second copy (``_check_self_contained``).
+:class:`UpdateRefused`. Nor, from the bundle alone, can a run that the new
+ids, or memory the bundle does not carry, would change (a store answered with
+an item held from before the run would make a second copy, say:
+``_check_self_contained`` before any work, ``_check_carried`` as each read is
+re-made); nor, with ``--against DIR``, a folder whose instance secret is not
+the recording's (``_check_secret``).
 """
 
 from __future__ import annotations
@@ -167,9 +170,7 @@ async def update(
                     memory.ledger,
                     memory.engine,
                 )
-                await _record(
-                    verified, source, log, memory.run, scope, notes, same_ids=secret is not None
-                )
+                await _record(verified, source, log, memory.run, scope, notes)
                 bundle = await export_bundle(
                     memory.ledger,
                     key_history(data),
@@ -193,8 +194,6 @@ async def _record(
     make_run: Any,
     scope: Any,
     notes: list[str],
-    *,
-    same_ids: bool,
 ) -> None:
     assert log.store is not None
     replaced: set[int] = set()  # recorded writes the re-executed ones stand in for
@@ -243,7 +242,7 @@ async def _record(
             written = await source.read(target, target + len(body.wrote)) if body.wrote else []
             log.now = parse_time(clock_for(call, written))
             name, arguments = _call_of(body.tool, call.arguments)
-            if not same_ids and not cursors.knows(arguments):
+            if isinstance(source, BundleSource) and not cursors.knows(arguments):
                 raise _not_alone(
                     f"step {body.step} continues a page that, re-made here, returned no "
                     "next_cursor, or one of another run"
@@ -257,10 +256,8 @@ async def _record(
             with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
                 redone = await run.call(name, arguments, key=key)
             cursors.seen(call.result, redone)
-            if not same_ids and isinstance(source, BundleSource):
+            if isinstance(source, BundleSource):
                 _check_carried(body.step, body.tool, call.result, redone, source, target)
-            if same_ids and body.tool == "memory_store":
-                _check_same_id(body.step, call.result, redone)
 
 
 def _check_carried(
@@ -313,19 +310,6 @@ def _check_secret(secret: bytes, verified: VerifiedBundle) -> None:
                 f"recorded with: it does not make item {event.item} (entry {item.seq})"
             )
         return
-
-
-def _check_same_id(step: int, recorded: Any, redone: Any) -> None:
-    """With ``--against DIR`` a store must make the recorded id: a folder whose instance
-    secret is not the recording's (made anew, say) would otherwise write a second copy."""
-    if not (isinstance(recorded, dict) and isinstance(redone, dict)):
-        return
-    if recorded.get("id") != redone.get("id"):
-        raise UpdateRefused(
-            f"step {step} stored its text as item {redone.get('id')}, where the recording "
-            f"made {recorded.get('id')}: the --against folder's instance secret is not the "
-            "one the bundle was recorded with"
-        )
 
 
 def _strings(value: Any) -> Iterator[str]:

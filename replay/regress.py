@@ -302,7 +302,7 @@ async def _replay_calls(
     replaced: set[int] = set()  # source seqs a re-executed write stands in for
     fed = 0  # source entries consumed
     cursors = Cursors()  # bundle mode: each recorded next_cursor, as re-made
-    continued = {c for c in map(Cursors.continued, (c.arguments for c in verified.calls)) if c}
+    continued = {cur for c in verified.calls if (cur := Cursors.continued(c.arguments))}
 
     async def feed(stop: int) -> None:
         nonlocal fed

@@ -1,5 +1,6 @@
-"""What the bundle tests share: the CLI in a subprocess, the scripted agent's session, and a
-test-only sitecustomize that reverses every ranking ("the ranking code changed")."""
+"""What the bundle tests share: the CLI in a subprocess, the scripted agent's session, a
+test-only sitecustomize that reverses every ranking ("the ranking code changed"), and a
+run's bundle (or an updated one) exported and verified as CI receives it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memseal.replay.bundle import VerifiedBundle, encode_bundle, export_bundle, verify_bundle
+
+if TYPE_CHECKING:
+    from memseal import Memory
+    from memseal._bundle_update import Updated
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -47,3 +55,14 @@ def record_session(work: Path) -> subprocess.CompletedProcess[str]:
     )
     assert done.returncode == 0, done.stderr
     return done
+
+
+async def run_bundle(memory: Memory, run_id: str) -> VerifiedBundle:
+    """Run ``run_id`` of ``memory`` exported and verified with the memory's own vkey."""
+    exported = await export_bundle(memory.ledger, await memory.key_history(), run_id)
+    return verify_bundle(encode_bundle(exported), memory.vkey)
+
+
+def updated_bundle(updated: Updated) -> VerifiedBundle:
+    """The bundle ``replay --update`` made, verified with the local key it was signed by."""
+    return verify_bundle(encode_bundle(updated.bundle), updated.vkey)

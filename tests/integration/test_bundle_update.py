@@ -9,14 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_support import REVERSE_RANKING, ROOT, memseal_cli, record_session
+from bundle_support import (
+    REVERSE_RANKING,
+    ROOT,
+    memseal_cli,
+    record_session,
+    run_bundle,
+    updated_bundle,
+)
 from close_texts import READS, SCOPE, STORES, record_close
 
 import memseal
 from memseal._bundle_update import UpdateRefused, local_key, update
 from memseal.engine import HashingEmbedder
 from memseal.ledger.folder import DataFolder
-from memseal.replay.bundle import VerifiedBundle, encode_bundle, export_bundle, verify_bundle
+from memseal.replay.bundle import VerifiedBundle, verify_bundle
 from memseal.replay.regress import regress
 
 
@@ -125,8 +132,7 @@ async def _second_run_bundle(folder: Path) -> tuple[VerifiedBundle, int]:
         for name in ("one", "two"):
             async with m.run(name, SCOPE) as run:
                 await record_close(run)
-        exported = await export_bundle(m.ledger, await m.key_history(), "two")
-        return verify_bundle(encode_bundle(exported), m.vkey), (await m.ledger.store.head()).size
+        return await run_bundle(m, "two"), (await m.ledger.store.head()).size
 
 
 async def test_update_of_a_later_run_keeps_one_copy_of_the_memory(tmp_path: Path) -> None:
@@ -144,7 +150,7 @@ async def test_update_of_a_later_run_keeps_one_copy_of_the_memory(tmp_path: Path
         verified, key_folder=keys, against=tmp_path / "d", embedder=HashingEmbedder()
     )
     assert updated.notes == []  # every step ran at the size it observed
-    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    again = updated_bundle(updated)
     assert [c.result for c in again.calls] == [c.result for c in verified.calls]
     assert [c.call.observed_size for c in again.calls] == [
         c.call.observed_size for c in verified.calls
@@ -162,13 +168,12 @@ async def test_update_from_the_bundle_alone_keeps_a_store_repeated_within_the_ru
             for _ in range(2):
                 await run.call("memory_store", {"learning": {"text": "the ledger store"}})
             await run.call("memory_fetch", {"query": "ledger", "mode": "exact"})
-        exported = await export_bundle(m.ledger, await m.key_history(), "again")
-        verified = verify_bundle(encode_bundle(exported), m.vkey)
+        verified = await run_bundle(m, "again")
     assert [c.result.get("replayed") for c in verified.calls[:2]] == [False, True]
     local_key(tmp_path / "k")
     updated = await update(verified, key_folder=tmp_path / "k")
     assert len(updated.notes) == 1 and "new ids" in updated.notes[0]  # no step ran elsewhere
-    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    again = updated_bundle(updated)
     new_id = again.calls[0].result["id"]
     assert again.calls[1].result == {"id": new_id, "replayed": True}
     assert [h["id"] for h in again.calls[2].result["hits"]] == [new_id]
@@ -206,14 +211,13 @@ async def _alone(folder: Path, case: str) -> VerifiedBundle:
             else:  # an admin's trust change to the run's item, while it ran
                 await m.engine.reject(made[1], actor="admin", reason="wrong")
                 await run.call("memory_fetch", {"query": "ledger"})
-        exported = await export_bundle(m.ledger, await m.key_history(), "r")
-        return verify_bundle(encode_bundle(exported), m.vkey)
+        return await run_bundle(m, "r")
 
 
 async def _exactly_against(verified: VerifiedBundle, folder: Path) -> None:
     """With the folder the ids are the recorded ones: the run re-records exactly."""
     updated = await update(verified, key_folder=folder.parent / "k", against=folder)
-    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    again = updated_bundle(updated)
     assert [c.result for c in again.calls] == [c.result for c in verified.calls]
     assert updated.notes == []
 
@@ -243,7 +247,7 @@ async def test_update_from_the_bundle_alone_re_makes_the_cursors(tmp_path: Path)
     verified = await _alone(tmp_path / "d", "cursor")
     local_key(tmp_path / "k")
     updated = await update(verified, key_folder=tmp_path / "k")
-    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    again = updated_bundle(updated)
     pages = [c.result for c in again.calls if c.call.tool == "memory_fetch"]
     recorded = [c.result for c in verified.calls if c.call.tool == "memory_fetch"]
     assert [len(p["hits"]) for p in pages] == [len(p["hits"]) for p in recorded] == [1, 2]
@@ -263,8 +267,7 @@ async def test_update_against_a_folder_with_another_secret_is_refused(tmp_path: 
         async with m.run("reader", SCOPE) as run:
             page = await run.call("memory_list", {"limit": 1})
             await run.call("memory_list", {"limit": 1, "cursor": page["next_cursor"]})
-        exported = await export_bundle(m.ledger, await m.key_history(), "reader")
-        reader = verify_bundle(encode_bundle(exported), m.vkey)
+        reader = await run_bundle(m, "reader")
     later, _ = await _second_run_bundle(tmp_path / "d2")
     local_key(tmp_path / "k")
     for verified, folder in ((reader, tmp_path / "d"), (later, tmp_path / "d2")):
@@ -286,5 +289,5 @@ async def test_update_keeps_its_log_in_its_own_folder_whatever_the_environment_s
     updated = await update(
         verified, key_folder=tmp_path / "k", against=tmp_path / "d", embedder=HashingEmbedder()
     )
-    again = verify_bundle(encode_bundle(updated.bundle), updated.vkey)
+    again = updated_bundle(updated)
     assert [c.result for c in again.calls] == [c.result for c in verified.calls]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_support import REVERSE_RANKING, memseal_cli
+from bundle_support import REVERSE_RANKING, memseal_cli, run_bundle
 from close_texts import SCOPE
 
 import memseal
@@ -92,8 +92,7 @@ async def _explores(folder: Path, *, before: bool) -> RegressReport:
             if before:
                 got = await run.call("memory_get", {"ids": [held["id"], own["id"]]})
                 assert got["filtered"] == [held["id"]] and len(got["items"]) == 1
-        exported = await export_bundle(m.ledger, await m.key_history(), "r")
-        return await regress(verify_bundle(encode_bundle(exported), m.vkey))
+        return await regress(await run_bundle(m, "r"))
 
 
 async def test_reads_of_memory_the_bundle_lacks_are_not_reported(tmp_path: Path) -> None:
@@ -122,8 +121,7 @@ async def test_a_page_going_on_into_memory_the_bundle_lacks_is_not_reported(
             page = await run.call("memory_fetch", asked)
             page = await run.call("memory_fetch", {**asked, "cursor": page["next_cursor"]})
             assert page["next_cursor"] is not None  # the third note: cited by no result
-        exported = await export_bundle(m.ledger, await m.key_history(), "r")
-        report = await regress(verify_bundle(encode_bundle(exported), m.vkey))
+        report = await regress(await run_bundle(m, "r"))
     # The first page goes on into the second's cited item: its re-made cursor is sent on.
     # The second, re-made, has no next page: compared without its cursor, saying why.
     assert not report.changed, report.text()
@@ -140,8 +138,7 @@ async def _beside_another_run(folder: Path, record: Any) -> VerifiedBundle:
             await run.call("memory_store", {"learning": {"text": "unrelated thing"}})
         async with m.run("r", SCOPE) as run:
             await record(m, run)
-        exported = await export_bundle(m.ledger, await m.key_history(), "r")
-        return verify_bundle(encode_bundle(exported), m.vkey)
+        return await run_bundle(m, "r")
 
 
 async def test_a_page_that_lost_the_memory_it_went_on_into_is_reported(

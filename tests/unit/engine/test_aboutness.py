@@ -1,0 +1,125 @@
+"""about(): whether a text only supposes, and whose fact it states, from its structure."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memseal.engine.aboutness import MAX_CHARS, SOMEONE, About, about, sentences
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We relocated to Lisbon in June.",
+        "I gave up running.",
+        "I no longer eat meat.",
+        "Since March my manager is Priya.",
+        "My new boss is now Dana.",
+        "My partner and I moved to Porto.",
+        "I visited my brother Tomas last week.",
+        "My dog is called Rex.",
+        "I would like my answers short.",
+        "I'd prefer tea.",
+        "We cancelled the trip to Rome.",
+        "I am moving our website to another host.",
+    ],
+)
+def test_the_speakers_plain_statements(text: str) -> None:
+    assert about(text) == About()
+
+
+@pytest.mark.parametrize(
+    ("text", "subject"),
+    [
+        ("My brother Tomas has a new job.", "Tomas"),
+        ("my brother, Tomas, has a new job", "Tomas"),
+        ("Last week my older sister Ana got married.", "Ana"),
+        ("Ana, my sister, lives in Rome.", "Ana"),
+        ("My sister got married last week.", SOMEONE),
+        ("My friend's wife is a doctor.", SOMEONE),
+        ("She works at Google now.", SOMEONE),
+        ("My mom and dad moved to Faro.", SOMEONE),
+        ("My brother Tomas got a job. He moved to Berlin.", "Tomas"),
+        ("My cousin Lea moved to Oslo. My friend Ben moved to Bergen.", SOMEONE),
+        ("My colleague José-Luis started at Acme.", "José-Luis"),
+    ],
+)
+def test_another_persons_facts(text: str, subject: str) -> None:
+    assert about(text) == About(subject=subject)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If I ever worked abroad, I would live in Tokyo.",
+        "Suppose we moved to Canada.",
+        "I might move to Berlin next year.",
+        "I'd love to visit Japan someday.",
+        "I'm thinking of quitting my job.",
+        "What if I moved to Oslo?",
+        "I wish I lived by the sea.",
+        "Hypothetically, we could sell the house.",
+    ],
+)
+def test_hypotheticals(text: str) -> None:
+    assert about(text) == About(hypothetical=True)
+
+
+def test_a_hypothetical_about_someone_else_keeps_its_subject() -> None:
+    assert about("If my brother Tomas moved here, he would love it.") == About(
+        hypothetical=True, subject="Tomas"
+    )
+
+
+def test_a_plain_statement_beside_a_hypothetical_is_a_statement() -> None:
+    text = "I live in Porto. If I ever moved, it would be to Faro."
+    assert about(text) == About()
+    assert [s.states for s in sentences(text)] == [True, False]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Where do I live now?", "what's my name", "Can you remind me where I work", "Do you know?"],
+)
+def test_questions_state_nothing_and_suppose_nothing(text: str) -> None:
+    (sentence,) = sentences(text)
+    assert sentence.question and not sentence.states
+    assert about(text) == About()
+
+
+def test_a_statement_opening_with_a_wh_word_is_no_question() -> None:
+    (sentence,) = sentences("What I love is tea.")
+    assert sentence.states
+
+
+def test_a_conversation_is_read_by_its_user_lines() -> None:
+    text = "user: My brother Tomas has a new job.\nassistant: If you ever move, I'd help."
+    assert about(text) == About(subject="Tomas")
+    text = "user: I live in Porto.\nassistant: Your brother would love it."
+    assert about(text) == About()
+    # Without a user line the text is read whole (a learning, a document).
+    assert about("assistant: She lives in Rome.") == About(subject=SOMEONE)
+
+
+def test_the_speakers_statement_outweighs_another_persons() -> None:
+    assert about("My sister moved to Rome. I live in Porto.") == About()
+
+
+def test_a_name_after_my_relation_is_never_a_sentence_word() -> None:
+    # "Since" after "my friend" is not a name: the subject is an unnamed friend.
+    assert about("My friend Since moved.") == About(subject=SOMEONE)
+    assert about("My brother Yesterday moved.") == About(subject=SOMEONE)
+
+
+def test_only_the_first_characters_are_read() -> None:
+    text = "I live in Porto. " + "x" * MAX_CHARS + " My brother Tomas moved."
+    assert about(text) == About()
+
+
+@given(st.text(max_size=300))
+def test_deterministic_and_total(text: str) -> None:
+    first = about(text)
+    assert about(text) == first
+    assert first.subject is None or first.subject == SOMEONE or first.subject[:1].isupper()

@@ -61,8 +61,14 @@ async def _ingest(args: argparse.Namespace) -> int:
             progress.close()
     print(f"{place}: {report.line()}")
     for name, why in report.skipped:
-        print(f"skipped {name}: {why}")
+        print(f"skipped {_shown(name)}: {_shown(why)}")
     return OK
+
+
+def _shown(text: str) -> str:
+    """``text`` on one line: a file name's control characters escaped, so a name cannot
+    forge or hide a line of the report."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 async def _remove(args: argparse.Namespace) -> int:

@@ -46,10 +46,11 @@ import msgspec
 
 from memseal.engine import Reach
 from memseal.engine.items import MAX_DOCUMENT_CHARS, MAX_IDS, MAX_TITLE_CHARS
-from memseal.ledger.errors import InvalidRequest, StorageError
+from memseal.ledger.errors import InvalidRequest
 
 from ..scope import ToolScope
 from ._chunking import DEFAULT_BUDGET, Chunk, DocKind, chunk_text, kind_of
+from ._files import read_inside, read_named, walk_folder
 
 __all__ = [
     "BRAIN_TAG",
@@ -115,7 +116,7 @@ class IngestReport(msgspec.Struct, frozen=True, kw_only=True):
     ``chunks`` counts the chunks the documents have now; ``stored`` and
     ``forgotten`` the chunks written and forgotten; ``unchanged`` the
     documents left as they were; ``skipped`` the files not read (not a known
-    kind, not UTF-8 text), each with why.
+    kind, not UTF-8 text, a link out of the folder, a FIFO or device), each with why.
     """
 
     run_id: str
@@ -237,10 +238,13 @@ class Brain:
             plans, skipped = await asyncio.to_thread(self._read_folder, where, source_id)
             return await self._run(plans, skipped, run_id)
         if not where.is_file():
-            raise InvalidRequest(f"`path`: {where} is neither a file nor a folder")
+            raise InvalidRequest(f"`path`: {where} is neither a regular file nor a folder")
         doc = _doc_id(source_id if source_id is not None else where.name)
         kind = kind_of(where.name) or "text"
-        text = await asyncio.to_thread(_read_text, where)
+        try:
+            text = await asyncio.to_thread(read_named, where, _MAX_FILE_BYTES)
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"`path`: {exc}") from None
         return await self._run(
             [_Plan(doc=doc, chunks=tuple(self._chunks(text, doc, kind)))], (), run_id
         )
@@ -289,29 +293,25 @@ class Brain:
     ) -> tuple[list[_Plan], list[tuple[str, str]]]:
         plans: list[_Plan] = []
         skipped: list[tuple[str, str]] = []
-        for root, dirs, files in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(files):
-                path = Path(root) / name
-                relative = path.relative_to(folder).as_posix()
-                if name.startswith("."):
-                    continue
-                kind = kind_of(name)
-                if kind is None:
-                    skipped.append((relative, "not a markdown, text or source file"))
-                    continue
-                try:
-                    text = _read_text(path)
-                except InvalidRequest as exc:
-                    skipped.append((relative, str(exc)))
-                    continue
+        # Files are opened under the folder's real path: a link is followed only to a
+        # file inside it, and only regular files are read (see ._files).
+        root = os.path.realpath(folder)
+        for relative, why in walk_folder(folder):
+            if why is not None:
+                skipped.append((relative, why))
+                continue
+            kind = kind_of(relative.rsplit("/", 1)[-1])
+            if kind is None:
+                skipped.append((relative, "not a markdown, text or source file"))
+                continue
+            try:
                 doc = _doc_id(relative if prefix is None else f"{prefix}/{relative}")
-                try:
-                    chunks = self._chunks(text, doc, kind)
-                except InvalidRequest as exc:
-                    skipped.append((relative, str(exc)))
-                    continue
-                plans.append(_Plan(doc=doc, chunks=tuple(chunks)))
+                text = read_inside(root, relative, _MAX_FILE_BYTES)
+                chunks = self._chunks(text, doc, kind)
+            except InvalidRequest as exc:
+                skipped.append((relative, str(exc)))
+                continue
+            plans.append(_Plan(doc=doc, chunks=tuple(chunks)))
         return plans, skipped
 
     def _tools(self, run_id: str | None) -> RecordedCalls:
@@ -458,17 +458,3 @@ def _doc_id(value: object) -> str:
     if len(value) > 2_000:
         raise InvalidRequest("`source_id` is longer than 2000 characters")
     return value
-
-
-def _read_text(path: Path) -> str:
-    try:
-        size = path.stat().st_size
-        if size > _MAX_FILE_BYTES:
-            raise InvalidRequest(
-                f"{path.name} is {size:,} bytes; a document is at most {_MAX_FILE_BYTES:,}"
-            )
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InvalidRequest(f"{path.name} is not UTF-8 text") from None
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc

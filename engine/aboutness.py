@@ -121,7 +121,9 @@ _NOT_NAMES: Final = frozenset(
         "Sunday",
     )
 )
-_SELF: Final = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|we|we're|we've|we'd|we'll|us|our)\b", re.I)
+_SELF: Final = re.compile(
+    r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|we'll|us|our)\b", re.I
+)
 _RELATION: Final = re.compile(
     rf"\bmy\s+{_ADJECTIVES}{_RELATIONS}(?:'s)?\b(?:,?\s+(?P<name>{_NAME})(?:'s)?\b)?", re.I
 )
@@ -134,13 +136,14 @@ _WITH_SELF: Final = re.compile(r"^\s*(?:,\s*)?(?:and|&)\s+(?:i|me|myself)\b", re
 
 def _subject(sentence: str, named: str | None) -> str | None:
     """The first subject ``sentence`` names (see the module docstring)."""
-    found: list[tuple[int, str | None]] = []
+    # (place, rank, subject): at one place ("my brother ..."), the relation outranks "my".
+    found: list[tuple[int, int, str | None]] = []
     self_match = _SELF.search(sentence)
     if self_match is not None:
-        found.append((self_match.start(), None))
+        found.append((self_match.start(), 1, None))
     for match in _APPOSITIVE.finditer(sentence):
         if match.group("name") not in _NOT_NAMES:
-            found.append((match.start(), match.group("name")))
+            found.append((match.start(), 0, match.group("name")))
             break
     for match in _RELATION.finditer(sentence):
         name = match.group("name")
@@ -148,16 +151,16 @@ def _subject(sentence: str, named: str | None) -> str | None:
             name = None
         rest = sentence[match.end() :]
         if name is None and (_IDENTITY.match(rest) or _WITH_SELF.match(rest)):
-            found.append((match.start(), None))
+            found.append((match.start(), 0, None))
         else:
-            found.append((match.start(), name or SOMEONE))
+            found.append((match.start(), 0, name or SOMEONE))
         break
     pronoun = _PRONOUN.search(sentence)
     if pronoun is not None:
-        found.append((pronoun.start(), named or SOMEONE))
+        found.append((pronoun.start(), 0, named or SOMEONE))
     if not found:
         return None
-    return min(found, key=lambda entry: entry[0])[1]
+    return min(found, key=lambda entry: (entry[0], entry[1]))[2]
 
 
 def _statements(text: str) -> str:

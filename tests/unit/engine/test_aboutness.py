@@ -24,6 +24,7 @@ from memseal.engine.aboutness import MAX_CHARS, SOMEONE, About, about, sentences
         "I'd prefer tea.",
         "We cancelled the trip to Rome.",
         "I am moving our website to another host.",
+        "My dog is called Max now; the old one went to my sister.",
     ],
 )
 def test_the_speakers_plain_statements(text: str) -> None:

@@ -23,6 +23,8 @@ from ._dialect import EngineSql
 from ._item_rows import load_items
 from ._ranking import exact, fuse, refers_first
 from ._vectors import VectorCache
+from .aboutness import about
+from .currency import Candidate, Rule, current_first
 from .events import Keyring
 from .filters import DateRange
 from .items import Hit
@@ -57,6 +59,8 @@ class Asked:
     count: int
     days: DateRange | None
     zone: tzinfo
+    #: The currency rule the read follows (None: none, the reads as before it).
+    rule: Rule | None = None
 
 
 async def rank_page(
@@ -127,17 +131,72 @@ async def rank_page(
                     (seq, score)
                     for seq, score, _ in exact(execute, sql.ranker, where, params, text, RANK_CAP)
                 ]
+            marks: dict[int, str] = {}
+            if asked.rule is not None:
+                embedder = None if asked.mode == "exact" or vectors is None else vectors.id
+                window = _candidates(execute, ranked[: asked.rule.window], asked.rule, embedder)
+                ranked, marks = current_first(ranked, window, asked.rule)
             if asked.days is not None:
                 ranked = refers_first(execute, ranked, asked.days, asked.zone)
             page = ranked[asked.offset : asked.offset + asked.count]
             items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
             hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
+            if asked.rule is not None:
+                hits = [_marked(hit, marks.get(hit.item.seq)) for hit in hits]
             return seen, len(ranked), hits, same
 
         seen, total, hits, same = await reader.run(work)
         if same:
             prefix.vouch(seen)
     return seen, total, hits
+
+
+def _candidates(
+    execute: Execute, head: list[tuple[int, float]], rule: Rule, embedder: str | None
+) -> dict[int, Candidate]:
+    """The rule's view of the first candidates: time, opening text and (``embedder``
+    named) the vector the semantic ranking scored them by."""
+    if len(head) < 2:
+        return {}
+    marks = ",".join("?" * len(head))
+    seqs = [seq for seq, _ in head]
+    # The opening characters only: a whole document would cost for nothing here.
+    text = f"substr(i.text, 1, {int(rule.chars)})"
+    if embedder is None:
+        rows = execute(
+            f"SELECT i.seq, i.id, i.observed_at, {text}, NULL FROM engine_items i "
+            f"WHERE i.seq IN ({marks})",
+            seqs,
+        )
+    else:
+        rows = execute(
+            f"SELECT i.seq, i.id, i.observed_at, {text}, v.vec FROM engine_items i "
+            "LEFT JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "
+            f"WHERE i.seq IN ({marks})",
+            [embedder, *seqs],
+        )
+    return {
+        seq: Candidate(
+            seq=seq,
+            id=id_,
+            observed_at=at,
+            text=body,
+            vector=None if vec is None else bytes(vec),
+        )
+        for seq, id_, at, body, vec in rows
+    }
+
+
+def _marked(hit: Hit, superseded_by: str | None) -> Hit:
+    """``hit`` with the rule's marks: what replaced it, and what its text is about."""
+    found = about(hit.item.text)
+    return Hit(
+        item=hit.item,
+        score=hit.score,
+        superseded_by=superseded_by,
+        hypothetical=found.hypothetical,
+        subject=found.subject,
+    )
 
 
 def _lexical_at_size(

@@ -44,6 +44,7 @@ from ._scope import scope_sql
 from ._scrub import Scrubber
 from ._vectors import VectorCache
 from ._writes import Prepared, embed, prepare, prepare_many, store_command, trust_command
+from .currency import check_currency, in_force
 from .embedders import Embedder
 from .events import Keyring
 from .explore import Exploration, check_facet, explore
@@ -101,8 +102,10 @@ class Engine:
         answerer: Answerer | None = None,
         ann: int | None = ANN_MIN,
         ranks_as: str | None = None,
+        currency: bool = True,
     ) -> None:
         self.ledger = ledger
+        self._currency = check_currency(currency)
         self._store = store
         self._keyring = Keyring(secret)
         self._clock = clock
@@ -139,6 +142,7 @@ class Engine:
         progress: Progress | None = None,
         ann: int | None = ANN_MIN,
         ranks_as: str | None = None,
+        currency: bool = True,
     ) -> Engine:
         """An engine over an open store: projections built if new, scrubs and vectors caught up.
 
@@ -148,6 +152,8 @@ class Engine:
         SQLite goes through that index (None: always the exact scan; see ``_ann``).
         ``ranks_as="postgresql"`` on a SQLite store ranks exact reads as PostgreSQL
         does (``_tsrank``): how a read proof re-derives a read recorded there.
+        ``currency=False`` turns off the currency rule (:mod:`.currency`): reads rank
+        and mark hits as before it.
         """
         engine = cls(
             ledger,
@@ -159,6 +165,7 @@ class Engine:
             answerer=answerer,
             ann=ann,
             ranks_as=ranks_as,
+            currency=currency,
         )
         await engine.start(progress)
         return engine
@@ -500,6 +507,7 @@ class Engine:
             count=count,
             days=days,
             zone=where_zone,
+            rule=in_force(self._currency),
         )
         seen, total, hits = await rank_page(
             self._reader, self._vectors, self._sql, self._keyring, asked

@@ -205,11 +205,21 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
     verdicts: tuple[Verdict, ...] = ()
 
 
-class Hit(msgspec.Struct, frozen=True, kw_only=True):
-    """An item and its score in one ranking (rounded to four places)."""
+class Hit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An item and its score in one ranking (rounded to four places).
+
+    Set only by a read following the currency rule (:mod:`.currency`), each omitted
+    when unset, so a hit without them encodes as before the rule: ``superseded_by``,
+    the id of a newer item about the same subject, ranked above this one;
+    ``hypothetical``, the text only supposes ("if I ever moved..."); ``subject``, the
+    other person the text is about (None: the speaker, the user).
+    """
 
     item: Item
     score: float
+    superseded_by: str | None = None
+    hypothetical: bool = False
+    subject: str | None = None
 
 
 def clean_text(value: object, field: str, limit: int, *, required: bool = True) -> str:

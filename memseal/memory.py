@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar
 
 from memseal.engine import ANN_MIN, Answerer, Embedder, Engine, default_embedder
+from memseal.engine.currency import check_currency
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.folder import DATABASE, LOCATION
 from memseal.ledger.keys import (
@@ -435,6 +436,7 @@ async def _open(
     progress: Callable[[int, int], None] | None = None,
     ann: int | None = ANN_MIN,
     ranks_as: str | None = None,  # a re-recording on SQLite of reads PostgreSQL ranked
+    currency: bool = True,
 ) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
@@ -453,6 +455,7 @@ async def _open(
         raise InvalidRequest("`ann` must be a count of memories (0 or more) or None")
     if key_name is not None and not isinstance(key_name, str):
         raise InvalidRequest("`key_name` must be text")
+    check_currency(currency)
     if not isinstance(zone, tzinfo):
         raise InvalidRequest("`zone` must be a tzinfo (e.g. zoneinfo.ZoneInfo('Europe/Paris'))")
     # Loading the default model takes a moment: do it before anything is created.
@@ -483,6 +486,7 @@ async def _open(
             progress=progress,
             ann=ann,
             ranks_as=ranks_as,
+            currency=currency,
         )
     except BaseException:
         await ledger.close()
@@ -537,6 +541,7 @@ def open(
     answerer: Answerer | None = None,
     progress: Callable[[int, int], None] | None = None,
     ann: int | None = ANN_MIN,
+    currency: bool = True,
 ) -> _Opening:
     """Open (creating on first use) the data folder at ``path``.
 
@@ -556,7 +561,9 @@ def open(
     migrated log, an older layout), and as the HNSW index is built. Past ``ann``
     live memories (default 20,000), semantic search on the SQLite store goes
     through an HNSW index that proposes candidates, each then checked against the
-    call's scope and scored exactly (None: always the exact scan).
+    call's scope and scored exactly (None: always the exact scan). ``currency=False``
+    turns off the currency rule: reads no longer put a newer memory above an older one
+    about the same subject, nor mark hits (docs/engine.md, "What is current").
     """
     return _Opening(
         lambda: _open(
@@ -573,6 +580,7 @@ def open(
             answerer=answerer,
             progress=progress,
             ann=ann,
+            currency=currency,
         )
     )
 

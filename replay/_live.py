@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from memseal.engine.currency import noting
 from memseal.ledger.entry import Draft, make_draft
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError
 from memseal.ledger.store import WriteTxn, observing_sizes, run_committed
@@ -109,6 +110,8 @@ class CallDraft:
     supersedes: int | None
     prepared: Prepared | None
     key: str | None = None
+    #: The currency rule version the call's reads followed (None: none did).
+    currency: int | None = None
 
     def draft(
         self, recorded: Any, failure: MemsealError | None, size: int, wrote: tuple[int, ...]
@@ -139,6 +142,7 @@ class CallDraft:
             result=parts.skeleton,
             input_size=self.sent.size if failed else msgspec.UNSET,
             key=msgspec.UNSET if self.key is None else self.key,
+            currency=msgspec.UNSET if self.currency is None else self.currency,
         )
         if failed:
             # A failed call keeps no arguments (see calls.py): a refused 500 KB store
@@ -202,7 +206,8 @@ class LiveCalls(RunLease):
     async def _live(
         self, step: int, sent: Sent, fp: str, supersedes: int | None, key: str | None = None
     ) -> Any:
-        observed, prepared, error = await self._prepare(sent)
+        with noting() as rules:
+            observed, prepared, error = await self._prepare(sent)
         call = CallDraft(
             run_id=self.run_id,
             step=step,
@@ -212,6 +217,8 @@ class LiveCalls(RunLease):
             supersedes=supersedes,
             prepared=prepared,
             key=key,
+            # A read that ran again (its snapshots straddled a commit) followed one rule.
+            currency=max(rules, default=None),
         )
         # Reads and refused calls are known before the writer: encode, split and hash them
         # here, so the writer only appends (its time is the group commit's).

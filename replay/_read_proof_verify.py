@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from memseal.engine.currency import following
 from memseal.engine.embedders import Embedder
 from memseal.ledger.checkpoint import Checkpoint, parse_checkpoint
 from memseal.ledger.entry import GENESIS_PREV, RESIDUE_SALT, Entry, leaf_hash
@@ -491,8 +492,11 @@ async def _rederive(
         )
         log.now = parse_time(clock_for(recorded, []))
         tools = MemoryTools(log.engine, scope)
+        # The currency rule the read followed, signed in its call (none before the rule).
+        rule = found.call.currency if isinstance(found.call.currency, int) else None
         try:
-            new = await tools.call(found.call.tool, found.arguments)
+            with following(rule):
+                new = await tools.call(found.call.tool, found.arguments)
         except MemsealError as exc:
             missing = bool(proof.embedders) and (
                 embedder is None or embedder.id not in proof.embedders

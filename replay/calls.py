@@ -15,6 +15,10 @@ verify and replay.
 A keyed call (one that carried the id its model gave the tool call) has
 its ``key`` in the signed body; an unkeyed call's body has no ``key`` field
 at all, so its bytes are exactly those of the calls recorded before keys.
+A call whose reads followed the engine's currency rule carries the rule's
+version as ``currency``, likewise absent otherwise: a re-derivation follows
+it (``memseal.engine.currency.following``), and a call recorded before the
+rule re-derives without it.
 
 ``run_started`` records the whole scope the run belongs to; one recorded
 before that holds only ``place``, ``reach``, ``writes`` and ``floor``.
@@ -66,6 +70,9 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     input_size: int | UnsetType = UNSET
     # Set on a keyed call only: the id the model gave the tool call (1 to 200 characters).
     key: str | UnsetType = UNSET
+    # Set on a call whose reads followed the currency rule: its version (engine/currency.py).
+    # Absent, as on every call recorded before the rule, its reads re-derive without it.
+    currency: int | UnsetType = UNSET
 
 
 class ToolCallPayload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -40,6 +40,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from memseal.engine.currency import following
 from memseal.engine.embedders import Embedder, HashingEmbedder, default_embedder
 from memseal.ledger.errors import (
     InvalidRequest,
@@ -336,8 +337,11 @@ async def _replay_calls(
             )
         written = await source.read(target, target + len(body.wrote)) if body.wrote else []
         log.now = parse_time(clock_for(call, written))
+        # The rule its reads followed when recorded (none before the rule existed).
+        rule = body.currency if isinstance(body.currency, int) else None
         try:
-            new: Any = _plain(await tools.call(tool, cursors.send(call.arguments)))
+            with following(rule):
+                new: Any = _plain(await tools.call(tool, cursors.send(call.arguments)))
             error = False
         except _RECORDED_ERRORS as exc:
             new, error = _error_result(exc), True

@@ -66,6 +66,7 @@ STRUCTURAL_KEYS = frozenset(
         "type",
         "observed_at",
         "run_id",
+        "superseded_by",
     }
 )
 

@@ -4,7 +4,8 @@ Results are plain JSON values (dicts of text, numbers, lists), rendered as
 compact JSON text by :func:`to_text`. An item or hit renders as::
 
     {"id", "kind", "text", "title"?, "score"?, "confidence"?, "trust",
-     "ledger_ref", "meta": {...}, "truncated"?}
+     "ledger_ref", "meta": {...}, "superseded_by"?, "hypothetical"?, "subject"?,
+     "truncated"?}
 
 * ``score`` is rounded to four places; ``confidence`` appears for
   learnings; ``ledger_ref`` is the seq of the signed ledger entry that
@@ -12,6 +13,10 @@ compact JSON text by :func:`to_text`. An item or hit renders as::
 * ``meta`` is the seed's subset: ``source`` ``{kind, id?}``,
   ``file_path``, ``url``, ``thread_id``, ``tags`` and ``observed_at``,
   each only when set;
+* a hit's ``superseded_by`` (the id of a newer memory about the same
+  subject, ranked above it), ``hypothetical`` (true: the text only supposes)
+  and ``subject`` (the other person it is about) come from the engine's
+  currency rule (``memseal.engine.currency``), each only when set;
 * the namespace is never rendered: a model never learns where in the tree
   a memory lives, only that it may see it.
 
@@ -132,9 +137,21 @@ def _items(items: Sequence[Item]) -> list[dict[str, Any]]:
 
 
 def _hits(hits: Sequence[Hit]) -> list[dict[str, Any]]:
-    rendered = [render_item(hit.item, hit.score) for hit in hits]
+    rendered = [_hit(hit) for hit in hits]
     _clip(rendered)
     return rendered
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
+    out = render_item(hit.item, hit.score)
+    # The currency rule's marks, only when set: a read without them renders as before.
+    if hit.superseded_by is not None:
+        out["superseded_by"] = hit.superseded_by
+    if hit.hypothetical:
+        out["hypothetical"] = True
+    if hit.subject is not None:
+        out["subject"] = hit.subject
+    return out
 
 
 def render_fetched(fetched: Fetched) -> dict[str, Any]:

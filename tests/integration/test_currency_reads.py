@@ -1,0 +1,94 @@
+"""The currency rule through every read: newer facts above the ones they replace.
+
+On each store, in exact, semantic and hybrid fetch and in recall, a newer memory
+about the same subject outranks the older one, which stays, marked ``superseded_by``;
+a host that turns the rule off gets the old order. Each read proves byte for byte
+(``verify_read``) and a bundle of the run replays unchanged; a read recorded with the
+rule off (as every read before it) re-derives without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from bundle_support import run_bundle
+
+import memseal
+from memseal.engine import HashingEmbedder
+from memseal.replay.read_proof import verify_read
+from memseal.replay.regress import regress
+
+SCOPE = memseal.ToolScope.placed_at("user:dana")
+OLD = "My team lead at the office is Priya."
+NEW = "Since March my team lead at the office is Daniel."
+OTHER = "My brother Tomas leads the bakery team."
+MAYBE = "If I ever changed teams I would ask Priya to lead the office."
+READS: list[tuple[str, dict[str, Any]]] = [
+    ("memory_fetch", {"query": "Priya team lead", "mode": mode})
+    for mode in ("exact", "semantic", "hybrid")
+] + [("memory_recall", {"question": "Who is Priya, my team lead?"})]
+
+
+async def _record(folder: Path, store_url: str | None, currency: bool) -> tuple[list[Any], Any]:
+    async with memseal.open(
+        folder,
+        store=store_url,
+        embedder=HashingEmbedder(),
+        checkpoint_interval=None,
+        currency=currency,
+    ) as m:
+        async with m.run("r", SCOPE) as run:
+            ids = {}
+            for text in (OLD, OTHER, MAYBE, NEW):  # observed in this order, by the clock
+                stored = await run.call("memory_store", {"learning": {"text": text}})
+                ids[text] = stored["id"]
+            seen = [await run.call(name, args) for name, args in READS]
+        proofs = [await m.prove_read("r", 4 + k) for k in range(len(READS))]
+        bundle = await run_bundle(m, "r")
+        return [seen, proofs, ids, m.vkey], bundle
+
+
+@pytest.mark.parametrize("currency", [True, False])
+async def test_newer_facts_outrank_older_ones_and_every_read_proves(
+    tmp_path: Path, store_url: str | None, currency: bool
+) -> None:
+    (seen, proofs, ids, vkey), bundle = await _record(tmp_path / "d", store_url, currency)
+    for (name, _), result in zip(READS, seen, strict=True):
+        if name == "memory_recall":
+            cited = [c["id"] for c in result["citations"]]
+            assert (cited.index(ids[NEW]) < cited.index(ids[OLD])) is currency
+            continue
+        hits = {h["id"]: (k, h) for k, h in enumerate(result["hits"])}
+        new_at, _ = hits[ids[NEW]]
+        old_at, old = hits[ids[OLD]]
+        assert (new_at < old_at) is currency, result
+        if currency:
+            assert old["superseded_by"] == ids[NEW]
+            assert hits[ids[OTHER]][1]["subject"] == "Tomas"
+            assert hits[ids[MAYBE]][1]["hypothetical"] is True
+        else:
+            assert not any(
+                {"superseded_by", "subject", "hypothetical"} & set(h) for h in result["hits"]
+            )
+    # The read proofs re-derive the reads as they ran, rule or none, byte for byte.
+    for k, proof in enumerate(proofs):
+        verified = await verify_read(proof, vkey)
+        assert verified.result == seen[k]
+        assert verified.how == "byte for byte", verified.why
+    # Each read's signed call names the rule it followed; a write, or the rule off, none.
+    calls = {c.call.step: c.call for c in bundle.calls}
+    assert calls[0].currency is msgspec.UNSET
+    for k in range(len(READS)):
+        assert calls[4 + k].currency == (1 if currency else msgspec.UNSET)
+    report = await regress(bundle, embedder=HashingEmbedder())
+    assert not report.changed, report.text()
+
+
+async def test_a_bad_setting_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(memseal.InvalidRequest, match="`currency`"):
+        async with memseal.open(tmp_path / "d", embedder=None, currency="on"):  # type: ignore[arg-type]
+            pass
+    assert not (tmp_path / "d").exists()

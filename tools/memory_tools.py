@@ -30,7 +30,9 @@ and a recorder (memseal.replay) runs around its own transaction:
 The scoping invariants (seed: tinymemory) hold in every path:
 
 1. writes land at the scope's place, with metadata the tool builds
-   (source agent, the model's tags, observed now);
+   (source agent, the model's tags, observed now); a reserved tag (one a
+   host part finds its items by, :mod:`._reserved`) is refused but at its
+   owner's node type;
 2. every read is confined to the scope's reach;
 3. forget by ids resolves the ids under the reach, in the write
    transaction, and returns the others as ``skipped``; forget by filter
@@ -55,6 +57,7 @@ from memseal.ledger.errors import InvalidRequest, Unsupported
 from memseal.ledger.store import WriteTxn, run_committed
 
 from . import render
+from ._reserved import reserved_tag_refusal
 from .args import (
     DEFAULT_LIMIT,
     ExploreArgs,
@@ -397,6 +400,9 @@ class MemoryTools:
                 "`learning`, `document` or `conversation`: give exactly one of them",
             )
         key, value = given_parts[0]
+        reserved = reserved_tag_refusal(given(args.tags) or (), self._scope.place)
+        if reserved is not None:
+            raise fail("memory_store", reserved)
         planned = await self._engine.plan_store(
             {key: msgspec.to_builtins(value)},
             namespace=self._scope.place,

@@ -4,9 +4,25 @@
 operation goes through the memory's recorded tools (``memory.tools(scope)``),
 so every put and delete is a signed ``memory_tool_call`` entry, and so is every
 read; nothing touches the unrecorded engine. All LangGraph items are written at
-the host's ``scope.place`` and read with the reach narrowed to exactly that node,
-so a LangGraph namespace is a label inside the host's scope, never a place of
-its own: a model's namespace tuple cannot reach a sibling or an ancestor.
+the store's own node, :data:`STORE_NODE` below the host's ``scope.place``
+(``team:acme/agent:writer/langgraph:store``), and read with the reach narrowed to
+exactly that node, so a LangGraph namespace is a label inside the host's scope,
+never a place of its own: a namespace tuple cannot reach a sibling or an ancestor.
+
+The items are the host's alone, even beside a model's tools on the same scope
+(``tool_node(memory, scope)``): the model's writes land at ``scope.place``, never
+at the store's node, and its ``memory_store`` refuses the store's tags anywhere
+but a ``langgraph:`` node (:mod:`memseal.tools._reserved`), so it can neither
+replace a value nor plant a key. Of a key's items the one the log wrote last
+(its ``ledger_ref``) is the value, never the one whose envelope claims the latest
+``updated_at``. An item carrying the store's tag that is not an envelope is
+skipped and reported (a logged warning, :attr:`MemsealStore.skipped`), never
+fatal to a read.
+
+Items of the earlier layout, at ``scope.place`` itself, are still read (a ledger
+written before this version keeps its values), and a put or delete of their key
+forgets them: whether the place holds any is asked once per store, by one
+recorded list. Those were written when any model at the place could forge them.
 
 How a ``(namespace, key)`` maps to memseal:
 
@@ -17,7 +33,7 @@ How a ``(namespace, key)`` maps to memseal:
 * its tags are :data:`STORE_TAG` and ``lgk:<blake2b of [namespace, key]>``, the
   deterministic handle a get, put or delete looks the key up by;
 * a put of an existing key stores the new item first, then forgets the old one,
-  so a crash between the two leaves both (the newest ``updated_at`` wins on read)
+  so a crash between the two leaves both (the one stored last wins on read)
   and never neither; a delete forgets every item of the key.
 
 Values are JSON objects of at most :data:`MAX_ENVELOPE_CHARS` characters once
@@ -30,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -47,7 +64,7 @@ from langgraph.store.base import (
 )
 
 from memseal._sync_memory import SyncMemory
-from memseal.engine import Reach
+from memseal.engine import Namespace, Reach
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import ToolScope
 
@@ -55,15 +72,19 @@ if TYPE_CHECKING:
     from memseal._recorded_tools import RecordedTools
     from memseal.memory import Memory
 
-__all__ = ["MAX_ENVELOPE_CHARS", "STORE_TAG", "MemsealStore"]
+__all__ = ["MAX_ENVELOPE_CHARS", "STORE_NODE", "STORE_TAG", "MemsealStore"]
 
-#: The tag every item of a MemsealStore carries (its reads list only these).
+#: The tag every item of a MemsealStore carries (its reads list only these); reserved.
 STORE_TAG = "langgraph-store"
+#: The segment below the host's place the store keeps its items at (``type:name``).
+STORE_NODE = "langgraph:store"
 #: The tools render at most this many characters of a text unclipped.
 MAX_ENVELOPE_CHARS = 16_000
 # 20 texts of 16,000 ASCII characters stay under the tools' 512 KiB result budget,
 # so a page is never clipped.
 _PAGE = 20
+# Where a skipped item is reported: a logged warning, never a Python warning.
+_log = logging.getLogger("memseal.integrations.langgraph")
 
 
 def _check_namespace(namespace: object, field: str) -> tuple[str, ...]:
@@ -104,15 +125,23 @@ def _envelope(op: PutOp, value: Mapping[str, Any], created: str, updated: str) -
     return text
 
 
+class _NotAnItem(ValueError):
+    """A memory carrying the store's tag that is not one of its items."""
+
+
 class _Stored:
-    """One live item read back: its memseal id and its LangGraph item."""
+    """One live item read back: its memseal id, its LangGraph item, the seq that wrote it,
+    and whether it is of the earlier layout (at the host's place itself)."""
 
-    __slots__ = ("id", "item", "seq")
+    __slots__ = ("id", "item", "legacy", "seq")
 
-    def __init__(self, entry: Mapping[str, Any]) -> None:
+    def __init__(self, entry: Mapping[str, Any], *, legacy: bool = False) -> None:
         if entry.get("truncated"):
             # Never hand back a clipped value as the stored one.
-            raise InvalidRequest(f"memory {entry['id']} was clipped by the tools")
+            raise _NotAnItem("clipped by the tools")
+        seq = entry.get("ledger_ref")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise _NotAnItem("no ledger_ref")
         try:
             body = json.loads(entry["text"])
             self.item = Item(
@@ -128,14 +157,10 @@ class _Stored:
             if self.item.created_at.tzinfo is None or self.item.updated_at.tzinfo is None:
                 raise ValueError("a timestamp without its offset")
         except (ValueError, KeyError, TypeError, InvalidRequest) as exc:
-            # A memory tagged as a store item that is not one (written by other
-            # means at this place): fail loudly rather than skip it.
-            raise InvalidRequest(
-                f"memory {entry['id']} carries the {STORE_TAG} tag but is not a"
-                f" MemsealStore item ({exc})"
-            ) from exc
+            raise _NotAnItem(str(exc)) from exc
         self.id: str = entry["id"]
-        self.seq: int = entry["ledger_ref"]
+        self.seq: int = seq
+        self.legacy = legacy
 
 
 def _matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
@@ -188,7 +213,8 @@ class MemsealStore(BaseStore):
     ``memory`` is a :class:`~memseal.Memory` (use the async methods from its loop;
     the sync ones from any other thread) or a :class:`~memseal.SyncMemory` (the
     sync methods from anywhere but its loop thread). ``scope`` is the host's:
-    items land at ``scope.place``, and ``scope.writes`` / ``frozen`` apply.
+    items land at :data:`STORE_NODE` below ``scope.place`` (:attr:`scope` is the
+    store's own), and ``scope.writes`` / ``frozen`` apply.
     """
 
     supports_ttl = False
@@ -197,10 +223,24 @@ class MemsealStore(BaseStore):
         if not isinstance(scope, ToolScope):
             raise InvalidRequest("`scope` must be a ToolScope")
         inner, self._loop = _on_loop(memory)
-        # Reads see exactly the host's node: neither its ancestors nor a sibling.
-        self.scope = scope.replace(reach=Reach.exact(scope.place))
+        kind, _, name = STORE_NODE.partition(":")
+        node = Namespace.parse(scope.place, field="place").child(kind, name).text
+        # Reads see exactly the store's node: neither its ancestors nor a sibling.
+        self.scope = scope.replace(place=node, reach=Reach.exact(node))
         self._tools: RecordedTools = inner.tools(self.scope)
+        # The earlier layout's items, at the host's place itself (module docstring).
+        self._legacy_tools: RecordedTools = inner.tools(
+            scope.replace(reach=Reach.exact(scope.place))
+        )
+        self._legacy: bool | None = None  # whether the place holds any: asked once
+        self._skipped: dict[str, str] = {}
         self._lock: asyncio.Lock | None = None
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """The memories this store skipped on read (each id with why): each carries the
+        store's tag but is not one of its items. Each is logged once, as a warning."""
+        return dict(self._skipped)
 
     # -- the two entry points LangGraph derives every method from ------------------------
 
@@ -254,28 +294,63 @@ class MemsealStore(BaseStore):
 
     # -- the recorded calls ----------------------------------------------------------------
 
+    def _parsed(self, entry: Mapping[str, Any], *, legacy: bool) -> _Stored | None:
+        """``entry`` as a store item; None (skipped, and reported once) when it is not one."""
+        try:
+            return _Stored(entry, legacy=legacy)
+        except _NotAnItem as exc:
+            ident = str(entry.get("id"))
+            if ident not in self._skipped:
+                self._skipped[ident] = str(exc)
+                _log.warning(
+                    "MemsealStore at %s skipped memory %s: it carries the %s tag but is"
+                    " not a MemsealStore item (%s)",
+                    self.scope.place,
+                    ident,
+                    STORE_TAG,
+                    exc,
+                )
+            return None
+
+    async def _has_legacy(self) -> bool:
+        if self._legacy is None:
+            page = await self._legacy_tools.call(
+                "memory_list", {"filter": {"tags_any": [STORE_TAG]}, "limit": 1}
+            )
+            self._legacy = bool(page["items"])
+        return self._legacy
+
     async def _pages(self, filter: dict[str, Any]) -> list[_Stored]:
         found: list[_Stored] = []
-        args: dict[str, Any] = {"filter": filter, "limit": _PAGE}
-        while True:
-            page = await self._tools.call("memory_list", args)
-            found.extend(_Stored(entry) for entry in page["items"])
-            cursor = page.get("next_cursor")
-            if cursor is None:
-                return found
-            args = {**args, "cursor": cursor}
+        sources = [(self._tools, False)]
+        if await self._has_legacy():
+            sources.append((self._legacy_tools, True))
+        for tools, legacy in sources:
+            args: dict[str, Any] = {"filter": filter, "limit": _PAGE}
+            while True:
+                page = await tools.call("memory_list", args)
+                for entry in page["items"]:
+                    stored = self._parsed(entry, legacy=legacy)
+                    if stored is not None:
+                        found.append(stored)
+                cursor = page.get("next_cursor")
+                if cursor is None:
+                    break
+                args = {**args, "cursor": cursor}
+        return found
 
     async def _live(self, namespace: tuple[str, ...], key: str) -> list[_Stored]:
-        """The key's live items, newest first (more than one only after a crashed put)."""
+        """The key's live items, the one the log wrote last first (more than one only
+        after a crashed put, or beside the earlier layout's)."""
         found = await self._pages({"tags_any": [_key_tag(namespace, key)]})
         mine = [s for s in found if s.item.namespace == namespace and s.item.key == key]
-        return sorted(mine, key=lambda s: (s.item.updated_at, s.seq), reverse=True)
+        # The log's order, never the envelope's self-declared updated_at.
+        return sorted(mine, key=lambda s: s.seq, reverse=True)
 
     async def _put(self, op: PutOp) -> None:
         old = await self._live(op.namespace, op.key)
         if op.value is None:
-            if old:
-                await self._tools.call("memory_forget", {"ids": [s.id for s in old]})
+            await self._forget(old)
             return
         now = datetime.now(UTC).isoformat()
         created = old[0].item.created_at.isoformat() if old else now
@@ -287,17 +362,21 @@ class MemsealStore(BaseStore):
                 "tags": [STORE_TAG, _key_tag(op.namespace, op.key)],
             },
         )
-        stale = [s.id for s in old if s.id != stored["id"]]
-        if stale:
-            await self._tools.call("memory_forget", {"ids": stale})
+        await self._forget([s for s in old if s.id != stored["id"]])
+
+    async def _forget(self, items: list[_Stored]) -> None:
+        for tools, legacy in ((self._tools, False), (self._legacy_tools, True)):
+            ids = [s.id for s in items if s.legacy is legacy]
+            if ids:
+                await tools.call("memory_forget", {"ids": ids})
 
     async def _all(self) -> list[Item]:
-        """Every live item, one per key, oldest put first."""
+        """Every live item, one per key (the one the log wrote last), oldest put first."""
         newest: dict[tuple[tuple[str, ...], str], _Stored] = {}
         for s in await self._pages({"tags_any": [STORE_TAG]}):
             handle = (s.item.namespace, s.item.key)
             kept = newest.get(handle)
-            if kept is None or (s.item.updated_at, s.seq) > (kept.item.updated_at, kept.seq):
+            if kept is None or s.seq > kept.seq:
                 newest[handle] = s
         return [s.item for s in sorted(newest.values(), key=lambda s: s.seq)]
 
@@ -325,26 +404,39 @@ class MemsealStore(BaseStore):
     async def _fetch(self, query: str) -> list[tuple[Item, float | None]]:
         """Every live item memseal's fetch finds for ``query``, best first."""
         live = {(i.namespace, i.key): i for i in await self._all()}
+        hits = await self._hits(self._tools, query, legacy=False)
+        if await self._has_legacy():
+            hits += await self._hits(self._legacy_tools, query, legacy=True)
+            hits.sort(key=lambda hit: -(hit[1] or 0.0))  # one ranking of both layouts
         out: list[tuple[Item, float | None]] = []
         seen: set[tuple[tuple[str, ...], str]] = set()
+        for s, score in hits:
+            handle = (s.item.namespace, s.item.key)
+            # A stale half of a crashed put is not the key's value.
+            if handle in seen or live.get(handle) != s.item:
+                continue
+            seen.add(handle)
+            out.append((s.item, score))
+        return out
+
+    async def _hits(
+        self, tools: RecordedTools, query: str, *, legacy: bool
+    ) -> list[tuple[_Stored, float | None]]:
+        found: list[tuple[_Stored, float | None]] = []
         args: dict[str, Any] = {
             "query": query,
             "filter": {"tags_any": [STORE_TAG]},
             "limit": _PAGE,
         }
         while True:
-            page = await self._tools.call("memory_fetch", args)
+            page = await tools.call("memory_fetch", args)
             for hit in page["hits"]:
-                s = _Stored(hit)
-                handle = (s.item.namespace, s.item.key)
-                # A stale half of a crashed put is not the key's value.
-                if handle in seen or live.get(handle) != s.item:
-                    continue
-                seen.add(handle)
-                out.append((s.item, hit.get("score")))
+                s = self._parsed(hit, legacy=legacy)
+                if s is not None:
+                    found.append((s, hit.get("score")))
             cursor = page.get("next_cursor")
             if cursor is None:
-                return out
+                return found
             args = {**args, "cursor": cursor}
 
     async def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:

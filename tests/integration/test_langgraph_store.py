@@ -20,7 +20,7 @@ from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 import memseal
-from memseal.integrations.langgraph import MemsealStore
+from memseal.integrations.langgraph import STORE_NODE, STORE_TAG, MemsealStore
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
 
@@ -207,17 +207,22 @@ async def test_bad_input_is_refused_and_writes_nothing(
         assert await store.asearch(()) == []
 
 
-async def test_items_live_at_the_hosts_place_and_no_other(tmp_path: Path) -> None:
+async def test_items_live_at_the_stores_node_below_the_hosts_place_and_no_other(
+    tmp_path: Path,
+) -> None:
     async with _open(tmp_path) as memory:
-        await MemsealStore(memory, SCOPE).aput(UI, "k", {"v": 1})
+        store = MemsealStore(memory, SCOPE)
+        assert store.scope.place == f"{PLACE}/{STORE_NODE}"
+        await store.aput(UI, "k", {"v": 1})
         sibling = MemsealStore(memory, ToolScope.placed_at("team:acme/agent:reader"))
         parent = MemsealStore(memory, ToolScope.placed_at("team:acme"))
         assert await sibling.aget(UI, "k") is None
         assert await parent.aget(UI, "k") is None  # exactly the host's node
-        # The model's own tools at that place see the item, and nothing above it does.
-        _, mine = await memory.call("memory_list", {}, scope=SCOPE)
+        # The store's own tools see the item; a model's tools at the host's place do not.
+        _, mine = await memory.call("memory_list", {}, scope=store.scope)
+        _, models = await memory.call("memory_list", {}, scope=SCOPE)
         _, theirs = await memory.call("memory_list", {}, scope=sibling.scope)
-        assert len(mine["items"]) == 1 and theirs["items"] == []
+        assert len(mine["items"]) == 1 and models["items"] == theirs["items"] == []
         again = MemsealStore(memory, SCOPE)
         assert _visible(await again.aget(UI, "k")) == (UI, "k", '{"v": 1}')
 
@@ -265,7 +270,7 @@ def test_a_sync_graph_uses_the_store_on_the_sync_facade(tmp_path: Path) -> None:
 async def test_a_put_crashed_between_store_and_forget_reads_the_newer_and_heals(
     tmp_path: Path,
 ) -> None:
-    from memseal.integrations._langgraph_store import STORE_TAG, _envelope, _key_tag
+    from memseal.integrations._langgraph_store import _envelope, _key_tag
 
     async with _open(tmp_path) as memory:
         store = MemsealStore(memory, SCOPE)
@@ -277,7 +282,7 @@ async def test_a_put_crashed_between_store_and_forget_reads_the_newer_and_heals(
             "2000-01-01T00:00:00+00:00",
             "9999-01-01T00:00:00+00:00",
         )
-        await memory.tools(SCOPE).call(
+        await memory.tools(store.scope).call(
             "memory_store",
             {"document": {"text": newer}, "tags": [STORE_TAG, _key_tag(UI, "k")]},
         )
@@ -290,14 +295,35 @@ async def test_a_put_crashed_between_store_and_forget_reads_the_newer_and_heals(
         await memory.verify()
 
 
-async def test_a_tagged_memory_that_is_not_a_store_item_is_named_not_skipped(
+async def test_the_earlier_layouts_items_at_the_place_itself_are_read_and_moved_by_a_put(
     tmp_path: Path,
 ) -> None:
-    from memseal.integrations.langgraph import STORE_TAG
+    from memseal.integrations._langgraph_store import _envelope, _key_tag
 
     async with _open(tmp_path) as memory:
-        await memory.tools(SCOPE).call(
-            "memory_store", {"learning": {"text": "not json"}, "tags": [STORE_TAG]}
+        # What a MemsealStore of the earlier layout wrote: its items at the place itself.
+        old = [(UI, "theme", {"theme": "dark"}), (DOCS, "d1", {"title": "retro"})]
+        for namespace, key, value in old:
+            when = "2024-01-01T00:00:00+00:00"
+            text = _envelope(PutOp(namespace, key, value), value, when, when)
+            await memory.engine.store(
+                {"document": {"title": "langgraph store item", "text": text}},
+                namespace=PLACE,
+                tags=[STORE_TAG, _key_tag(namespace, key)],
+            )
+        await memory.engine.store(
+            {"learning": {"text": "not json"}}, namespace=PLACE, tags=[STORE_TAG]
         )
-        with pytest.raises(memseal.InvalidRequest, match="is not a MemsealStore item"):
-            await MemsealStore(memory, SCOPE).asearch(())
+        store = MemsealStore(memory, SCOPE)
+        got = await store.aget(UI, "theme")
+        assert got is not None and got.value == {"theme": "dark"}
+        assert await store.alist_namespaces() == [DOCS, UI]
+        assert [i.key for i in await store.asearch(("users",), query="retro")] == ["d1"]
+        assert len(store.skipped) == 1  # the one that is not an item, skipped
+        await store.aput(UI, "theme", {"theme": "light"})  # the new node's; the old forgotten
+        await store.adelete(DOCS, "d1")
+        assert [i.value for i in await store.asearch(())] == [{"theme": "light"}]
+        _, left = await memory.call("memory_list", {}, scope=ToolScope())
+        texts = [i["text"] for i in left["items"]]
+        assert not [t for t in texts if "dark" in t or "retro" in t]  # the old ones forgotten
+        await memory.verify()

@@ -34,10 +34,12 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest
 
-# One table of issue 17's rows, each beside its floor and the peer (docs/performance.md).
+# One table of issue 17's rows, each beside its floor and the peer (docs/performance.md),
+# then issue 38's: recall@5, stale@5 and trap@5 of fetch and packs (docs/engine.md).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/currency_eval.py $(CURRENCY_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

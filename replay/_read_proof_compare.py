@@ -20,19 +20,32 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from memseal.engine.embedders import Embedder
+from memseal.ledger.errors import InvalidRequest
 
 from ._read_proof_format import ReadProof, fail
-from .regress import _close_scores, describe
+from .regress import _close_scores, describe, pick_embedder
 
-__all__ = ["Matched", "compare"]
+__all__ = ["EmbedderChoice", "Matched", "choose_embedder", "compare"]
 
 Matched = Literal["byte for byte", "within tolerance"]
+EmbedderChoice = Literal["auto", "hashing", "default", "none"]
 _canonical = msgspec.json.Encoder(order="deterministic")
+
+
+def choose_embedder(embedders: Sequence[str], choice: EmbedderChoice | Embedder) -> Embedder | None:
+    """The embedder to re-derive with: ``auto`` is the one the proof names when it is
+    available here (the hashing embedder always is; MiniLM when installed), else none."""
+    if not isinstance(choice, str):
+        return choice
+    if choice not in ("none", "hashing", "default", "auto"):
+        raise InvalidRequest(f"`embedder`: {choice!r} is not auto, hashing, default or none")
+    return pick_embedder(embedders, choice)
 
 
 def _cursor_parts(value: str) -> list[Any] | None:
@@ -93,11 +106,14 @@ def compare(
     embedder: Embedder | None,
     tolerance: float,
     bm25: bool = True,
+    vectors: bool = True,
 ) -> tuple[Matched, str]:
     """Step 7: how the re-derived result matched, or ReadProofError naming what differs.
 
     ``bm25`` says whether the read's scores come from full-text ranking: only then do
     withheld texts excuse the scores (the caller passes none for a PostgreSQL read).
+    ``vectors`` whether it searched an embedder's vectors: only then does an embedder not
+    available here excuse them.
     """
     if _canonical.encode(derived) == _canonical.encode(recorded):
         return "byte for byte", ""
@@ -119,7 +135,7 @@ def compare(
         embedder=embedder,
         tolerance=tolerance,
         cursor=cursor,
-        bm25=bm25,
+        vectors=vectors,
     )
     return how, f"{why}; {cursor}" if cursor else why
 
@@ -134,11 +150,10 @@ def _compare_rest(
     embedder: Embedder | None,
     tolerance: float,
     cursor: str,
-    bm25: bool,
+    vectors: bool,
 ) -> tuple[Matched, str]:
-    other_embedder = bool(proof.embedders) and (
-        embedder is None or embedder.id not in proof.embedders
-    )
+    missing = embedder is None or embedder.id not in proof.embedders
+    other_embedder = vectors and bool(proof.embedders) and missing
     # Why no exact score can be re-derived here; ids, order, texts and every other field
     # must still match.
     unscored: list[str] = []

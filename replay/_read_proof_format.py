@@ -10,7 +10,7 @@ call's reach (their payloads travel with the proof; the others' do not).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import msgspec
 
@@ -31,12 +31,15 @@ __all__ = [
     "ProofEntry",
     "ReadProof",
     "ReadProofError",
+    "check_hints",
     "check_provable",
     "decode_read_proof",
     "encode_read_proof",
     "fail",
     "in_reach",
+    "ranks_text",
     "scope_of",
+    "searches_vectors",
 ]
 
 FORMAT: Final = "memseal/read-proof@v1"
@@ -145,6 +148,46 @@ def decode_read_proof(data: bytes) -> ReadProof:
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
+
+
+def check_hints(proof: ReadProof) -> None:
+    """Refuse an ``embedders`` hint a writer cannot have made (step ``format``).
+
+    The hint is unsigned and steers re-derivation (``auto`` searches with the embedder it
+    names), so it must name exactly what was searched with: the vector cache holds one
+    embedder's vectors at a time, so a writer names one or none. A second id would be a
+    claim no re-derivation checks.
+    """
+    if len(proof.embedders) > 1 or not all(proof.embedders):
+        raise fail(
+            f"the embedders hint {list(proof.embedders)!r} is not one a writer makes: a data "
+            "folder's vectors are one embedder's, so a proof names one embedder or none",
+            "format",
+            field="embedders",
+        )
+
+
+def ranks_text(tool: str, arguments: Any) -> bool:
+    """Whether the read ranked full text (BM25 or ts_rank): a fetch in any mode but
+    semantic (cosine scores, no corpus statistics), and a recall. A list, a get and an
+    explore rank nothing, so no ranking is re-derived or claimed for them."""
+    if tool == "memory_recall":
+        return True
+    mode = arguments.get("mode") if isinstance(arguments, dict) else None
+    return tool == "memory_fetch" and mode != "semantic"
+
+
+def searches_vectors(tool: str, arguments: Any, embedders: Collection[str]) -> bool:
+    """Whether the read searched an embedder's vectors: a fetch asking for semantic or
+    hybrid, or leaving ``mode`` to the engine (hybrid when it had an embedder, which the
+    ``embedders`` hint says), and a recall (hybrid likewise). Only these are re-derived
+    with an embedder: for the others the hint steers nothing, so nothing it says is used."""
+    if tool == "memory_recall":
+        return bool(embedders)
+    if tool != "memory_fetch":
+        return False
+    mode = arguments.get("mode") if isinstance(arguments, dict) else None
+    return mode in ("semantic", "hybrid") or (mode is None and bool(embedders))
 
 
 def check_provable(step: int, payload: bytes | None, salt: bytes | None) -> None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -63,17 +63,20 @@ from memseal.ledger.verify import KeyChain, check_format, check_payload, signatu
 from memseal.tools import MemoryTools
 from memseal.tools.catalog import READ_TOOLS
 
-from ._read_proof_compare import Matched, compare
+from ._read_proof_compare import EmbedderChoice, Matched, choose_embedder, compare
 from ._read_proof_format import (
     FORMAT,
     REDERIVED_KINDS,
     ProofEntry,
     ReadProof,
     ReadProofError,
+    check_hints,
     decode_read_proof,
     fail,
     in_reach,
+    ranks_text,
     scope_of,
+    searches_vectors,
 )
 from ._reexec import Source, clock_for, parse_time, temp_log
 from .bundle import BundleCall
@@ -85,12 +88,11 @@ from .calls import (
     decode_tool_call,
     decode_tool_call_payload,
 )
-from .regress import DEFAULT_TOLERANCE, pick_embedder
+from .regress import DEFAULT_TOLERANCE
 from .results import restore, result_hash
 
 __all__ = ["EmbedderChoice", "VerifiedRead", "choose_embedder", "verify_read"]
 
-EmbedderChoice = Literal["auto", "hashing", "default", "none"]
 _canonical = msgspec.json.Encoder(order="deterministic")
 
 
@@ -117,16 +119,16 @@ class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
     def line(self) -> str:
         """The one line ``memseal verify-read`` prints on success."""
         how = self.how if self.how == "byte for byte" else f"as far as it can ({self.why})"
+        # Only what the re-derivation used: a list ranks nothing and a semantic fetch
+        # ranks no text, whatever the proof's unsigned ranked_by says.
+        ranked = self.ranked_by == "postgresql" and ranks_text(self.tool, self.arguments)
         return (
             f"ok: step {self.step} of run {self.run_id!r} ({self.tool}, entry {self.seq}) "
             f"re-derived from the {self.size} entries it observed ({self.reach} in its reach, "
             f"root {self.root.hex()[:16]}, consistent with checkpoint {self.latest}): "
             f"result matches {how}"
-            + (
-                ", ranked as PostgreSQL ranks (ts_rank, re-computed)"
-                if self.ranked_by == "postgresql"
-                else ""
-            )
+            + (f", searched with embedder {self.embedder}" if self.embedder else "")
+            + (", ranked as PostgreSQL ranks (ts_rank, re-computed)" if ranked else "")
         )
 
 
@@ -438,16 +440,6 @@ def _check_payloads(proof: ReadProof, walked: _Walked, reach: set[int]) -> None:
                     )
 
 
-def choose_embedder(embedders: Sequence[str], choice: EmbedderChoice | Embedder) -> Embedder | None:
-    """The embedder to re-derive with: ``auto`` is the one the proof names when it is
-    available here (the hashing embedder always is; MiniLM when installed), else none."""
-    if not isinstance(choice, str):
-        return choice
-    if choice not in ("none", "hashing", "default", "auto"):
-        raise InvalidRequest(f"`embedder`: {choice!r} is not auto, hashing, default or none")
-    return pick_embedder(embedders, choice)
-
-
 async def _rederive(
     proof: ReadProof, walked: _Walked, reach: set[int], found: _Call, embedder: Embedder | None
 ) -> Any:
@@ -498,9 +490,8 @@ async def _rederive(
             with following(rule):
                 new = await tools.call(found.call.tool, found.arguments)
         except MemsealError as exc:
-            missing = bool(proof.embedders) and (
-                embedder is None or embedder.id not in proof.embedders
-            )
+            vectors = searches_vectors(found.call.tool, found.arguments, proof.embedders)
+            missing = vectors and (embedder is None or embedder.id not in proof.embedders)
             hint = (
                 f" (the recorded embedder {', '.join(proof.embedders)} is not available here)"
                 if missing
@@ -527,13 +518,6 @@ def _withheld(proof: ReadProof, walked: _Walked, copied: set[int]) -> int:
         and item.seq not in copied
         and item.seq not in erased
     )
-
-
-def _ranks_by_text(tool: str, arguments: Any) -> bool:
-    """Whether the read's scores may come from full-text (BM25) ranking: all but a fetch
-    whose signed arguments ask for semantic mode (cosine scores, no corpus statistics)."""
-    mode = arguments.get("mode") if isinstance(arguments, dict) else None
-    return not (tool == "memory_fetch" and mode == "semantic")
 
 
 def _check_entries(
@@ -569,12 +553,15 @@ async def verify_read(
     proof = data if isinstance(data, ReadProof) else decode_read_proof(data)
     if proof.format != FORMAT:
         raise fail(f"read proof format {proof.format!r}; this memseal reads {FORMAT}", "format")
+    check_hints(proof)
     # Steps 1 to 5 walk every signature and hash of the prefix: on a worker thread, so a
     # service checking a proof before serving it keeps answering (libsodium and blake3
     # let go of the GIL).
     walked, found, required, copied = await asyncio.to_thread(_check_entries, proof, trusted)
-    # 6. re-derive the read from the entries alone.
-    chosen = choose_embedder(proof.embedders, embedder)
+    # 6. re-derive the read from the entries alone; with an embedder only if it searched
+    # vectors (else the unsigned hint would be reported without having been used).
+    vectors = searches_vectors(found.call.tool, found.arguments, proof.embedders)
+    chosen = choose_embedder(proof.embedders, embedder) if vectors else None
     derived = await _rederive(proof, walked, copied, found, chosen)
     # 7. compare: byte for byte, else (for a stated reason) as closely as that reason allows.
     how, why = compare(
@@ -586,7 +573,8 @@ async def verify_read(
         withheld=_withheld(proof, walked, copied) if proof.ranked_by == "sqlite" else 0,
         embedder=chosen,
         tolerance=tolerance,
-        bm25=_ranks_by_text(found.call.tool, found.arguments),
+        bm25=ranks_text(found.call.tool, found.arguments),
+        vectors=vectors,
     )
     return VerifiedRead(
         run_id=proof.run_id,

@@ -49,7 +49,7 @@ import unicodedata
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import blake3
 
@@ -61,6 +61,7 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "MiniLMEmbedder",
+    "check_embedder",
     "default_embedder",
 ]
 
@@ -482,3 +483,25 @@ def default_embedder() -> Embedder | None:
         _log.info("semantic search off: the default embedder's packages are not installed")
         return None
     return MiniLMEmbedder()
+
+
+def check_embedder(value: object) -> Embedder | Literal["default"] | None:
+    """``value`` if it is an embedder ``memseal.open`` accepts, else :class:`InvalidRequest`.
+
+    An embedder is an object, never its name: a name would have to pick a model, its files
+    and its dimension, which the object's ``id`` states exactly.
+    """
+    # A class has the protocol's attributes too (as properties): only an instance embeds.
+    if value is None or (isinstance(value, Embedder) and not isinstance(value, type)):
+        return value
+    if isinstance(value, str) and value == "default":
+        return "default"
+    if isinstance(value, type):
+        shown = f"the class {value.__name__} (an instance is needed: {value.__name__}())"
+    else:
+        shown = f"{value!r:.40}" if isinstance(value, str) else f"a {type(value).__name__}"
+    raise InvalidRequest(
+        f'`embedder` must be "default" (the offline MiniLM model when installed), None '
+        "(exact search only) or an Embedder object with `id`, `dim` and `embed`, such as "
+        f"memseal.engine.HashingEmbedder(); not {shown}"
+    )

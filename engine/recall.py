@@ -35,6 +35,7 @@ __all__ = [
     "Citation",
     "ExtractiveAnswerer",
     "Recollection",
+    "check_answerer",
 ]
 
 DEFAULT_BUDGET: Final = 1_200
@@ -75,6 +76,17 @@ class Answerer(Protocol):
         self, question: str, hits: Sequence[Hit], *, instructions: str | None
     ) -> Recollection:
         """Answer ``question`` from ``hits`` alone, citing the hits it used."""
+
+
+def check_answerer(value: object) -> Answerer | None:
+    """``value`` if None or an :class:`Answerer`, else :class:`InvalidRequest` (before a
+    recall would meet it)."""
+    if value is None or isinstance(value, Answerer):
+        return value
+    raise InvalidRequest(
+        "`answerer` must be None (the extractive answerer) or an object with an async "
+        f"`answer(question, hits, *, instructions)` method, not a {type(value).__name__}"
+    )
 
 
 def _terms(text: str) -> set[str]:

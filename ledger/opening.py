@@ -444,6 +444,9 @@ async def open_log(
     rotation a crash interrupted, checks ``keys/history`` against the signed
     chain of keys and fixes the checkpoint ``origin`` (default: the key's name).
     """
+    if not isinstance(create, bool):
+        # A truthy "no" would make a folder and a key where none was meant to be.
+        raise InvalidRequest(f"`create` must be True or False, not {create!r:.40}")
     keys = await asyncio.to_thread(_prepare, location, key_name, create)
     await asyncio.to_thread(_check_location, location.folder, location.url)
     store = log_store(location, keys.signer, clock=clock)

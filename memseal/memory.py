@@ -31,6 +31,8 @@ from typing import Any, Literal, TypeVar
 
 from memseal.engine import ANN_MIN, Answerer, Embedder, Engine, default_embedder
 from memseal.engine.currency import check_currency
+from memseal.engine.embedders import check_embedder
+from memseal.engine.recall import check_answerer
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.folder import DATABASE, LOCATION
 from memseal.ledger.keys import (
@@ -100,10 +102,8 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@functools.cache
-def _shared_default_embedder() -> Embedder | None:
-    # One model per process: it is read-only after loading, and loading takes a moment.
-    return default_embedder()
+# One model per process: it is read-only after loading, and loading takes a moment.
+_shared_default_embedder = functools.cache(default_embedder)
 
 
 class Memory:
@@ -458,10 +458,9 @@ async def _open(
     check_currency(currency)
     if not isinstance(zone, tzinfo):
         raise InvalidRequest("`zone` must be a tzinfo (e.g. zoneinfo.ZoneInfo('Europe/Paris'))")
-    # Loading the default model takes a moment: do it before anything is created.
-    chosen = (
-        (await asyncio.to_thread(_shared_default_embedder)) if embedder == "default" else embedder
-    )
+    # Checked, and the default model loaded (it takes a moment), before anything is made.
+    wanted, answerer = check_embedder(embedder), check_answerer(answerer)
+    chosen = (await asyncio.to_thread(_shared_default_embedder)) if wanted == "default" else wanted
     opened = await open_log(
         where, key_name=key_name, create=create, clock=clock, origin=origin, schema=_schema
     )

@@ -28,9 +28,11 @@ words are gone.
 
 from __future__ import annotations
 
+import calendar
 import contextlib
+import re
 from collections.abc import AsyncIterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from typing import Any, Final
 
 import msgspec
@@ -48,7 +50,15 @@ from ._as_of_build import Built, Erased, ViewCache
 from ._reexec import parse_time
 from .calls import TOOL_CALL, decode_tool_call
 
-__all__ = ["PYTHON_NAMES", "AsOfTools", "AsOfView", "ViewCache", "resolve_point"]
+__all__ = [
+    "PYTHON_NAMES",
+    "AsOfTools",
+    "AsOfView",
+    "ViewCache",
+    "parse_count",
+    "parse_rfc3339",
+    "resolve_point",
+]
 
 #: What each part of a point is called in Python (the HTTP and CLI names differ).
 PYTHON_NAMES: Final = {"size": "size", "at": "at", "run": "run", "step": "step"}
@@ -90,26 +100,79 @@ async def resolve_point(
     return await _size_of_call(store, run, step, names)
 
 
+#: RFC 3339's date-time (section 5.6), ASCII digits only; its note lets "T" and "Z" be
+#: lowercase. ``fromisoformat`` also took week dates, hour-only times, comma fractions.
+_RFC3339: Final = re.compile(
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[Tt]"
+    r"(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2}):(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]+))?"
+    r"(?:(?P<utc>[Zz])|(?P<sign>[+-])(?P<off_h>[0-9]{2}):(?P<off_m>[0-9]{2}))"
+)
+
+
+def parse_count(text: str | None, field: str) -> int | None:
+    """A size or a step as the HTTP query and the CLI give it: ASCII digits only (``int``
+    also takes ``+1``, ``1_0``, spaces and other scripts' digits); None stays None."""
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise InvalidRequest(f"`{field}` must be a whole number (0 or more), not {text[:40]!r}")
+    return int(text)
+
+
+def parse_rfc3339(text: str, field: str) -> datetime:
+    """An RFC 3339 date-time as an aware UTC datetime; InvalidRequest naming ``field``.
+
+    Digits past microseconds are dropped, and a leap second (``23:59:60Z``, in UTC,
+    the last day of a month) is read as the microsecond before the next minute: entry
+    times are whole microseconds and never a leap second, so "at or before ``T``" picks
+    the same entries either way.
+    """
+    bad = f"`{field}` must be an RFC 3339 time with a zone, like 2026-05-01T12:00:00Z"
+    found = _RFC3339.fullmatch(text)
+    if found is None:
+        raise InvalidRequest(f"{bad}, not {text[:60]!r}")
+    leap = found["second"] == "60"
+    hours, minutes = int(found["off_h"] or 0), int(found["off_m"] or 0)
+    if hours > 23 or minutes > 59:
+        raise InvalidRequest(f"{bad}: the zone offset {text[-6:]!r} is out of range")
+    offset = timedelta(hours=hours, minutes=minutes)
+    try:
+        day = date.fromisoformat(found["date"])
+        when = datetime.combine(
+            day,
+            time(
+                int(found["hour"]),
+                int(found["minute"]),
+                59 if leap else int(found["second"]),
+                int((found["fraction"] or "0")[:6].ljust(6, "0")),
+            ),
+            timezone(-offset if found["sign"] == "-" else offset),
+        ).astimezone(UTC)
+    except (ValueError, OverflowError):  # a 13th month; or before the first instant there is
+        raise InvalidRequest(f"{bad}, not {text[:60]!r}") from None
+    if leap:
+        last_day = calendar.monthrange(when.year, when.month)[1]
+        if (when.hour, when.minute) != (23, 59) or when.day != last_day:
+            raise InvalidRequest(
+                f"`{field}`: a leap second (:60) falls only at 23:59:60 UTC on the last day "
+                f"of a month, not {text[:60]!r}"
+            )
+        when = when.replace(microsecond=999_999)
+    return when
+
+
 def _when(at: object, field: str) -> datetime:
-    bad = InvalidRequest(
+    if isinstance(at, str):
+        return parse_rfc3339(at, field)
+    if isinstance(at, datetime) and at.tzinfo is not None and at.utcoffset() is not None:
+        try:
+            return at.astimezone(UTC)
+        except OverflowError:
+            pass
+    raise InvalidRequest(
         f"`{field}` must be an RFC 3339 time with a zone, like 2026-05-01T12:00:00Z, "
         f"not {str(at)[:60]!r}"
     )
-    if isinstance(at, datetime):
-        when = at
-    elif isinstance(at, str) and "T" in at.upper():
-        try:
-            when = datetime.fromisoformat(at.upper())  # RFC 3339 allows a lowercase t and z
-        except ValueError:
-            raise bad from None
-    else:
-        raise bad
-    if when.tzinfo is None or when.utcoffset() is None:
-        raise bad
-    try:
-        return when.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before the first instant there is
-        raise bad from None
 
 
 async def _size_at(store: SqlStore, when: datetime, head: int) -> int:

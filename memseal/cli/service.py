@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memseal.cli.options import OK, USAGE, data_options, store_display, store_options
+from memseal.cli.show import count_option
 from memseal.engine import Embedder, HashingEmbedder
 from memseal.ledger.errors import MemsealError
 from memseal.tools import TOOL_NAMES
@@ -449,7 +450,7 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     mcp.add_argument(
         "--as-of",
         dest="as_of",
-        type=int,
+        type=count_option("--as-of"),
         metavar="N",
         help="serve the read tools over the memory as of tree size N (unrecorded; no --run)",
     )

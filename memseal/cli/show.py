@@ -13,18 +13,35 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
 
 from memseal.cli.options import OK, USAGE, open_data, store_options, store_url
 from memseal.engine import Namespace, Reach
+from memseal.ledger.errors import InvalidRequest
+from memseal.replay.as_of import parse_count
 from memseal.tools import ToolScope
 
-__all__ = ["CLI_NAMES", "add_verbs"]
+__all__ = ["CLI_NAMES", "add_verbs", "count_option"]
 
 #: How the options name each part of a point in errors.
 CLI_NAMES: Final = {"size": "--as-of", "at": "--at", "run": "--run", "step": "--step"}
+
+
+def count_option(option: str) -> Callable[[str], int]:
+    """An argparse ``type`` reading a size or step as the HTTP query does (ASCII digits:
+    ``int`` also takes ``+1``, ``1_0`` and other scripts' digits), naming ``option``."""
+
+    def count(text: str) -> int:
+        try:
+            parse_count(text, option)
+        except InvalidRequest as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return int(text)
+
+    return count
 
 
 def _scope(namespace: str | None) -> ToolScope:
@@ -65,10 +82,12 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         parents=[store_options()],
         help="what the memory held at a point of its log (read-only, unrecorded)",
     )
-    show.add_argument("--as-of", dest="as_of", type=int, metavar="N", help="a tree size")
+    show.add_argument(
+        "--as-of", dest="as_of", type=count_option("--as-of"), metavar="N", help="a tree size"
+    )
     show.add_argument("--at", metavar="TIME", help="an RFC 3339 time, like 2026-05-01T12:00:00Z")
     show.add_argument("--run", dest="run_id", metavar="ID", help="a recorded run (with --step)")
-    show.add_argument("--step", type=int, metavar="S", help="the run's step")
+    show.add_argument("--step", type=count_option("--step"), metavar="S", help="the run's step")
     show.add_argument(
         "--namespace", metavar="NS", help="read NS and the namespaces under it (default: all)"
     )

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -34,6 +34,7 @@ from memseal.witness.client import WitnessRelay, parse_witness_option
 
 from .errors import ApiError, error_body, from_memseal
 from .guard import MAX_BODY_BYTES, MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES, Guard
+from .history import refuse_undeclared_point
 from .models import ERRORS
 from .routes import ROUTERS, lifecycle
 from .state import Service
@@ -138,6 +139,8 @@ def create_app(
         responses=ERRORS,
         docs_url=None,
         redoc_url=None,
+        # Every route refuses a point of the log unless it takes one (history.AsOf).
+        dependencies=[Depends(refuse_undeclared_point)],
     )
     _handlers(app)
     for router in ROUTERS:

@@ -14,34 +14,48 @@ them):
 With a point, a read tool runs over the read-only view (unrecorded: no run, no
 step, no header naming either), and memory_store and memory_forget are refused.
 A bad point is a 400 naming the parameter, never a 500.
+
+A route honours a point by taking :data:`AsOf`; every other route refuses one.
+:func:`refuse_undeclared_point` is a dependency of the whole app, so a route added
+later refuses a point until it takes :data:`AsOf`: a point sent to a route that
+ignored it would read or write the live memory while its caller believed it read the
+past. Every route (and ``/mcp``) refuses a parameter given twice.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import msgspec
-from fastapi import Depends, Query
+from fastapi import Depends, Query, Request
+from starlette.datastructures import QueryParams
 
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory
-from memseal.replay.as_of import AsOfView
+from memseal.replay.as_of import AsOfView, parse_count
 
 from .tokens import Principal
 
 __all__ = [
     "HTTP_NAMES",
+    "PARAMETERS",
+    "AsOf",
+    "AsOfPoint",
     "AsOfQuery",
     "AsOfRun",
     "AsOfStep",
     "AsOfTime",
+    "point_of",
+    "refuse_undeclared_point",
     "run_in_reach",
     "view_at",
 ]
 
 #: The query parameter each part of a point is named by in errors.
 HTTP_NAMES: Final = {"size": "as_of", "at": "as_of_time", "run": "as_of_run", "step": "as_of_step"}
+#: The query parameters of a point, in the order :class:`AsOfPoint` takes them.
+PARAMETERS: Final = ("as_of", "as_of_time", "as_of_run", "as_of_step")
 
 AsOfQuery = Annotated[
     str | None,
@@ -59,14 +73,6 @@ AsOfStep = Annotated[
     str | None,
     Query(max_length=40, description="the step of `as_of_run`"),
 ]
-
-
-def _count(text: str | None, field: str) -> int | None:
-    if text is None:
-        return None
-    if not text.isascii() or not text.isdigit():
-        raise InvalidRequest(f"`{field}` must be a whole number (0 or more), not {text[:40]!r}")
-    return int(text)
 
 
 async def view_at(
@@ -88,8 +94,8 @@ async def view_at(
         # As the run routes answer: a run beyond the reach is told as one never recorded,
         # so its steps and the sizes it saw are not learnt from the answer.
         raise InvalidRequest(f"`as_of_run`: no run {as_of_run[:200]!r} in your reach")
-    size = _count(as_of, "as_of")
-    step = _count(as_of_step, "as_of_step")
+    size = parse_count(as_of, "as_of")
+    step = parse_count(as_of_step, "as_of_step")
     return await memory.as_of(size, at=as_of_time, run=as_of_run, step=step, names=HTTP_NAMES)
 
 
@@ -107,6 +113,44 @@ class AsOfPoint:
         return await view_at(
             memory, who, self.as_of, self.as_of_time, self.as_of_run, self.as_of_step
         )
+
+    @property
+    def named(self) -> str:
+        """The first parameter given, to name in a refusal (``as_of`` when none is)."""
+        given = (self.as_of, self.as_of_time, self.as_of_run, self.as_of_step)
+        return next((n for n, v in zip(PARAMETERS, given, strict=True) if v is not None), "as_of")
+
+
+def point_of(query: QueryParams) -> AsOfPoint:
+    """The point a request's query names (``/mcp`` reads it so); a parameter given twice
+    is an InvalidRequest naming it (which of the two was meant is not known)."""
+    for name in PARAMETERS:
+        if len(query.getlist(name)) > 1:
+            raise InvalidRequest(f"`{name}` is given more than once: name one point")
+    return AsOfPoint(*(query.get(name) for name in PARAMETERS))
+
+
+async def refuse_undeclared_point(request: Request) -> None:
+    """A dependency of every route: a point sent to a route that does not take
+    :data:`AsOf` is a 400 naming the parameter, before the route reads or writes."""
+    query = request.query_params
+    given = [name for name in PARAMETERS if name in query]
+    if not given:
+        return
+    point_of(query)
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is not None and _takes_point(dependant):
+        return
+    path = getattr(route, "path_format", None) or request.url.path
+    raise InvalidRequest(
+        f"`{given[0]}`: {request.method} {path} does not read the memory as of a point "
+        "(only the read routes whose parameters list it do); send it without one"
+    )
+
+
+def _takes_point(dependant: Any) -> bool:
+    return dependant.call is _as_of_point or any(_takes_point(d) for d in dependant.dependencies)
 
 
 async def _as_of_point(

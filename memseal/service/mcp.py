@@ -57,7 +57,7 @@ from memseal.replay.as_of import AsOfTools, AsOfView
 from memseal.tools import AsyncToolset, to_text
 
 from .errors import ApiError
-from .history import view_at
+from .history import point_of
 from .tokens import Principal, role_token
 
 __all__ = ["KEY_META", "PastRun", "mcp_route", "stdio_server_for"]
@@ -127,16 +127,8 @@ def _tools_of(service: Any, principal: Any, view: AsOfView | None = None) -> lis
 
 async def _view_of(service: Any, principal: Any, request: Any) -> AsOfView | None:
     """The point the endpoint's URL names (None: the live memory); InvalidRequest naming
-    the parameter for a bad one."""
-    query = request.query_params
-    return await view_at(
-        service.memory,
-        principal,
-        query.get("as_of"),
-        query.get("as_of_time"),
-        query.get("as_of_run"),
-        query.get("as_of_step"),
-    )
+    the parameter for a bad one, or for one given twice, as on the HTTP routes."""
+    return await point_of(request.query_params).view(service.memory, principal)
 
 
 class PastRun:

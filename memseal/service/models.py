@@ -81,6 +81,7 @@ class ToolsOut(_Documented):
     """The answer of ``GET /v1/tools``."""
 
     tools: list[ToolSpecOut]
+    as_of: int | None = Field(None, description="with a point: the tree size it names")
 
 
 class ToolResultOut(_Documented):

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
-from memseal.ledger.errors import InvalidRequest
+from memseal.ledger.errors import InvalidRequest, Unsupported
 from memseal.tools import TRAITS, refusal_before_approval
 
 from ..deps import (
@@ -43,8 +43,11 @@ async def list_tools(
     The specs of the tools the caller's scope offers (with a point: its read tools).
     """
     view = await point.view(memory, who)
-    tools = memory.tools(who.scope) if view is None else view.tools(who.scope)
-    return json_response({"tools": [msgspec.to_builtins(s) for s in tools.specs()]})
+    if view is None:
+        specs = memory.tools(who.scope).specs()
+        return json_response({"tools": [msgspec.to_builtins(s) for s in specs]})
+    specs = view.tools(who.scope).specs()
+    return json_response({"tools": [msgspec.to_builtins(s) for s in specs], "as_of": view.size})
 
 
 async def recorded_call(
@@ -102,8 +105,15 @@ async def call_tool(
         return await recorded_call(request, service, who, name, run_id, step, revalidate, key)
     if run_id is not None or step is not None or key is not None or revalidate:
         raise InvalidRequest(
-            "`as_of`: a read of the past is not recorded, so it takes no run, step, key "
-            "or revalidate"
+            f"`{point.named}`: a read of the past is not recorded, so it takes no run, "
+            "step, key or revalidate"
+        )
+    if name in TRAITS and TRAITS[name].side_effects:
+        # Said over HTTP, naming the parameter the caller sent; the view's own refusal
+        # speaks to Python callers.
+        raise Unsupported(
+            f"`{point.named}`: {name} writes, and the memory as of tree size {view.size} is "
+            "a read-only view of the past; call it without a point"
         )
     body = await arguments(request)
     result = await view.tools(who.scope).call(name, body)

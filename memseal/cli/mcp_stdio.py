@@ -10,7 +10,9 @@ says it must, passing only well-formed messages on.
 * a message that is not a valid request: ``-32600``, with the id when it can be read
   (a string or an integer at the top level), ``null`` otherwise. Nested deeper than
   :data:`MAX_DEPTH`, an id of another type, a line over :data:`MAX_LINE_BYTES` and a
-  scalar are all this;
+  scalar are all this. A line too long or too deep to parse has its id read by
+  :func:`_scan_id`, from the part read and without recursion, so its client still
+  learns which request failed;
 * a batch (a JSON array) is taken only when the session agreed to a protocol version
   that has batches (2025-03-26): its requests go to the server one by one and their
   answers go back as one array, invalid members answered in place. Under any other
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, cast
@@ -75,6 +78,109 @@ def _readable_id(message: Any) -> str | int | None:
     return None
 
 
+# One JSON string (escapes whole, no raw control characters; possessive, so a string cut
+# short fails in one pass rather than backtracking), one JSON integer, and the
+# next byte that can open, close or quote anything inside a nested value.
+_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]++|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*+"')
+_INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?![0-9.eE])")
+_SCALAR = re.compile(rb"-?[0-9][0-9.eE+-]*|true|false|null")
+_STRUCTURAL = re.compile(rb'["{}\[\]]')
+_SPACE = re.compile(rb"[ \t\r\n]*")
+_CLOSE = {ord("{"): ord("}"), ord("["): ord("]")}
+#: Keys and nested brackets or strings :func:`_scan_id` reads before it gives up (tens of
+#: milliseconds, a fraction of a second at worst): a 6,000-deep value, or 20,000 top-level
+#: keys, is read through.
+_SCAN_STEPS = 20_000
+
+
+def _after_space(data: bytes, at: int) -> int:
+    space = _SPACE.match(data, at)
+    assert space is not None  # the pattern matches the empty string
+    return space.end()
+
+
+def _skip_nested(data: bytes, at: int, steps: int) -> tuple[int | None, int]:
+    """The index past the object or array opening at ``at`` (None if ``data`` ends first,
+    the brackets do not pair or ``steps`` run out), and the steps left. A stack, not
+    recursion: the value may be any depth."""
+    stack = [_CLOSE[data[at]]]
+    at += 1
+    while stack:
+        steps -= 1
+        found = _STRUCTURAL.search(data, at)
+        if found is None or steps < 0:
+            return None, steps
+        at, byte = found.start(), data[found.start()]
+        if byte == ord('"'):
+            string = _STRING.match(data, at)
+            if string is None:
+                return None, steps
+            at = string.end()
+        elif byte in _CLOSE:
+            stack.append(_CLOSE[byte])
+            at += 1
+        elif stack.pop() == byte:
+            at += 1
+        else:
+            return None, steps
+    return at, steps
+
+
+def _text(string: bytes) -> str | None:
+    """A JSON string's value; None if its bytes are not UTF-8 (the line is not JSON)."""
+    try:
+        return msgspec.json.decode(string, type=str)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
+
+
+def _scan_id(data: bytes) -> str | int | None:
+    """The top-level ``id`` of the JSON object ``data`` begins, read without parsing the
+    rest: for a line refused before it is parsed (over the size limit, where ``data`` is
+    its first part, or nested too deep for the decoder). The top level is read strictly
+    (keys, colons, commas) and nested values are skipped by their brackets alone, so it
+    costs one pass, no recursion and at most :data:`_SCAN_STEPS` steps. None when no
+    string or integer id is read before ``data`` ends, stops being an object or the steps
+    run out, as the parsed line would answer."""
+    at = _after_space(data, 0)
+    if data[at : at + 1] != b"{":
+        return None
+    found: str | int | None = None
+    at, steps = at + 1, _SCAN_STEPS
+    while steps > 0:
+        steps -= 1
+        at = _after_space(data, at)
+        key = _STRING.match(data, at)
+        if key is None:
+            return found
+        at = _after_space(data, key.end())
+        if data[at : at + 1] != b":":
+            return found
+        at = _after_space(data, at + 1)
+        value: re.Match[bytes] | None = None
+        if data[at : at + 1] in (b"{", b"["):
+            end, steps = _skip_nested(data, at, steps)
+        else:
+            value = _STRING.match(data, at) or _SCALAR.match(data, at)
+            end = None if value is None else value.end()
+        if end is None or end == len(data):
+            return found  # cut short: a number's digits may go on past the part read
+        name = key.group()
+        if name == b'"id"' or (b"\\" in name and _text(name) == "id"):
+            # A repeated key counts as its last value, as a parser reads it.
+            integer = _INTEGER.fullmatch(data, at, end)
+            if integer is not None:
+                found = int(integer.group())
+            else:
+                is_text = value is not None and value.re is _STRING
+                found = _text(value.group()) if value is not None and is_text else None
+        at = _after_space(data, end)
+        if data[at : at + 1] != b",":
+            return found
+        at += 1
+    return found
+
+
 def _error(code: int, message: str, id_: str | int | None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": id_, "error": {"code": code, "message": message}}
 
@@ -113,9 +219,9 @@ class _Wire:
                 return
             if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
                 await anyio.to_thread.run_sync(self._skip_rest, abandon_on_cancel=True)
-                await self._send(
-                    _error(_INVALID_REQUEST, f"a line over {MAX_LINE_BYTES} bytes", None)
-                )
+                # The id, when the part read holds it, is read from that part alone.
+                message = f"a line over {MAX_LINE_BYTES} bytes"
+                await self._send(_error(_INVALID_REQUEST, message, _scan_id(line)))
                 continue
             if not line.strip():
                 continue
@@ -148,7 +254,7 @@ class _Wire:
             return []
         except RecursionError:
             message = f"invalid request: nested deeper than {MAX_DEPTH} levels"
-            await self._send(_error(_INVALID_REQUEST, message, None))
+            await self._send(_error(_INVALID_REQUEST, message, _scan_id(line)))
             return []
         if _depth_over(decoded, MAX_DEPTH):
             message = f"invalid request: nested deeper than {MAX_DEPTH} levels"

@@ -4,7 +4,9 @@ The attack: lines the mcp SDK's stdio reader dropped without a reply, so the cli
 waited for ever: invalid JSON, invalid UTF-8, a request nested 202 or more levels deep,
 a batch, an object or a float id, an empty batch. Each now gets its error (-32700 or
 -32600, with the id when it can be read), a batch under 2025-03-26 gets one array of
-answers, and the server goes on answering afterwards.
+answers, and the server goes on answering afterwards. A line over the size limit and a
+request nested too deep for the decoder are answered under their id too, when it can
+be read from the top level of the part read (they were answered with id null).
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ def _nested(depth: int, id_: int) -> bytes:
     return b'{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":%s}' % (id_, params)
 
 
+def _nested_id_last(depth: int, id_: str) -> bytes:
+    # The TypeScript SDK writes the id after the params.
+    params = b'{"a":[' * depth + b'"]}"' + b"]}" * depth
+    return b'{"jsonrpc":"2.0","method":"tools/list","params":%s,"id":"%s"}' % (params, id_.encode())
+
+
 LINES = {
     "invalid_json": (b'{"jsonrpc":', -32700, None),
     "invalid_utf8": (
@@ -93,7 +101,12 @@ LINES = {
         None,
     ),
     "nested_202_deep": (_nested(202, 7), -32600, 7),
+    "nested_3000_deep": (_nested(3000, 11), -32600, 11),
+    "nested_3000_deep_id_last": (_nested_id_last(3000, "late"), -32600, "late"),
     "nested_100000_deep": (b"[" * 100_000 + b"]" * 100_000, -32600, None),
+    "nested_100000_deep_id_first": (_nested(100_000, 12), -32600, 12),
+    # An id after that much nesting is past what the scan reads: not known within the limit.
+    "nested_100000_deep_id_last": (_nested_id_last(100_000, "far"), -32600, None),
     "object_id": (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', -32600, None),
     "float_id": (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600, None),
     "null_id": (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', -32600, None),
@@ -138,10 +151,16 @@ async def _a_batch_follows_the_agreed_protocol_version(wire: Wire, version: str)
 
 async def _a_line_over_the_limit_is_refused_and_skipped(wire: Wire) -> None:
     body = b"a" * MAX_LINE_BYTES
-    huge = b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"' + body + b'"}}'
-    answer = await wire.answer(huge)
-    assert answer["error"]["code"] == -32600 and "over" in answer["error"]["message"], answer
-    await wire.ping(101)
+    for id_, huge in (
+        (3, b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":"' + body + b'"}}'),
+        ("five", b'{"params":{"x":["a", {"b":"}"}]},"id":"five","y":"' + body + b'"}'),
+        # The id lies past the part read: it cannot be known within the limit.
+        (None, b'{"jsonrpc":"2.0","method":"ping","params":{"x":"' + body + b'"},"id":4}'),
+    ):
+        answer = await wire.answer(huge)
+        assert answer["error"]["code"] == -32600 and "over" in answer["error"]["message"], answer
+        assert answer["id"] == id_, answer
+        await wire.ping(101)
 
 
 @pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18"])

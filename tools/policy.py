@@ -24,7 +24,14 @@ from memseal.ledger.errors import Unsupported
 from .catalog import TRAITS
 from .scope import ToolScope
 
-__all__ = ["REFUSAL_CODES", "Refusal", "has_side_effects", "offered", "refusal_before_approval"]
+__all__ = [
+    "REFUSAL_CODES",
+    "Refusal",
+    "check_unfrozen",
+    "has_side_effects",
+    "offered",
+    "refusal_before_approval",
+]
 
 RefusalCode = Literal["not_allowed", "read_only", "frozen"]
 REFUSAL_CODES: Final[tuple[RefusalCode, ...]] = ("not_allowed", "read_only", "frozen")
@@ -69,6 +76,16 @@ def refusal_before_approval(
     if traits.side_effects and scope.frozen:
         return Refusal(name, "frozen", "memory writes are frozen for this agent (set by the host)")
     return None
+
+
+def check_unfrozen(scope: ToolScope, moment: str, what: str) -> None:
+    """Raise the ``frozen`` :class:`Refusal` of ``moment`` (a host's write made for the
+    agent: a session's turn, a belief build's retraction) when ``scope`` is frozen:
+    ``what`` says what is not done. Raised before any call, so nothing is written."""
+    if scope.frozen:
+        raise Refusal(
+            moment, "frozen", f"memory writes are frozen for this agent (set by the host): {what}"
+        )
 
 
 def offered(scope: ToolScope, name: str, modes: tuple[str, ...]) -> bool:

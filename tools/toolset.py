@@ -36,6 +36,7 @@ import msgspec
 
 from memseal.ledger.errors import InvalidRequest, NotFound, Unsupported
 
+from ._mcp_tools import mcp_definition
 from ._tool_calls import tool_call_parts
 from .catalog import TRAITS
 from .decode import MAX_DEPTH, fail
@@ -165,19 +166,6 @@ def _undecodable(name: str, arguments: object) -> InvalidRequest | None:
     return None
 
 
-def _annotations(name: str) -> dict[str, Any]:
-    traits = TRAITS.get(name)
-    if traits is None:  # a tool of another source: claim nothing
-        return {}
-    return {
-        "title": traits.title,
-        "readOnlyHint": traits.read_only,
-        "destructiveHint": traits.destructive,
-        "idempotentHint": traits.idempotent,
-        "openWorldHint": False,
-    }
-
-
 def _side_effects(name: str) -> bool:
     traits = TRAITS.get(name)
     return traits is None or traits.side_effects
@@ -282,21 +270,20 @@ class _Definitions:
         """MCP ``Tool`` definitions (wire form: ``inputSchema``, ``annotations``).
 
         Annotations: ``readOnlyHint`` on the reads, ``destructiveHint`` on
-        forget, ``idempotentHint`` on every tool, ``openWorldHint`` false.
+        forget, ``idempotentHint`` on every tool, ``openWorldHint`` false. A tool
+        the source refuses before any approval (a write under a freeze) says so in
+        its description, hints and ``_meta`` (see :mod:`._mcp_tools`).
         """
-        out = []
-        for tool in self._tools():
-            definition: dict[str, Any] = {
-                "name": tool.name,
-                "description": tool.description,
-                "inputSchema": copy.deepcopy(tool.parameters),
-            }
-            annotations = _annotations(tool.name)
-            if annotations:
-                definition["title"] = annotations["title"]
-                definition["annotations"] = annotations
-            out.append(definition)
-        return out
+        source = getattr(self, "_source", None)
+        return [
+            mcp_definition(
+                tool.name,
+                tool.description,
+                tool.parameters,
+                _refusal(source, tool.name, None),
+            )
+            for tool in self._tools()
+        ]
 
 
 class AsyncToolset(tuple[AsyncTool, ...], _Definitions):

@@ -84,12 +84,13 @@ class JobOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """What running one job did: beliefs stored and superseded, or why it did not run.
 
     A ``failed`` outcome names its ``attempt`` and, when the job will be tried
-    again, ``retry_at``; without one the job is ``failed`` until re-queued.
+    again, ``retry_at``; without one the job is ``failed`` until re-queued. A ``held``
+    job did not run: its queue's scope is frozen (no attempt is spent).
     """
 
     id: str
     run_id: str
-    state: Literal["done", "failed", "busy"]
+    state: Literal["done", "failed", "busy", "held"]
     learned: tuple[str, ...] = ()
     superseded: tuple[str, ...] = ()
     error: str | None = None

@@ -28,7 +28,9 @@ ids to read), which a job queue consumes. Given a :class:`JobQueue`
 (``jobs=``, built on :meth:`MemoryLayout.learnings_writer` of the agent),
 ``post_turn`` also queues its build, recorded in the session's run
 ``<session>/queue`` under the key ``queue/<turn>``: a resumed session gets the
-recorded job back and never queues a turn twice.
+recorded job back and never queues a turn twice. Under a frozen layout
+(``MemoryLayout(..., frozen=True)``) both are a ``frozen`` :class:`Refusal`
+before any call, and the model's tools refuse their writes: nothing is written.
 
 The read moments also read the past: ``start(as_of=view)``, ``pre_turn(...,
 as_of=view)`` and ``briefing(as_of=view)`` take a host's view of the memory as
@@ -58,6 +60,7 @@ from memseal.engine._dates import extract_refs, resolve
 from memseal.ledger.entry import format_time
 from memseal.ledger.errors import InvalidRequest
 
+from ..policy import check_unfrozen
 from ..scope import ToolScope
 from .briefing import briefing
 from .jobs import JobQueue
@@ -473,6 +476,7 @@ class AgentMemory:
 
         Give ``user`` and/or ``assistant``, or ``messages`` (``{role, text}``).
         """
+        check_unfrozen(self.scopes["thread"], "post_turn", "the turn is not logged")
         turn = _turn(turn)
         if messages is None:
             said = [(r, t) for r, t in (("user", user), ("assistant", assistant)) if t is not None]
@@ -526,6 +530,7 @@ class AgentMemory:
         evidence names the folded turns' ids and whose tag ``through:<seq>``
         marks the newest one; the turns themselves stay, signed and readable.
         """
+        check_unfrozen(self.scopes["thread"], "compact", "the thread is not folded")
         turn = _turn(turn)
         if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= 500:
             raise InvalidRequest("`keep` must be a whole number from 0 to 500")

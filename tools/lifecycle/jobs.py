@@ -39,6 +39,12 @@ until an admin re-queues it (:meth:`JobQueue.requeue`, a signed marker too).
 not keep is taken back by a signed retraction, a recorded note naming the
 item and the reason, then a recorded forget of the item; never a silent
 delete.
+
+Under a write freeze (a frozen ``scope``: ``MemoryLayout(..., frozen=True)``)
+the queue holds its jobs: they are queued (the queue's own namespace is not
+the agent's memory), but none runs, each comes back ``held`` with no attempt
+spent, and a retraction is a ``frozen`` refusal; a queue of the unfrozen scope
+runs them. A strict replay writes nothing, so it runs under a freeze too.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from memseal.ledger.errors import (
     StorageError,
 )
 
+from ..policy import check_unfrozen
 from ..scope import ToolScope
 from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
 from ._job_records import (
@@ -116,6 +123,9 @@ REQUEUE_TAG: Final = "memseal-job-requeued"
 RETRACTION_TAG: Final = "memseal-retraction"
 BELIEF_TAG: Final = "belief"
 _LIST_LIMIT: Final = 50
+_HELD: Final = (
+    "the learnings scope is frozen: the job is held until a queue of the unfrozen scope runs it"
+)
 
 
 @dataclass(slots=True)
@@ -153,7 +163,7 @@ class JobQueue:
             raise InvalidRequest("`memory` must be an open memseal memory (memseal.open)")
         if not isinstance(scope, ToolScope):
             raise InvalidRequest("`scope` must be the agent's learnings writer ToolScope")
-        if not scope.writes or scope.frozen:
+        if not scope.writes:
             raise InvalidRequest("`scope` must allow writes: a job stores what it learns")
         if extractor is not None and not isinstance(extractor, Extractor):
             raise InvalidRequest("`extractor` must have an async extract(turns) method")
@@ -354,8 +364,12 @@ class JobQueue:
                 attempt=job.attempts,
                 error=f"gave up after {job.attempts} attempts ({job.last_error}); re-queue it",
             )
+        if mode != "strict" and self._scope.frozen:
+            return JobOutcome(id=job.id, run_id=run_id, state="held", error=_HELD, attempt=attempt)
+        # Every recorded job ran unfrozen (a frozen queue runs none): its replay opens so.
+        scope = self._scope.replace(frozen=False) if mode == "strict" else self._scope
         try:
-            tools = self._memory.tools(self._scope, run_id=run_id, mode=mode, lifecycle="job")
+            tools = self._memory.tools(scope, run_id=run_id, mode=mode, lifecycle="job")
         except Conflict as exc:
             return JobOutcome(
                 id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
@@ -591,6 +605,7 @@ class JobQueue:
     async def retract(self, item_id: str, *, reason: str) -> Retraction:
         """Take back a learning this layer does not keep: a signed note naming the item and
         ``reason`` in the queue, then a recorded, signed forget of it (never a silent delete)."""
+        check_unfrozen(self._scope, "retract", "the learning is not taken back")
         check_id(item_id, "item_id")
         if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
             raise InvalidRequest(f"`reason` must be 1 to {MAX_REASON} characters")

@@ -27,6 +27,12 @@ thread writer       one thread                         that thread only; writes 
 auditor             the tenant                         the tenant's subtree; read-only
 ==================  =================================  ====================================
 
+A frozen layout (``MemoryLayout(tenant=..., frozen=True)``) hands every writer
+role a frozen scope: its write tools are offered and refused, so an agent under
+a freeze writes nothing through any role (a session's turns, the model's tools,
+the belief builds, which a :class:`JobQueue` then holds). The read-only roles
+are the same frozen or not: a freeze changes nothing they do.
+
 Names are checked as namespace names (letters, digits and ``._@+=-``,
 starting with a letter or digit, at most 128 characters): a bad one is an
 :class:`InvalidRequest` naming the argument.
@@ -67,13 +73,15 @@ class MemoryLayout(msgspec.Struct, frozen=True, kw_only=True):
 
     ``tenant`` is the tenant's namespace (``team:acme``; a bare name such as
     ``acme`` is read as ``team:acme``). ``floor`` and ``default_trust`` are
-    given to every scope the layout hands out.
+    given to every scope the layout hands out; ``frozen`` to every writer's (a write
+    freeze: see the module docstring).
     """
 
     tenant: str
     brain: str = DEFAULT_BRAIN
     floor: Trust = "unverified"
     default_trust: Trust = "unverified"
+    frozen: bool = False
 
     def __post_init__(self) -> None:
         tenant: object = self.tenant
@@ -85,6 +93,8 @@ class MemoryLayout(msgspec.Struct, frozen=True, kw_only=True):
             raise InvalidRequest("`tenant` must be a namespace like `team:acme` (or a name)")
         msgspec.structs.force_setattr(self, "tenant", Namespace(tenant, field="tenant").text)
         check_name(self.brain, "brain")
+        if not isinstance(self.frozen, bool):
+            raise InvalidRequest("`frozen` must be True or False")
         # The scopes check the trust levels; build one now so a bad level fails here.
         ToolScope(floor=self.floor, default_trust=self.default_trust)
 
@@ -115,6 +125,10 @@ class MemoryLayout(msgspec.Struct, frozen=True, kw_only=True):
     # -- the roles --------------------------------------------------------------------------
 
     def _scope(self, place: str, reach: Reach, **fields: Any) -> ToolScope:
+        # A writer carries the freeze; a reader is left as it is, so its runs (a run
+        # belongs to its whole scope) stay the same whether the layout is frozen or not.
+        if fields.get("writes", True):
+            fields["frozen"] = self.frozen
         return ToolScope(
             place=place,
             reach=reach,

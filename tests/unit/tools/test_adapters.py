@@ -109,8 +109,16 @@ def test_toolsets_answer_refusal_before_approval(engine: Any) -> None:
     refusal = toolset.refusal_before_approval("memory_store", {})
     assert refusal is not None and refusal.code == "frozen"
     assert toolset.refusal_before_approval("memory_fetch", {}) is None
-    # The MCP hints say the same: only the tools without readOnlyHint can be refused for writing.
+    # The MCP definitions say the same: a refused tool is marked so (its code in `_meta`,
+    # its description first), and hinted read-only, as its call changes nothing.
     for definition in toolset.mcp_tools():
-        hinted_write = not definition["annotations"]["readOnlyHint"]
-        refused = toolset.refusal_before_approval(definition["name"]) is not None
-        assert refused == hinted_write
+        refusal = toolset.refusal_before_approval(definition["name"])
+        marked = definition.get("_meta", {}).get("memseal/refusal")
+        assert marked == (None if refusal is None else refusal.code)
+        assert definition["description"].startswith("Refused: ") == (refusal is not None)
+        assert definition["annotations"]["readOnlyHint"] is True
+    live = MemoryTools(engine, ToolScope.placed_at("team:acme/agent:writer")).toolset()
+    writes = {tool.name: tool.side_effects for tool in live}
+    for definition in live.mcp_tools():
+        assert "_meta" not in definition
+        assert definition["annotations"]["readOnlyHint"] is not writes[definition["name"]]

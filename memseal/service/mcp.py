@@ -70,6 +70,8 @@ PRINCIPAL_KEY = "memseal.principal"
 _RPC_CODE: Final = {401: -32001, 403: -32003, 503: -32002}
 #: Sessions at most (the session manager's limit); sessions beyond that are gone.
 MAX_SESSIONS: Final = 1000
+#: Seconds a session's first call waits for another client's calls of its run to finish.
+TAKEOVER_WAIT: Final = 30.0
 
 
 class _Sessions:
@@ -92,7 +94,7 @@ class _Sessions:
             while len(self._joined) > 4 * MAX_SESSIONS:
                 self._joined.popitem(last=False)
             try:
-                await service.runs.close_run(run_id, principal.scope)
+                await service.runs.close_run(run_id, principal.scope, wait=TAKEOVER_WAIT)
             except NotFound:
                 pass  # never started (or not this scope's: the call itself says so)
             except MemsealError as exc:

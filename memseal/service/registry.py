@@ -50,6 +50,8 @@ __all__ = ["MAX_OPEN_RUNS", "MAX_STEP", "RunRegistry", "identity_of"]
 
 MAX_OPEN_RUNS: Final = 1000
 MAX_STEP: Final = 1_000_000
+#: How often a takeover waiting for in-flight calls looks again (seconds).
+_IN_FLIGHT_POLL: Final = 0.005
 
 
 def identity_of(scope: ToolScope) -> dict[str, Any]:
@@ -256,18 +258,28 @@ class RunRegistry:
             "last_hit_at": last_hit,
         }
 
-    async def close_run(self, run_id: str, scope: ToolScope) -> bool:
-        """Close (release) a held run; returns whether this process held it."""
+    async def close_run(self, run_id: str, scope: ToolScope, *, wait: float = 0.0) -> bool:
+        """Close (release) a held run; returns whether this process held it.
+
+        With calls of the run in flight it raises Conflict, or with ``wait`` seconds
+        first lets them finish (an MCP session taking over a run another client is
+        calling waits for those calls rather than failing its own first call).
+        """
         _check_run_id(run_id)
-        async with self._lock:
-            held = self._held.get(run_id)
-            if held is None or held.identity != ScopeIdentity.of(scope):
-                if not await self.check_owner(run_id, scope):
-                    raise NotFound(f"no run {run_id!r} in this scope")
-                return False
-            if held.busy:
-                raise Conflict(f"run {run_id!r} has calls in flight")
-            del self._held[run_id]
+        deadline = time.monotonic() + wait
+        while True:
+            async with self._lock:
+                held = self._held.get(run_id)
+                if held is None or held.identity != ScopeIdentity.of(scope):
+                    if not await self.check_owner(run_id, scope):
+                        raise NotFound(f"no run {run_id!r} in this scope")
+                    return False
+                if not held.busy:
+                    del self._held[run_id]
+                    break
+                if time.monotonic() >= deadline:
+                    raise Conflict(f"run {run_id!r} has calls in flight")
+            await asyncio.sleep(_IN_FLIGHT_POLL)
         await held.run.close(check=False)
         return True
 

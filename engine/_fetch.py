@@ -22,6 +22,7 @@ from memseal.ledger.store import Execute, Snapshots, one_prefix
 from ._dialect import EngineSql
 from ._item_rows import load_items
 from ._ranking import exact, fuse, refers_first
+from ._rule_memo import held, hold, kept
 from ._vectors import VectorCache
 from .aboutness import about
 from .currency import Candidate, Rule, current_first
@@ -132,6 +133,7 @@ async def rank_page(
                     for seq, score, _ in exact(execute, sql.ranker, where, params, text, RANK_CAP)
                 ]
             marks: dict[int, str] = {}
+            window: dict[int, Candidate] = {}
             if asked.rule is not None:
                 embedder = None if asked.mode == "exact" or vectors is None else vectors.id
                 window = _candidates(execute, ranked[: asked.rule.window], asked.rule, embedder)
@@ -142,7 +144,9 @@ async def rank_page(
             items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
             hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
             if asked.rule is not None:
-                hits = [_marked(hit, marks.get(hit.item.seq)) for hit in hits]
+                hits = [
+                    _marked(hit, marks.get(hit.item.seq), window.get(hit.item.seq)) for hit in hits
+                ]
             return seen, len(ranked), hits, same
 
         seen, total, hits, same = await reader.run(work)
@@ -158,38 +162,53 @@ def _candidates(
     named) the vector the semantic ranking scored them by."""
     if len(head) < 2:
         return {}
-    marks = ",".join("?" * len(head))
     seqs = [seq for seq, _ in head]
     # The opening characters only: a whole document would cost for nothing here.
-    text = f"substr(i.text, 1, {int(rule.chars)})"
-    if embedder is None:
-        rows = execute(
-            f"SELECT i.seq, i.id, i.observed_at, {text}, NULL FROM engine_items i "
-            f"WHERE i.seq IN ({marks})",
-            seqs,
-        )
-    else:
-        rows = execute(
-            f"SELECT i.seq, i.id, i.observed_at, {text}, v.vec FROM engine_items i "
-            "LEFT JOIN engine_vectors v ON v.embedder = ? AND v.content = i.content "
-            f"WHERE i.seq IN ({marks})",
-            [embedder, *seqs],
-        )
+    # The keyed content hash and the text's length name the text to the read memo.
+    rows = execute(
+        f"SELECT i.seq, i.id, i.observed_at, substr(i.text, 1, {int(rule.chars)}), i.content, "
+        f"length(i.text) FROM engine_items i WHERE i.seq IN ({','.join('?' * len(seqs))})",
+        seqs,
+    )
+    vectors = {} if embedder is None else _vectors_of(execute, embedder, [r[4] for r in rows])
     return {
         seq: Candidate(
             seq=seq,
             id=id_,
             observed_at=at,
             text=body,
-            vector=None if vec is None else bytes(vec),
+            vector=vectors.get(content),
+            key=f"{content}:{length}",
         )
-        for seq, id_, at, body, vec in rows
+        for seq, id_, at, body, content, length in rows
     }
 
 
-def _marked(hit: Hit, superseded_by: str | None) -> Hit:
-    """``hit`` with the rule's marks: what replaced it, and what its text is about."""
-    found = about(hit.item.text)
+def _vectors_of(execute: Execute, embedder: str, contents: list[str]) -> dict[str, bytes]:
+    """The stored vector of each content that has one, ``embedder``'s (kept in the read
+    memo: a content's vector, once stored, stays as it is until a forget drops it)."""
+    keys = [f"{embedder}\n{content}" for content in contents]
+    found = {c: v for c, v in zip(contents, held("vector", keys), strict=True) if v is not None}
+    wanted = sorted(set(contents) - found.keys())
+    if wanted:
+        read = {
+            content: bytes(vec)
+            for content, vec in execute(
+                "SELECT content, vec FROM engine_vectors WHERE embedder = ? "
+                f"AND content IN ({','.join('?' * len(wanted))})",
+                [embedder, *wanted],
+            )
+        }
+        hold("vector", [(f"{embedder}\n{content}", vec) for content, vec in read.items()])
+        found.update(read)
+    return found
+
+
+def _marked(hit: Hit, superseded_by: str | None, seen: Candidate | None) -> Hit:
+    """``hit`` with the rule's marks: what replaced it, and what its text is about
+    (kept in the read memo under the key the rule saw it by, when it saw it)."""
+    text = hit.item.text
+    found = kept("about", None if seen is None else seen.key, lambda: about(text))
     return Hit(
         item=hit.item,
         score=hit.score,

@@ -38,6 +38,7 @@ from memseal.ledger.store import WriteTxn
 
 from ._dialect import for_dialect
 from ._projection import Projection
+from ._rule_memo import forget_all
 from ._scope import scope_sql
 from .events import (
     MAX_ACTOR_CHARS,
@@ -135,6 +136,8 @@ def forget_command(
     pending: list[tuple[list[int], list[str], int]] = []
 
     def release() -> None:
+        if pending:
+            forget_all()  # what the rule read of the forgotten texts goes with them
         while pending:
             seqs, contents, stamp = pending.pop()
             if drop is not None:

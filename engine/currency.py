@@ -41,6 +41,7 @@ from memseal.ledger.errors import InvalidRequest, Unsupported
 from ._dialect import index_words
 from ._ranking import STOPWORDS
 from ._resident import unpack
+from ._rule_memo import kept_many
 from .aboutness import About, about, sentences
 
 _np: Any
@@ -97,6 +98,10 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     observed_at: str
     text: str
     vector: bytes | None = None
+    #: What names its whole text to the read memo (:mod:`._rule_memo`), for a ``text``
+    #: that is the text's first :attr:`Rule.chars` characters (as a read loads it): the
+    #: keyed content hash and the whole text's length. None: ``text`` is read afresh.
+    key: str | None = None
 
 
 _FOLLOWING: contextvars.ContextVar[tuple[int | None] | None] = contextvars.ContextVar(
@@ -170,36 +175,114 @@ def _overlap(a: frozenset[str], b: frozenset[str], shared: int) -> float:
     return round(common / math.sqrt(len(a) * len(b)), 4)
 
 
-def _cosines(vectors: Sequence[bytes]) -> list[list[float]]:
-    """Every pair's inner product, rounded to four places, as the semantic ranking
-    scores (so last-bit differences between machines never decide)."""
-    if _np is not None:
-        matrix = _np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
-        # einsum, not BLAS: one fixed summation order whatever the thread count.
-        product = _np.einsum("ik,jk->ij", matrix, matrix)
-        rounded: list[list[float]] = _np.round(product.astype(_np.float64), 4).tolist()
-        return rounded
-    rows = [unpack(v) for v in vectors]
-    return [[round(sum(x * y for x, y in zip(a, b, strict=True)), 4) for b in rows] for a in rows]
+def _stems_of(cands: Sequence[Candidate], rule: Rule) -> list[frozenset[str]]:
+    keys = [c.key for c in cands]
+    return kept_many(f"stems{rule.chars}", keys, lambda i: _stems(cands[i].text, rule.chars))
 
 
-def _similar(cands: Sequence[Candidate], rule: Rule) -> set[tuple[int, int]]:
-    """The index pairs (i, j), i < j, of candidates whose texts are similar enough."""
-    pairs: set[tuple[int, int]] = set()
-    n = len(cands)
+def _stating_of(cands: Sequence[Candidate], rule: Rule) -> list[About | None]:
+    return kept_many(
+        f"stating{rule.chars}", [c.key for c in cands], lambda i: _stating(cands[i].text)
+    )
+
+
+def _by_vectors(cands: Sequence[Candidate]) -> list[bytes] | None:
+    """The candidates' vectors when every one has one of one size (else the lexical test)."""
     vectors = [c.vector for c in cands]
     if all(v is not None for v in vectors) and len({len(v or b"") for v in vectors}) == 1:
-        sims = _cosines([v for v in vectors if v is not None])
-        threshold = rule.cosine
+        return [v for v in vectors if v is not None]
+    return None
+
+
+def _linked(cands: Sequence[Candidate], rule: Rule) -> list[tuple[int, int]]:
+    """The index pairs (i, j), i < j, in order, of candidates about the same subject:
+    similar texts that differ, both stating something about the same person."""
+    n = len(cands)
+    vectors = _by_vectors(cands)
+    if vectors is not None:
+        rows = [unpack(v) for v in vectors]
+        close = [
+            (i, j)
+            for i in range(n)
+            for j in range(i + 1, n)
+            # Rounded to four places, as the semantic ranking scores (so last-bit
+            # differences between machines never decide).
+            if round(sum(x * y for x, y in zip(rows[i], rows[j], strict=True)), 4) >= rule.cosine
+        ]
     else:
-        stems = [_stems(c.text, rule.chars) for c in cands]
-        sims = [[_overlap(stems[i], stems[j], rule.shared) for j in range(n)] for i in range(n)]
-        threshold = rule.lexical
-    for i in range(n):
-        for j in range(i + 1, n):
-            if sims[i][j] >= threshold and cands[i].text != cands[j].text:
-                pairs.add((i, j))
-    return pairs
+        stems = _stems_of(cands, rule)
+        close = [
+            (i, j)
+            for i in range(n)
+            for j in range(i + 1, n)
+            if _overlap(stems[i], stems[j], rule.shared) >= rule.lexical
+        ]
+    pairs = [(i, j) for i, j in close if cands[i].text != cands[j].text]
+    involved = sorted({k for pair in pairs for k in pair})
+    read = dict(zip(involved, _stating_of([cands[k] for k in involved], rule), strict=True))
+    return [
+        (i, j)
+        for i, j in pairs
+        if (a := read[i]) is not None and (b := read[j]) is not None and a.subject == b.subject
+    ]
+
+
+def _linked_np(cands: Sequence[Candidate], rule: Rule) -> Any:
+    """:func:`_linked` for every pair at once, as a matrix: ``[i, j]`` true for the same
+    pairs (numpy's float64 square roots and quotients are Python's, correctly rounded)."""
+    n = len(cands)
+    vectors = _by_vectors(cands)
+    if vectors is not None:
+        matrix = _np.frombuffer(b"".join(vectors), dtype="<f4").reshape(n, -1)
+        # einsum, not BLAS: one fixed summation order whatever the thread count.
+        product = _np.einsum("ik,jk->ij", matrix, matrix)
+        close = _np.round(product.astype(_np.float64), 4) >= rule.cosine
+    else:
+        close = _overlap_matrix(_stems_of(cands, rule), rule)
+    texts: dict[str, int] = {}
+    same = _np.array([texts.setdefault(c.text, len(texts)) for c in cands])
+    close = _np.triu(close, 1) & (same[:, None] != same[None, :])
+    # Whose fact each text in a similar pair states (-1: it states none).
+    subjects: dict[str | None, int] = {}
+    stated = [-1] * n
+    involved: list[int] = _np.flatnonzero(close.any(axis=0) | close.any(axis=1)).tolist()
+    for k, found in zip(involved, _stating_of([cands[k] for k in involved], rule), strict=True):
+        if found is not None:
+            stated[k] = subjects.setdefault(found.subject, len(subjects))
+    whose = _np.array(stated)
+    return close & (whose[:, None] == whose[None, :]) & (whose[:, None] >= 0)
+
+
+def _overlap_matrix(stems: Sequence[frozenset[str]], rule: Rule) -> Any:
+    """Whether each pair's :func:`_overlap` reaches ``rule.lexical``, as a matrix.
+
+    The shared words are counted by a product of 0/1 rows (exact: small integers), and
+    ``common / sqrt(size * size)`` is the float Python computes. Only the rounding to
+    four places differs (numpy's need not equal Python's), and it moves a value by at
+    most 0.00005: past 0.0001 from the threshold either side it cannot decide, and
+    nearer, Python's decides.
+    """
+    n = len(stems)
+    bit: dict[str, int] = {}
+    at_rows = [i for i, words in enumerate(stems) for _ in words]
+    at_cols = [bit.setdefault(w, len(bit)) for words in stems for w in words]
+    rows = _np.zeros((n, max(len(bit), 1)), dtype=_np.float64)
+    rows[at_rows, at_cols] = 1.0
+    common = rows @ rows.T
+    # A text without words shares none (under any ``shared`` of 1 or more, below which
+    # Python decides every pair): its size is taken as 1 only to divide by something.
+    sizes = _np.array([float(len(words) or 1) for words in stems])
+    value = common / _np.sqrt(_np.outer(sizes, sizes))
+    if rule.shared < 1 or rule.lexical <= 0:  # a pair sharing nothing may count: Python decides
+        near = _np.ones((n, n), dtype=bool)
+        close = _np.zeros((n, n), dtype=bool)
+    else:
+        enough = common >= rule.shared
+        close = enough & (value >= rule.lexical + 0.0001)
+        near = enough & ~close & (value >= rule.lexical - 0.0001)
+    for i, j in _np.argwhere(_np.triu(near, 1)).tolist():
+        close[i, j] = _overlap(stems[i], stems[j], rule.shared) >= rule.lexical
+    return close
 
 
 def _stating(text: str) -> About | None:
@@ -224,42 +307,78 @@ def current_first(
         return list(ranked), {}
     # Sorted by (time, seq): the result depends on the candidates, never on how they came.
     cands = sorted((candidates[seq] for seq, _ in head), key=lambda c: (c.observed_at, c.seq))
-    pairs = _similar(cands, rule)
-    read: dict[int, About | None] = {}
-    replaced_by: dict[int, list[int]] = {}  # older seq -> newer seqs about the same subject
-    for i, j in sorted(pairs):
-        for k in (i, j):
-            if k not in read:
-                read[k] = _stating(cands[k].text)
-        a, b = read[i], read[j]
-        if a is not None and b is not None and a.subject == b.subject:
-            replaced_by.setdefault(cands[i].seq, []).append(cands[j].seq)
-    if not replaced_by:
+    if _np is not None:
+        moved, marks = _moved_np(head, cands, rule)
+    else:
+        moved, marks = _moved(head, cands, rule)
+    if not marks:
         return list(ranked), {}
+    score = dict(head)
+    return [(seq, score[seq]) for seq in moved] + [p for p in ranked if p[0] not in score], marks
+
+
+def _moved(
+    head: Sequence[tuple[int, float]], cands: Sequence[Candidate], rule: Rule
+) -> tuple[list[int], dict[int, str]]:
+    """The head's seqs in their new order, and the marks (none: nothing moves)."""
+    replaced_by: dict[int, list[int]] = {}  # older seq -> newer seqs about the same subject
+    for i, j in _linked(cands, rule):  # in order: each list of newer seqs grows in (time, seq)
+        replaced_by.setdefault(cands[i].seq, []).append(cands[j].seq)
+    if not replaced_by:
+        return [], {}
     by_seq = {c.seq: c for c in cands}
     rank = {seq: place for place, (seq, _) in enumerate(head)}
-    score = dict(head)
     order: list[int] = []
     placed: set[int] = set()
 
     def place(seq: int) -> None:
         # Every newer item about the same subject goes first (in rank order, each with
         # its own newer ones before it); time only grows along these links, so no cycle.
-        if seq in placed:
-            return
         placed.add(seq)
         for newer in sorted(replaced_by.get(seq, ()), key=rank.__getitem__):
-            place(newer)
+            if newer not in placed:
+                place(newer)
         order.append(seq)
 
     for seq, _ in head:
         if seq not in placed:
             # Held back until its newer items are placed, then placed itself.
             place(seq)
-    marks = {
-        older: by_seq[max(newer, key=lambda s: (by_seq[s].observed_at, s))].id
-        for older, newer in replaced_by.items()
-    }
-    moved = [(seq, score[seq]) for seq in order]
-    rest = [p for p in ranked if p[0] not in score]
-    return moved + rest, marks
+    # The newest of each list is its last: the lists grew in (time, seq).
+    marks = {older: by_seq[newer[-1]].id for older, newer in replaced_by.items()}
+    return order, marks
+
+
+def _moved_np(
+    head: Sequence[tuple[int, float]], cands: Sequence[Candidate], rule: Rule
+) -> tuple[list[int], dict[int, str]]:
+    """:func:`_moved` from :func:`_linked_np`'s matrix: the same order and marks."""
+    linked = _linked_np(cands, rule)  # by time: [i, j] when j (newer) replaces i
+    older: list[int] = _np.flatnonzero(linked.any(axis=1)).tolist()
+    if not older:
+        return [], {}
+    n = len(cands)
+    # The newest replacing each: its last in time.
+    newest = (n - 1 - _np.argmax(linked[:, ::-1], axis=1)).tolist()
+    marks = {cands[i].seq: cands[newest[i]].id for i in older}
+    # The same links by rank (place a: the head's a-th), each one's newer in rank order.
+    at = {c.seq: t for t, c in enumerate(cands)}
+    by_time = _np.array([at[seq] for seq, _ in head])
+    rows, cols = _np.nonzero(linked[by_time][:, by_time])
+    newer: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(rows.tolist(), cols.tolist(), strict=True):
+        newer[a].append(b)
+    order: list[int] = []
+    placed = [False] * n
+
+    def place(a: int) -> None:
+        placed[a] = True
+        for b in newer[a]:
+            if not placed[b]:
+                place(b)
+        order.append(head[a][0])
+
+    for a in range(n):
+        if not placed[a]:
+            place(a)
+    return order, marks

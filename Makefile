@@ -35,11 +35,13 @@ unit: $(STAMP)
 	$(BIN)/pytest
 
 # One table of issue 17's rows, each beside its floor and the peer (docs/performance.md),
-# then issue 38's: recall@5, stale@5 and trap@5 of fetch and packs (docs/engine.md).
+# then issue 38's: recall@5, stale@5 and trap@5 of fetch and packs (docs/engine.md), and
+# what its currency rule costs a read, off against on (docs/performance.md).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/currency_eval.py $(CURRENCY_ARGS)
+	$(BIN)/python benchmarks/currency_cost.py $(CURRENCY_COST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

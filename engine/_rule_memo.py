@@ -28,13 +28,8 @@ __all__ = ["BOUND", "count", "forget_all", "held", "hold", "kept", "kept_many"]
 BOUND: Final = 4_096
 
 _T = TypeVar("_T")
-
-
-class _Missing:
-    """Not kept (a kept value may be None)."""
-
-
-_MISSING: Final = _Missing()
+#: Not kept (a kept value may be None).
+_MISSING: Final = object()
 _table: OrderedDict[tuple[str, str], object] = OrderedDict()
 # Reads rank in several reader threads at once.
 _lock = threading.Lock()
@@ -59,21 +54,26 @@ def kept(slot: str, key: str | None, read: Callable[[], _T]) -> _T:
 
 def kept_many(slot: str, keys: Sequence[str | None], read: Callable[[int], _T]) -> list[_T]:
     """:func:`kept` for several keys at once: ``read(i)`` gives the ``i``-th's value."""
-    found: list[_T | _Missing] = []
+    values: list[Any] = []
+    missing: list[int] = []
     with _lock:
-        for key in keys:
-            if key is not None and (slot, key) in _table:
+        for i, key in enumerate(keys):
+            value = _MISSING if key is None else _table.get((slot, key), _MISSING)
+            if value is _MISSING:
+                missing.append(i)
+            elif key is not None:
                 _table.move_to_end((slot, key))
-                found.append(_table[slot, key])  # type: ignore[arg-type]  # slot fixes the type
-            else:
-                found.append(_MISSING)
-    values = [read(i) if isinstance(v, _Missing) else v for i, v in enumerate(found)]
-    with _lock:
-        for key, was, value in zip(keys, found, values, strict=True):
-            if key is not None and isinstance(was, _Missing):
-                _table[slot, key] = value
-        while len(_table) > BOUND:
-            _table.popitem(last=False)
+            values.append(value)
+    if missing:
+        for i in missing:
+            values[i] = read(i)
+        with _lock:
+            for i in missing:
+                key = keys[i]
+                if key is not None:
+                    _table[slot, key] = values[i]
+            while len(_table) > BOUND:
+                _table.popitem(last=False)
     return values
 
 

@@ -361,24 +361,24 @@ def _moved_np(
     # The newest replacing each: its last in time.
     newest = (n - 1 - _np.argmax(linked[:, ::-1], axis=1)).tolist()
     marks = {cands[i].seq: cands[newest[i]].id for i in older}
-    # The same links by rank (place a: the head's a-th), each one's newer in rank order.
+    # The same links by rank (place a: the head's a-th), each row's newer as the bits of
+    # one integer (bit b: the head's b-th), so the lowest unplaced is the next in rank.
     at = {c.seq: t for t, c in enumerate(cands)}
     by_time = _np.array([at[seq] for seq, _ in head])
-    rows, cols = _np.nonzero(linked[by_time][:, by_time])
-    newer: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(rows.tolist(), cols.tolist(), strict=True):
-        newer[a].append(b)
+    packed = _np.packbits(linked[by_time][:, by_time], axis=1, bitorder="little")
+    width, raw = packed.shape[1], packed.tobytes()
+    newer = [int.from_bytes(raw[a * width : (a + 1) * width], "little") for a in range(n)]
     order: list[int] = []
-    placed = [False] * n
+    placed = 0
 
     def place(a: int) -> None:
-        placed[a] = True
-        for b in newer[a]:
-            if not placed[b]:
-                place(b)
+        nonlocal placed
+        placed |= 1 << a
+        while waiting := newer[a] & ~placed:
+            place((waiting & -waiting).bit_length() - 1)
         order.append(head[a][0])
 
     for a in range(n):
-        if not placed[a]:
+        if not placed >> a & 1:
             place(a)
     return order, marks

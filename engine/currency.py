@@ -79,11 +79,15 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     shared: int
     #: The characters of a text whose words are compared (a document's opening).
     chars: int
+    #: A newer item climbs over an older one only from at most this many places below
+    #: it in the read's ranking: a remark ranked far down that merely resembles the
+    #: older one (a chat's "okay" turns) never climbs into the page over it.
+    reach: int
 
 
 #: Every version a recorded read may name; a version's constants never change.
 RULES: Final[Mapping[int, Rule]] = {
-    1: Rule(version=1, window=32, cosine=0.45, lexical=0.4, shared=2, chars=2_000),
+    1: Rule(version=1, window=32, cosine=0.45, lexical=0.4, shared=2, chars=2_000, reach=4),
 }
 #: The version new reads follow when the host keeps the rule on.
 VERSION: Final = 1
@@ -194,9 +198,12 @@ def _by_vectors(cands: Sequence[Candidate]) -> list[bytes] | None:
     return None
 
 
-def _linked(cands: Sequence[Candidate], rule: Rule) -> list[tuple[int, int]]:
+def _linked(
+    cands: Sequence[Candidate], rule: Rule, places: Sequence[float]
+) -> list[tuple[int, int]]:
     """The index pairs (i, j), i < j, in order, of candidates about the same subject:
-    similar texts that differ, both stating something about the same person."""
+    similar texts that differ, both stating something about the same person, the newer
+    ranked at most :attr:`Rule.reach` places below the older (``places``: places)."""
     n = len(cands)
     vectors = _by_vectors(cands)
     if vectors is not None:
@@ -217,7 +224,11 @@ def _linked(cands: Sequence[Candidate], rule: Rule) -> list[tuple[int, int]]:
             for j in range(i + 1, n)
             if _overlap(stems[i], stems[j], rule.shared) >= rule.lexical
         ]
-    pairs = [(i, j) for i, j in close if cands[i].text != cands[j].text]
+    pairs = [
+        (i, j)
+        for i, j in close
+        if cands[i].text != cands[j].text and _near(places[j], places[i], rule)
+    ]
     involved = sorted({k for pair in pairs for k in pair})
     read = dict(zip(involved, _stating_of([cands[k] for k in involved], rule), strict=True))
     return [
@@ -227,7 +238,7 @@ def _linked(cands: Sequence[Candidate], rule: Rule) -> list[tuple[int, int]]:
     ]
 
 
-def _linked_np(cands: Sequence[Candidate], rule: Rule) -> Any:
+def _linked_np(cands: Sequence[Candidate], rule: Rule, places: Sequence[float]) -> Any:
     """:func:`_linked` for every pair at once, as a matrix: ``[i, j]`` true for the same
     pairs (numpy's float64 square roots and quotients are Python's, correctly rounded)."""
     n = len(cands)
@@ -242,6 +253,9 @@ def _linked_np(cands: Sequence[Candidate], rule: Rule) -> Any:
     texts: dict[str, int] = {}
     same = _np.array([texts.setdefault(c.text, len(texts)) for c in cands])
     close = _np.triu(close, 1) & (same[:, None] != same[None, :])
+    # The newer (column) ranked close enough below the older (row), pair by pair.
+    for i, j in _np.argwhere(close).tolist():
+        close[i, j] = _near(places[j], places[i], rule)
     # Whose fact each text in a similar pair states (-1: it states none).
     subjects: dict[str | None, int] = {}
     stated = [-1] * n
@@ -285,6 +299,17 @@ def _overlap_matrix(stems: Sequence[frozenset[str]], rule: Rule) -> Any:
     return close
 
 
+def _near(newer: float, older: float, rule: Rule) -> bool:
+    """Whether a newer item ranked close enough below an older one to climb over it."""
+    return newer - older <= rule.reach
+
+
+def _places(cands: Sequence[Candidate], score: Mapping[int, float]) -> list[float]:
+    """Each candidate's place in the read's ranking (0: first)."""
+    place = {seq: k for k, seq in enumerate(score)}
+    return [float(place[c.seq]) for c in cands]
+
+
 def _stating(text: str) -> About | None:
     """What a text states and about whom; None when it only asks or supposes."""
     if not any(s.states for s in sentences(text)):
@@ -307,22 +332,28 @@ def current_first(
         return list(ranked), {}
     # Sorted by (time, seq): the result depends on the candidates, never on how they came.
     cands = sorted((candidates[seq] for seq, _ in head), key=lambda c: (c.observed_at, c.seq))
+    score = dict(head)
+    places = _places(cands, score)
     if _np is not None:
-        moved, marks = _moved_np(head, cands, rule)
+        moved, marks = _moved_np(head, cands, rule, places)
     else:
-        moved, marks = _moved(head, cands, rule)
+        moved, marks = _moved(head, cands, rule, places)
     if not marks:
         return list(ranked), {}
-    score = dict(head)
     return [(seq, score[seq]) for seq in moved] + [p for p in ranked if p[0] not in score], marks
 
 
 def _moved(
-    head: Sequence[tuple[int, float]], cands: Sequence[Candidate], rule: Rule
+    head: Sequence[tuple[int, float]],
+    cands: Sequence[Candidate],
+    rule: Rule,
+    places: Sequence[float],
 ) -> tuple[list[int], dict[int, str]]:
     """The head's seqs in their new order, and the marks (none: nothing moves)."""
     replaced_by: dict[int, list[int]] = {}  # older seq -> newer seqs about the same subject
-    for i, j in _linked(cands, rule):  # in order: each list of newer seqs grows in (time, seq)
+    for i, j in _linked(
+        cands, rule, places
+    ):  # in order: each list of newer seqs grows in (time, seq)
         replaced_by.setdefault(cands[i].seq, []).append(cands[j].seq)
     if not replaced_by:
         return [], {}
@@ -350,10 +381,13 @@ def _moved(
 
 
 def _moved_np(
-    head: Sequence[tuple[int, float]], cands: Sequence[Candidate], rule: Rule
+    head: Sequence[tuple[int, float]],
+    cands: Sequence[Candidate],
+    rule: Rule,
+    places: Sequence[float],
 ) -> tuple[list[int], dict[int, str]]:
     """:func:`_moved` from :func:`_linked_np`'s matrix: the same order and marks."""
-    linked = _linked_np(cands, rule)  # by time: [i, j] when j (newer) replaces i
+    linked = _linked_np(cands, rule, places)  # by time: [i, j] when j (newer) replaces i
     older: list[int] = _np.flatnonzero(linked.any(axis=1)).tolist()
     if not older:
         return [], {}

@@ -62,9 +62,37 @@ def test_other_people_hypotheticals_questions_and_repeats_replace_nothing() -> N
 def test_a_chain_puts_the_newest_first_and_marks_each_older_one_with_it() -> None:
     text = "My team lead at the office is {}."
     cands = {s: _cand(s, text.format(name), s) for s, name in ((1, "Ana"), (2, "Bo"), (3, "Cy"))}
-    order, marks = current_first([(1, 3.0), (3, 2.0), (2, 1.0)], cands, RULE)
+    order, marks = current_first([(1, 1.0), (3, 0.9), (2, 0.8)], cands, RULE)
     assert [seq for seq, _ in order] == [3, 2, 1]
     assert marks == {1: "id3", 2: "id3"}
+
+
+def test_a_newer_item_ranked_far_below_does_not_climb() -> None:
+    # The same subject, but the newer ranked more than Rule.reach places below the
+    # older: a remark far down the ranking that only resembles the fact (a chat's
+    # "okay" turns) never climbs into the page over it.
+    text = "My team lead at the office is {}."
+    fillers = (
+        "The deploy pipeline runs on Tuesdays.",
+        "Our cat sleeps on the piano.",
+        "Lunch was a tomato soup.",
+        "The train to Porto left late.",
+        "Quarterly taxes are due soon.",
+        "Helix has modal editing.",
+        "Rain is expected tonight.",
+        "The garden needs water.",
+        "Chess club meets at noon.",
+    )
+    assert RULE.reach < len(fillers)
+    for gap, moves in ((RULE.reach, True), (RULE.reach + 1, False)):
+        cands = {1: _cand(1, text.format("Ana"), 1), 2: _cand(2, text.format("Bo"), 2)}
+        between = [100 + k for k in range(gap - 1)]
+        for k, seq in enumerate(between):
+            cands[seq] = _cand(seq, fillers[k], 3)
+        ranked = [(1, 1.0), *((seq, 0.9) for seq in between), (2, 0.5)]
+        order, marks = current_first(ranked, cands, RULE)
+        assert (marks == {1: "id2"}) is moves, gap
+        assert (order[0][0] == 2) is moves, gap
 
 
 def _unit(values: list[float]) -> bytes:

@@ -61,8 +61,16 @@ def _rules() -> st.SearchStrategy[Rule]:
     return st.sampled_from(
         (
             RULE,
-            Rule(version=0, window=8, cosine=0.2, lexical=0.5, shared=1, chars=12),
-            Rule(version=0, window=32, cosine=0.9, lexical=0.3333, shared=2, chars=2_000),
+            Rule(version=0, window=8, cosine=0.2, lexical=0.5, shared=1, chars=12, reach=8),
+            Rule(
+                version=0,
+                window=32,
+                cosine=0.9,
+                lexical=0.3333,
+                shared=2,
+                chars=2_000,
+                reach=32,
+            ),
         )
     )
 
@@ -77,7 +85,10 @@ def test_the_matrix_path_orders_and_marks_as_the_reference(
     if len(head) < 2:
         return
     ordered = sorted((cands[s] for s, _ in head), key=lambda c: (c.observed_at, c.seq))
-    assert currency._moved_np(head, ordered, rule) == currency._moved(head, ordered, rule)
+    places = currency._places(ordered, dict(head))
+    assert currency._moved_np(head, ordered, rule, places) == currency._moved(
+        head, ordered, rule, places
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -97,7 +108,10 @@ def test_the_overlap_matrix_decides_as_python_near_the_threshold() -> None:
     # 1/sqrt(2*3) = 0.40825 and 2/sqrt(5*5) = 0.4: on and just past the threshold.
     stems = [frozenset({"a", "b"}), frozenset({"a", "c", "d"}), frozenset()]
     stems += [frozenset({"a", "b", "e", "f", "g"}), frozenset({"a", "b", "h", "i", "j"})]
-    for rule in (RULE, Rule(version=0, window=32, cosine=0.5, lexical=0.4083, shared=1, chars=9)):
+    for rule in (
+        RULE,
+        Rule(version=0, window=32, cosine=0.5, lexical=0.4083, shared=1, chars=9, reach=8),
+    ):
         matrix = currency._overlap_matrix(stems, rule)
         for i in range(len(stems)):
             for j in range(i + 1, len(stems)):

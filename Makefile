@@ -31,8 +31,9 @@ typecheck: $(STAMP)
 	$(BIN)/mypy -p memseal
 	MYPYPATH=tests $(BIN)/mypy --explicit-package-bases tests
 
+# One worker a core (pytest-xdist); PYTEST_ARGS adds options, e.g. PYTEST_ARGS="-n 0 -x".
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto $(PYTEST_ARGS)
 
 # One table of issue 17's rows, each beside its floor and the peer (docs/performance.md),
 # then issue 38's: recall@5, stale@5 and trap@5 of fetch and packs (docs/engine.md), and

@@ -57,18 +57,9 @@ from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
 from memseal.memory import FOLDER_STORE
 from memseal.memory import _open as open_memory
-from memseal.replay._reexec import (
-    BundleSource,
-    Cursors,
-    FolderSource,
-    Source,
-    TempLog,
-    check_folder,
-    clock_for,
-    open_against,
-    parse_time,
-    run_scope,
-)
+from memseal.replay._bundle_format import run_scope
+from memseal.replay._reexec import BundleSource, Cursors, FolderSource, check_folder, open_against
+from memseal.replay._temp_log import Source, TempLog, clock_for, parse_time
 from memseal.replay.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
 from memseal.replay.calls import RUN_STARTED
 from memseal.replay.regress import ranked_as

@@ -68,7 +68,7 @@ from memseal.ledger.note import NoteSigner
 from memseal.ledger.opening import LogLocation, log_store
 from memseal.ledger.store import Execute, SqlStore, WriteTxn
 
-from ._reexec import parse_time
+from ._temp_log import parse_time
 
 __all__ = ["AS_OF_DDL", "CAPACITY", "Built", "Erased", "ViewCache", "ViewLog"]
 

@@ -37,6 +37,7 @@ from ._bundle_format import (
     items_of,
     manifest_text,
 )
+from ._bundle_reads import collect_reads
 from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 
 __all__ = ["export_bundle"]
@@ -101,9 +102,6 @@ async def _export(
     seqs, steps = found.seqs, found.steps
     reads = None
     if with_read_proofs:
-        # Imported here: the reads section re-derives the run's reach with the read-proof
-        # modules, which import this package's public face (bundle.py) in turn.
-        from ._bundle_reads import collect_reads
 
         async def close(more: set[int]) -> None:
             await _close_erasers(ledger, more, size)

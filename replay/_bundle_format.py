@@ -15,8 +15,9 @@ import msgspec
 from memseal.ledger.entry import RESIDUE_SALT, Entry
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.note import split_note
+from memseal.tools import ToolScope
 
-from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL
+from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL, RunStarted, ToolCall, scope_of
 
 if TYPE_CHECKING:
     from memseal.ledger.log import Ledger
@@ -30,6 +31,7 @@ __all__ = [
     "RETIRED_FORMATS",
     "RUN_KINDS",
     "Bundle",
+    "BundleCall",
     "BundleEntry",
     "BundleReads",
     "ExportRaced",
@@ -38,6 +40,7 @@ __all__ = [
     "PrefixEntry",
     "ReadCheckpoint",
     "ReadsStated",
+    "VerifiedBundle",
     "body_of",
     "cut",
     "decode_bundle",
@@ -47,6 +50,7 @@ __all__ = [
     "items_of",
     "manifest_of",
     "manifest_text",
+    "run_scope",
 ]
 
 FORMAT: Final = "memseal/bundle@v3"
@@ -169,6 +173,64 @@ class Manifest(
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Bundle)
 _manifest_decoder = msgspec.json.Decoder(Manifest)
+
+
+class BundleCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One verified recorded call of the run."""
+
+    seq: int
+    at: str
+    call: ToolCall
+    arguments: Any  # None when a forget erased them, or the call failed (see withheld)
+    result: Any  # texts restored; {"forgotten": true} where erased
+    withheld: list[str] | None = None  # a failed call's salted digest of its arguments
+
+
+class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
+    """What :func:`verify_bundle` returns: the bundle, its checked entries and calls."""
+
+    bundle: Bundle
+    size: int
+    root: bytes
+    entries: dict[int, Entry]
+    calls: tuple[BundleCall, ...]  # the effective call of each step, by step
+    superseded: tuple[int, ...]
+    started: RunStarted | None
+    keys: tuple[str, ...]  # signing keys seen
+    manifest: Manifest
+    # The reads section's entries (every entry before the last read that ``entries``
+    # lacks), checked like ``entries``; empty without one. Replay never reads them.
+    prefix: dict[int, Entry] = msgspec.field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        """The id of the run the bundle holds."""
+        return self.bundle.run_id
+
+    def line(self) -> str:
+        """The one line ``memseal verify`` prints for a verified bundle."""
+        reads = self.bundle.reads
+        proofs = (
+            ""
+            if reads is None
+            else f", read proofs: {len(self.prefix)} prefix entries, "
+            f"{len(reads.checkpoints)} read checkpoint(s)"
+        )
+        return (
+            f"ok: bundle of run {self.run_id!r}: {len(self.entries)} entries verified against "
+            f"checkpoint {self.size} (root {self.root.hex()[:16]}), {len(self.calls)} call(s), "
+            f"{len(self.keys)} signing key(s){proofs}"
+        )
+
+
+def run_scope(verified: VerifiedBundle) -> ToolScope:
+    """The scope the run's ``run_started`` entry recorded; VerificationError (step ``run``)
+    when the bundle has none or it names an unknown reach or an invalid scope."""
+    if verified.started is None:
+        raise VerificationError(
+            "the bundle has no run_started entry: its scope is unknown", step="run"
+        )
+    return scope_of(verified.started)
 
 
 def encode_bundle(bundle: Bundle) -> bytes:

@@ -49,6 +49,7 @@ from ._bundle_format import (
     PrefixEntry,
     ReadCheckpoint,
     ReadsStated,
+    VerifiedBundle,
     cut,
     eraser_of,
     fail,
@@ -63,7 +64,6 @@ from ._read_proof_format import (
     scope_of,
 )
 from ._read_proof_make import checkpoint_at
-from .bundle import VerifiedBundle
 from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 
 __all__ = ["check_reads", "collect_reads", "prove_read_from_bundle"]

@@ -25,75 +25,29 @@ from ._bundle_format import (
     READABLE_FORMATS,
     RUN_KINDS,
     Bundle,
+    BundleCall,
     BundleEntry,
     Manifest,
     PrefixEntry,
+    VerifiedBundle,
     body_of,
     decode_bundle,
     items_of,
     manifest_of,
 )
 from ._bundle_format import fail as _fail
+from ._bundle_reads import check_reads
 from ._sent import MAX_KEY_CHARS
 from .calls import (
     RUN_STARTED,
     TOOL_CALL,
     RunStarted,
-    ToolCall,
     decode_tool_call,
     decode_tool_call_payload,
 )
 from .results import restore, result_hash
 
-__all__ = ["BundleCall", "VerifiedBundle", "verify_bundle"]
-
-
-class BundleCall(msgspec.Struct, frozen=True, kw_only=True):
-    """One verified recorded call of the run."""
-
-    seq: int
-    at: str
-    call: ToolCall
-    arguments: Any  # None when a forget erased them, or the call failed (see withheld)
-    result: Any  # texts restored; {"forgotten": true} where erased
-    withheld: list[str] | None = None  # a failed call's salted digest of its arguments
-
-
-class VerifiedBundle(msgspec.Struct, frozen=True, kw_only=True):
-    """What :func:`verify_bundle` returns: the bundle, its checked entries and calls."""
-
-    bundle: Bundle
-    size: int
-    root: bytes
-    entries: dict[int, Entry]
-    calls: tuple[BundleCall, ...]  # the effective call of each step, by step
-    superseded: tuple[int, ...]
-    started: RunStarted | None
-    keys: tuple[str, ...]  # signing keys seen
-    manifest: Manifest
-    # The reads section's entries (every entry before the last read that ``entries``
-    # lacks), checked like ``entries``; empty without one. Replay never reads them.
-    prefix: dict[int, Entry] = msgspec.field(default_factory=dict)
-
-    @property
-    def run_id(self) -> str:
-        """The id of the run the bundle holds."""
-        return self.bundle.run_id
-
-    def line(self) -> str:
-        """The one line ``memseal verify`` prints for a verified bundle."""
-        reads = self.bundle.reads
-        proofs = (
-            ""
-            if reads is None
-            else f", read proofs: {len(self.prefix)} prefix entries, "
-            f"{len(reads.checkpoints)} read checkpoint(s)"
-        )
-        return (
-            f"ok: bundle of run {self.run_id!r}: {len(self.entries)} entries verified against "
-            f"checkpoint {self.size} (root {self.root.hex()[:16]}), {len(self.calls)} call(s), "
-            f"{len(self.keys)} signing key(s){proofs}"
-        )
+__all__ = ["verify_bundle"]
 
 
 def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> VerifiedBundle:
@@ -153,10 +107,6 @@ def verify_bundle(data: bytes | Bundle, trust: Sequence[VerifierKey] | str) -> V
         )
     # 8. reads: every entry before the last read, its roots and payloads (_bundle_reads).
     if bundle.reads is not None or manifest.reads is not None:
-        # Imported here: the reads section re-derives the run's reach with the read-proof
-        # modules, which import this package's public face (bundle.py) in turn.
-        from ._bundle_reads import check_reads
-
         check_reads(bundle, manifest, entries, prefix, started, chain.known, size, root, redacted)
     return VerifiedBundle(
         bundle=bundle,

@@ -28,8 +28,8 @@ import msgspec
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest
 
+from ._compare import close_scores, describe, pick_embedder
 from ._read_proof_format import ReadProof, fail
-from .regress import _close_scores, describe, pick_embedder
 
 __all__ = ["EmbedderChoice", "Matched", "choose_embedder", "compare"]
 
@@ -93,7 +93,7 @@ def _same_cursors(recorded: Any, new: Any) -> tuple[Any, bool]:
 
 def _without_scores(recorded: Any, new: Any) -> Any:
     """``new`` with every score it shares with ``recorded`` taken as recorded."""
-    return _close_scores(recorded, new, float("inf"))
+    return close_scores(recorded, new, float("inf"))
 
 
 def compare(
@@ -177,7 +177,7 @@ def _compare_rest(
             [*unscored, "so the ranking itself may differ here", *filter(None, [embedder_note])]
         )
     elif other_embedder:
-        if _close_scores(recorded, derived, tolerance) == recorded:
+        if close_scores(recorded, derived, tolerance) == recorded:
             return "within tolerance", f"scores within {tolerance:g}: {embedder_note}"
         hint = f"scores compared within {tolerance:g}; {embedder_note}"
     else:

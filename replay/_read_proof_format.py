@@ -10,7 +10,7 @@ call's reach (their payloads travel with the proof; the others' do not).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import msgspec
 
@@ -18,11 +18,8 @@ from memseal.engine import Reach
 from memseal.engine.events import MemoryForgotten, MemoryStored, TrustChanged, decode_event
 from memseal.ledger.entry import RESIDUE_SALT, Entry
 from memseal.ledger.errors import InvalidRequest, VerificationError
-from memseal.tools import ToolScope
 
-from ._reexec import run_scope
-from .bundle import VerifiedBundle
-from .calls import RunStarted, decode_tool_call_payload
+from .calls import decode_tool_call_payload, scope_of
 
 __all__ = [
     "FORMAT",
@@ -209,20 +206,6 @@ def check_provable(step: int, payload: bytes | None, salt: bytes | None) -> None
             f"step {step} continues from a `cursor`, which is keyed by the instance's secret: "
             "a later page cannot be re-derived offline; prove the step that made the first page"
         )
-
-
-class _Started(msgspec.Struct, frozen=True):
-    started: RunStarted
-
-
-def scope_of(started: RunStarted) -> ToolScope:
-    """The scope a ``run_started`` body records, exactly as bundle replay reads it.
-
-    :func:`memseal.replay._reexec.run_scope` takes a verified bundle but reads only its
-    ``started``; handing it that alone keeps one reading of a recorded scope, so a proof
-    and a bundle replay can never re-derive a read in two different scopes.
-    """
-    return run_scope(cast(VerifiedBundle, _Started(started)))
 
 
 def in_reach(reach: Reach | None, entries: Iterable[Entry], also: Collection[int] = ()) -> set[int]:

@@ -63,6 +63,8 @@ from memseal.ledger.verify import KeyChain, check_format, check_payload, signatu
 from memseal.tools import MemoryTools
 from memseal.tools.catalog import READ_TOOLS
 
+from ._bundle_format import BundleCall
+from ._compare import DEFAULT_TOLERANCE
 from ._read_proof_compare import EmbedderChoice, Matched, choose_embedder, compare
 from ._read_proof_format import (
     FORMAT,
@@ -78,8 +80,7 @@ from ._read_proof_format import (
     scope_of,
     searches_vectors,
 )
-from ._reexec import Source, clock_for, parse_time, temp_log
-from .bundle import BundleCall
+from ._temp_log import Source, clock_for, parse_time, temp_log
 from .calls import (
     RUN_STARTED,
     TOOL_CALL,
@@ -88,7 +89,6 @@ from .calls import (
     decode_tool_call,
     decode_tool_call_payload,
 )
-from .regress import DEFAULT_TOLERANCE
 from .results import restore, result_hash
 
 __all__ = ["EmbedderChoice", "VerifiedRead", "choose_embedder", "verify_read"]

@@ -47,7 +47,7 @@ from memseal.tools.policy import offered
 from memseal.tools.specs import ToolSpec, spec_for
 
 from ._as_of_build import Built, Erased, ViewCache
-from ._reexec import parse_time
+from ._temp_log import parse_time
 from .calls import TOOL_CALL, decode_tool_call
 
 __all__ = [

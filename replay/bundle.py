@@ -43,6 +43,7 @@ from ._bundle_format import (
     RETIRED_FORMATS,
     RUN_KINDS,
     Bundle,
+    BundleCall,
     BundleEntry,
     BundleReads,
     Listed,
@@ -50,11 +51,12 @@ from ._bundle_format import (
     PrefixEntry,
     ReadCheckpoint,
     ReadsStated,
+    VerifiedBundle,
     decode_bundle,
     encode_bundle,
     manifest_text,
 )
-from ._bundle_verify import BundleCall, VerifiedBundle, verify_bundle
+from ._bundle_verify import verify_bundle
 
 __all__ = [
     "FORMAT",

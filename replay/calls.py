@@ -26,10 +26,15 @@ before that holds only ``place``, ``reach``, ``writes`` and ``floor``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
+
+from memseal.engine import Reach
+from memseal.ledger.errors import InvalidRequest, VerificationError
+from memseal.tools import ToolScope
 
 __all__ = [
     "RUN_FORKED",
@@ -43,6 +48,7 @@ __all__ = [
     "decode_tool_call_payload",
     "forget_arguments",
     "marked_forget",
+    "scope_of",
 ]
 
 TOOL_CALL = "memory_tool_call"
@@ -102,6 +108,45 @@ class RunStarted(msgspec.Struct, frozen=True, kw_only=True):
     # opened it so a reader need not guess from the run id. Absent from plain runs and
     # from every run recorded before it existed (a reader shows those as plain).
     lifecycle: str | UnsetType = UNSET
+
+
+def scope_of(started: RunStarted) -> ToolScope:
+    """The scope a ``run_started`` body records: VerificationError (step ``run``) when it
+    names an unknown reach or an invalid scope.
+
+    The one reading of a recorded scope: bundle replay, ``--update`` and read proofs
+    all call it, so a proof and a replay can never re-derive a read in two scopes.
+    """
+    reach = None
+    if started.reach is not None:
+        mode, _, node = started.reach.partition(":")
+        makers: dict[str, Callable[[str], Reach]] = {
+            "of": Reach.of,
+            "subtree": Reach.subtree,
+            "exact": Reach.exact,
+        }
+        if mode not in makers:
+            raise VerificationError(
+                f"run_started names an unknown reach {started.reach!r}", step="run"
+            )
+        reach = makers[mode](node)
+    # A run records its whole scope; one recorded before that holds place, reach, writes
+    # and floor only, and its default trust is taken as the floor.
+    fields: dict[str, Any] = {"default_trust": started.floor}
+    for name in ("default_trust", "frozen", "allowlist"):
+        value = getattr(started, name)
+        if value is not msgspec.UNSET:
+            fields[name] = None if value is None else value
+    try:
+        return ToolScope(
+            place=started.place,
+            reach=reach,
+            writes=started.writes,
+            floor=started.floor,  # type: ignore[arg-type]
+            **fields,
+        )
+    except InvalidRequest as exc:
+        raise VerificationError(f"run_started names an invalid scope: {exc}", step="run") from None
 
 
 class RunForked(msgspec.Struct, frozen=True, kw_only=True):

@@ -30,18 +30,15 @@ The temporary log is signed by a throwaway key and deleted afterwards.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 import msgspec
 
 from memseal.engine.currency import following
-from memseal.engine.embedders import Embedder, HashingEmbedder, default_embedder
+from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import (
     InvalidRequest,
     MemsealError,
@@ -51,22 +48,12 @@ from memseal.ledger.errors import (
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
-from ._reexec import (
-    BundleSource,
-    Cursors,
-    FolderSource,
-    Source,
-    TempLog,
-    check_folder,
-    clock_for,
-    open_against,
-    parse_time,
-    run_scope,
-    temp_log,
-)
+from ._bundle_format import run_scope
+from ._compare import DEFAULT_TOLERANCE, close_scores, describe, pick_embedder
+from ._reexec import BundleSource, Cursors, FolderSource, check_folder, open_against
+from ._temp_log import Source, TempLog, clock_for, parse_time, temp_log
 from .bundle import BundleCall, VerifiedBundle
 from .calls import marked_forget
-from .divergence import field_diff
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -79,7 +66,6 @@ __all__ = [
     "regress",
 ]
 
-DEFAULT_TOLERANCE: Final = 0.05
 _RECORDED_ERRORS = (InvalidRequest, Unsupported, NotFound)
 _encoder = msgspec.json.Encoder(order="deterministic")
 
@@ -181,69 +167,6 @@ def _blank_forgotten(recorded: Any, new: Any) -> Any:
             _blank_forgotten(recorded[i], v) if i < len(recorded) else v for i, v in enumerate(new)
         ]
     return new
-
-
-def _close_scores(recorded: Any, new: Any, tolerance: float) -> Any:
-    """Take the recorded score wherever the new one is within the tolerance."""
-    if isinstance(recorded, dict) and isinstance(new, dict):
-        out = {}
-        for k, v in new.items():
-            r = recorded.get(k)
-            if (
-                k == "score"
-                and isinstance(r, int | float)
-                and isinstance(v, int | float)
-                and math.isclose(r, v, abs_tol=tolerance)
-            ):
-                out[k] = r
-            else:
-                out[k] = _close_scores(r, v, tolerance) if k in recorded else v
-        return out
-    if isinstance(recorded, list) and isinstance(new, list):
-        return [
-            _close_scores(recorded[i], v, tolerance) if i < len(recorded) else v
-            for i, v in enumerate(new)
-        ]
-    return new
-
-
-def _hit_lists(value: Any) -> dict[str, list[Any]]:
-    if not isinstance(value, dict):
-        return {}
-    return {
-        k: v
-        for k, v in value.items()
-        if isinstance(v, list) and all(isinstance(h, dict) and "id" in h for h in v)
-    }
-
-
-def _short(text: Any) -> str:
-    shown = str(text)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
-
-
-def describe(recorded: Any, new: Any) -> list[str]:
-    """A readable diff: the hit lists first (dropped, new, moved), then every changed field."""
-    lines: list[str] = []
-    old_lists, new_lists = _hit_lists(recorded), _hit_lists(new)
-    for key in sorted(set(old_lists) | set(new_lists)):
-        before = [h["id"] for h in old_lists.get(key, [])]
-        after = [h["id"] for h in new_lists.get(key, [])]
-        if before == after:
-            continue
-        texts = {h["id"]: h.get("text") for h in [*old_lists.get(key, []), *new_lists.get(key, [])]}
-        lines.append(f"{key}: recorded order {before}")
-        lines.append(f"{key}: new order      {after}")
-        for item in before:
-            if item not in after:
-                lines.append(f"{key}: dropped hit {item} {_short(texts.get(item))!r}")
-        for item in after:
-            if item not in before:
-                lines.append(f"{key}: new hit {item} {_short(texts.get(item))!r}")
-        for i, item in enumerate(after):
-            if item in before and before.index(item) != i:
-                lines.append(f"{key}: {item} moved from rank {before.index(item) + 1} to {i + 1}")
-    return lines + field_diff(recorded, new)
 
 
 # -- the replay -----------------------------------------------------------------------------
@@ -352,7 +275,7 @@ async def _replay_calls(
             fed = max(fed, target)
         recorded = call.result
         if report.mode == "bundle":
-            new = _close_scores(recorded, new, tolerance)
+            new = close_scores(recorded, new, tolerance)
             new = cursors.seen(recorded, new)
             if _past_the_bundle(recorded, new, source, target, continued):
                 # More matched than the page showed, in memory the bundle does not carry.
@@ -472,29 +395,6 @@ def _partial_note(call: BundleCall, source: FolderSource | BundleSource) -> str 
         "an explore counts all the memory in reach, and the bundle holds only what the run "
         "cited; --against compares it"
     )
-
-
-_HASHING = re.compile(r"hashing-v1/.*/dim(\d+)")
-
-
-def pick_embedder(embedders: Sequence[str], choice: str) -> Embedder | None:
-    """``none``, ``hashing``, ``default`` (MiniLM when installed), or else (``auto``) the
-    one of ``embedders`` (what a recording's data folder used) available here, or None."""
-    if choice == "none":
-        return None
-    if choice == "hashing":
-        return HashingEmbedder()
-    if choice == "default":
-        return default_embedder()
-    for known in embedders:
-        found = _HASHING.fullmatch(known)
-        if found:
-            return HashingEmbedder(int(found.group(1)))
-    if embedders:
-        chosen = default_embedder()
-        if chosen is not None and chosen.id in embedders:
-            return chosen
-    return None
 
 
 def ranked_as(verified: VerifiedBundle) -> str:

@@ -12,17 +12,22 @@ never a place of its own: a namespace tuple cannot reach a sibling or an ancesto
 The items are the host's alone, even beside a model's tools on the same scope
 (``tool_node(memory, scope)``): the model's writes land at ``scope.place``, never
 at the store's node, and its ``memory_store`` refuses the store's tags anywhere
-but a ``langgraph:`` node (:mod:`memseal.tools._reserved`), so it can neither
-replace a value nor plant a key. Of a key's items the one the log wrote last
+but a ``langgraph:store`` node (:mod:`memseal.tools._reserved`), so it can neither
+replace a value nor plant a key. Neither a host scope nor ``tool_node``'s may be
+placed at a ``langgraph:store`` node (``InvalidRequest`` naming ``scope``), so this
+holds whatever place the host picks. Of a key's items the one the log wrote last
 (its ``ledger_ref``) is the value, never the one whose envelope claims the latest
 ``updated_at``. An item carrying the store's tag that is not an envelope is
 skipped and reported (a logged warning, :attr:`MemsealStore.skipped`), never
-fatal to a read.
+fatal to a read, however deep its text nests; a filter comparison a value cannot
+make (``{"n": {"$gt": 1}}`` against ``10**400``) is no match.
 
 Items of the earlier layout, at ``scope.place`` itself, are still read (a ledger
 written before this version keeps its values), and a put or delete of their key
 forgets them: whether the place holds any is asked once per store, by one
-recorded list. Those were written when any model at the place could forge them.
+recorded list. Those were written when any model at the place could forge them;
+at a place that ends in a ``langgraph:`` node they are never read, since a model's
+tools there took the store's tags until this version.
 
 How a ``(namespace, key)`` maps to memseal:
 
@@ -67,12 +72,13 @@ from memseal._sync_memory import SyncMemory
 from memseal.engine import Namespace, Reach
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import ToolScope
+from memseal.tools._reserved import owner_node_at
 
 if TYPE_CHECKING:
     from memseal._recorded_tools import RecordedTools
     from memseal.memory import Memory
 
-__all__ = ["MAX_ENVELOPE_CHARS", "STORE_NODE", "STORE_TAG", "MemsealStore"]
+__all__ = ["MAX_ENVELOPE_CHARS", "STORE_NODE", "STORE_TAG", "MemsealStore", "refuse_store_node"]
 
 #: The tag every item of a MemsealStore carries (its reads list only these); reserved.
 STORE_TAG = "langgraph-store"
@@ -115,7 +121,7 @@ def _envelope(op: PutOp, value: Mapping[str, Any], created: str, updated: str) -
     }
     try:
         text = json.dumps(body, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidRequest(f"`value` of key {op.key!r} is not JSON ({exc})") from exc
     if len(text) > MAX_ENVELOPE_CHARS:
         raise InvalidRequest(
@@ -156,7 +162,9 @@ class _Stored:
                 raise TypeError("value or key of the wrong type")
             if self.item.created_at.tzinfo is None or self.item.updated_at.tzinfo is None:
                 raise ValueError("a timestamp without its offset")
-        except (ValueError, KeyError, TypeError, InvalidRequest) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError, InvalidRequest) as exc:
+            # RecursionError: a text nested deeper than the decoder recurses is no item
+            # either, and must not end every read of the store.
             raise _NotAnItem(str(exc)) from exc
         self.id: str = entry["id"]
         self.seq: int = seq
@@ -195,7 +203,8 @@ def _operator(actual: Any, operator: str, operand: Any) -> bool:
         raise InvalidRequest(f"`filter`: unknown operator {operator!r}")
     try:
         left, right = float(actual), float(operand)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
+        # OverflowError: an int no float holds (10**400) is compared with nothing.
         return False
     match operator:
         case "$gt":
@@ -222,6 +231,7 @@ class MemsealStore(BaseStore):
     def __init__(self, memory: Memory | SyncMemory, scope: ToolScope) -> None:
         if not isinstance(scope, ToolScope):
             raise InvalidRequest("`scope` must be a ToolScope")
+        refuse_store_node(scope, "MemsealStore's host")
         inner, self._loop = _on_loop(memory)
         kind, _, name = STORE_NODE.partition(":")
         node = Namespace.parse(scope.place, field="place").child(kind, name).text
@@ -232,7 +242,10 @@ class MemsealStore(BaseStore):
         self._legacy_tools: RecordedTools = inner.tools(
             scope.replace(reach=Reach.exact(scope.place))
         )
-        self._legacy: bool | None = None  # whether the place holds any: asked once
+        # Whether the place holds any: asked once. Never at a `langgraph:` node, where a
+        # model's memory_store once took the store's tags (memseal.tools._reserved).
+        at_graph = scope.place.rpartition("/")[2].startswith("langgraph:")
+        self._legacy: bool | None = False if at_graph else None
         self._skipped: dict[str, str] = {}
         self._lock: asyncio.Lock | None = None
 
@@ -455,6 +468,19 @@ def _match_path(namespace: tuple[str, ...], path: tuple[str, ...], kind: str) ->
         return False
     window = namespace[: len(path)] if kind == "prefix" else namespace[len(namespace) - len(path) :]
     return all(p == "*" or p == n for p, n in zip(path, window, strict=True))
+
+
+def refuse_store_node(scope: ToolScope, whose: str) -> None:
+    """InvalidRequest naming ``scope`` when it is placed at a store's own node: there a
+    model's ``memory_store`` writes the store's reserved tags, so the node is the store's
+    alone, never a host's place (its store would sit one node down, beside no guard) nor
+    a model's."""
+    owner = owner_node_at(scope.place)
+    if owner is not None:
+        raise InvalidRequest(
+            f"`scope`: {scope.place!r} ends in `{owner.node}`, {owner.owner}'s own node, where"
+            f" memory_store writes its reserved tags; place {whose} scope elsewhere"
+        )
 
 
 def _on_loop(memory: Memory | SyncMemory) -> tuple[Memory, asyncio.AbstractEventLoop | None]:

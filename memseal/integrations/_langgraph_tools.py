@@ -48,10 +48,10 @@ from langgraph.prebuilt import ToolNode
 from memseal._sync_memory import SyncMemory
 from memseal.ledger.errors import Conflict, InvalidRequest
 from memseal.memory import Memory
-from memseal.replay.run import Run, other_scope
+from memseal.replay.runs.run import Run, other_scope
 from memseal.tools import AsyncToolset, Outcome, ToolScope
 
-from ._langgraph_store import _in_loop_thread, _on_loop
+from ._langgraph_store import _in_loop_thread, _on_loop, refuse_store_node
 
 __all__ = ["NS_SEP", "MemsealToolNode", "run_id_for", "tool_node"]
 
@@ -156,6 +156,7 @@ class _Core:
             raise InvalidRequest("`memory` must be a memseal Memory or SyncMemory")
         if not isinstance(scope, ToolScope):
             raise InvalidRequest("`scope` must be a ToolScope")
+        refuse_store_node(scope, "the model's")
         self.memory, self.loop = _on_loop(memory)
         self.scope = scope
         self.tools = self.memory.tools(scope)  # specs and policy only: it records nothing

@@ -1,4 +1,4 @@
-"""Reserved tags: memory_store writes one only at its owner's node type, in any spelling."""
+"""Reserved tags: memory_store writes one only at its owner's own node, in any spelling."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ def test_a_reserved_tag_in_any_spelling_is_refused_but_at_its_owners_node(tag: s
     assert refusal is not None and refusal.startswith("`tags[1]`:")
     assert reserved_tag_refusal([tag], "") is not None  # the root is no langgraph node
     assert reserved_tag_refusal([tag], f"{PLACE}/langgraph:store") is None
-    assert reserved_tag_refusal([tag], "langgraph:x") is None
+    assert reserved_tag_refusal([tag], "langgraph:store") is None
+    # The store's node whole, never any node of its type: a host may name its place so.
+    assert reserved_tag_refusal([tag], "langgraph:x") is not None
+    assert reserved_tag_refusal([tag], f"{PLACE}/langgraph:support-bot") is not None
+    assert reserved_tag_refusal([tag], f"{PLACE}/langgraph:Store") is not None
     # Only the last segment counts: a node below the store's is not the store's.
     assert reserved_tag_refusal([tag], f"{PLACE}/langgraph:store/agent:b") is not None
 

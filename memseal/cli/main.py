@@ -34,6 +34,8 @@ from memseal.cli.progress import ProgressLine
 from memseal.cli.proof import add_verbs as add_proof_verbs
 from memseal.cli.service import add_verbs as add_service_verbs
 from memseal.cli.show import add_verbs as add_show_verbs
+from memseal.cli.tiles import add_verbs as add_tiles_verbs
+from memseal.cli.tiles import add_verify_options, verify_tiles_command
 from memseal.cli.trust import trust_text
 from memseal.cli.witness import add_verbs as add_witness_verbs
 from memseal.cli.worker import add_verbs as add_worker_verbs
@@ -47,6 +49,14 @@ __all__ = ["main"]
 
 
 async def _verify(args: argparse.Namespace) -> int:
+    if args.tiles is not None:
+        return await verify_tiles_command(args)
+    if args.since is not None or args.token_file is not None:
+        print("memseal verify: --since and --token-file go with --tiles", file=sys.stderr)
+        return USAGE
+    if args.path is None:
+        print("memseal verify: give PATH (or --tiles URL_OR_DIR)", file=sys.stderr)
+        return USAGE
     if is_database_url(args.path):
         return await _verify_ledger(args, args.path)
     target = Path(args.path)
@@ -235,7 +245,9 @@ def _parser() -> argparse.ArgumentParser:
         "verify", help="audit a ledger (data folder, store URL or bundle) against a public key"
     )
     verify.add_argument(
-        "path", help="a data folder, a postgresql:// store URL, or a session bundle file"
+        "path",
+        nargs="?",
+        help="a data folder, a postgresql:// store URL, or a session bundle file",
     )
     verify.add_argument("--trust", required=True, help="the trusted vkey, or a file holding it")
     verify.add_argument(
@@ -264,6 +276,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also rebuild the projections from the log into a scratch store and compare",
     )
+    add_verify_options(verify)
     verify.set_defaults(run=_verify)
 
     checkpoint = verbs.add_parser(
@@ -298,6 +311,7 @@ def _parser() -> argparse.ArgumentParser:
     add_witness_verbs(verbs)
     add_proof_verbs(verbs)
     add_show_verbs(verbs)
+    add_tiles_verbs(verbs)
     return parser
 
 

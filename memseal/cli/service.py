@@ -177,6 +177,8 @@ async def _serve(args: argparse.Namespace) -> int:
         workers=args.worker,
         worker_interval=args.worker_interval,
         witnesses=args.witness,
+        tlog_public=args.tlog_public,
+        tlog_public_entries=args.tlog_public_entries,
         **limits,
     )
     try:
@@ -197,6 +199,8 @@ async def _serve(args: argparse.Namespace) -> int:
         print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
         print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
         print(f"  OpenAPI: {url}/docs", flush=True)
+        opened = "public" if args.tlog_public else "auditor and admin tokens"
+        print(f"  tlog:    {url}/tlog/checkpoint  (C2SP tlog-tiles; {opened})", flush=True)
         for witness in args.witness:
             print(f"  witness: {witness.partition(',')[0]}", flush=True)
         for worker in args.worker:
@@ -437,6 +441,18 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=2.0,
         metavar="SECONDS",
         help="with --worker: seconds between looks at the queues (default 2)",
+    )
+    serve.add_argument(
+        "--tlog-public",
+        action="store_true",
+        help="serve /tlog/checkpoint and the hash tiles without a token (they disclose no "
+        "content; default: auditor and admin tokens only)",
+    )
+    serve.add_argument(
+        "--tlog-public-entries",
+        action="store_true",
+        help="serve the tlog entry bundles and their signatures without a token too (the "
+        "signed bodies: kinds, namespaces, item ids; never a payload)",
     )
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(run=_serve)

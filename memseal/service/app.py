@@ -37,6 +37,7 @@ from .guard import MAX_BODY_BYTES, MAX_TOOL_BODY_BYTES, MIN_TOOL_BODY_BYTES, Gua
 from .history import refuse_undeclared_point
 from .models import ERRORS
 from .routes import ROUTERS, lifecycle
+from .routes.tlog import TlogAccess
 from .state import Service
 from .tokens import TokenStore
 from .workers import WorkerScope, parse_worker
@@ -58,6 +59,8 @@ def create_app(
     witnesses: Sequence[str] = (),
     workers: Iterable[str] = (),
     worker_interval: float = 2.0,
+    tlog_public: bool = False,
+    tlog_public_entries: bool = False,
 ) -> FastAPI:
     """The service over the data folder ``folder`` (opened at start-up, drained at shutdown).
 
@@ -73,6 +76,10 @@ def create_app(
     service runs itself, every ``worker_interval`` seconds, as ``memseal worker`` would;
     each may state its scope (``PLACE,reach=...,trust=...,attempts=N``, see
     :mod:`memseal.service.workers`).
+
+    The log is served as C2SP tlog-tiles under ``/tlog/`` (:mod:`.routes.tlog`) to
+    auditors and admins; ``tlog_public`` opens its checkpoint and hash tiles to anyone
+    (they disclose no content), ``tlog_public_entries`` its entry bundles too.
     """
     if isinstance(max_body, bool) or not isinstance(max_body, int):
         raise InvalidRequest("`max_body` must be a number of bytes")
@@ -142,6 +149,7 @@ def create_app(
         # Every route refuses a point of the log unless it takes one (history.AsOf).
         dependencies=[Depends(refuse_undeclared_point)],
     )
+    app.state.tlog = TlogAccess(public=tlog_public, public_entries=tlog_public_entries)
     _handlers(app)
     for router in ROUTERS:
         app.include_router(router)

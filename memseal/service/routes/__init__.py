@@ -13,7 +13,7 @@ from typing import Final
 
 from fastapi import APIRouter
 
-from . import admin, audit, browse, ledger, ops, runs, tools
+from . import admin, audit, browse, ledger, ops, runs, tlog, tools
 
 __all__ = ["ROUTERS"]
 
@@ -25,4 +25,5 @@ ROUTERS: Final[tuple[APIRouter, ...]] = (
     admin.router,
     browse.router,
     audit.router,
+    tlog.router,
 )

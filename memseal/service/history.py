@@ -33,12 +33,13 @@ from starlette.datastructures import QueryParams
 
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory
-from memseal.replay.as_of import AsOfView, parse_count
+from memseal.replay.evidence.as_of import AsOfView, parse_count
 
 from .tokens import Principal
 
 __all__ = [
     "HTTP_NAMES",
+    "MAX_LENGTHS",
     "PARAMETERS",
     "AsOf",
     "AsOfPoint",
@@ -56,22 +57,34 @@ __all__ = [
 HTTP_NAMES: Final = {"size": "as_of", "at": "as_of_time", "run": "as_of_run", "step": "as_of_step"}
 #: The query parameters of a point, in the order :class:`AsOfPoint` takes them.
 PARAMETERS: Final = ("as_of", "as_of_time", "as_of_run", "as_of_step")
+#: The longest value each parameter takes, on every route and on /mcp: a size or step
+#: longer than 40 digits is no tree size, and Python's int() refuses over 4,300.
+MAX_LENGTHS: Final = {"as_of": 40, "as_of_time": 64, "as_of_run": 200, "as_of_step": 40}
 
 AsOfQuery = Annotated[
     str | None,
-    Query(max_length=40, description="read the memory as of this tree size (read tools only)"),
+    Query(
+        max_length=MAX_LENGTHS["as_of"],
+        description="read the memory as of this tree size (read tools only)",
+    ),
 ]
 AsOfTime = Annotated[
     str | None,
-    Query(max_length=64, description="read the memory as of this RFC 3339 time"),
+    Query(
+        max_length=MAX_LENGTHS["as_of_time"],
+        description="read the memory as of this RFC 3339 time",
+    ),
 ]
 AsOfRun = Annotated[
     str | None,
-    Query(max_length=200, description="read the memory as run R saw it at `as_of_step`"),
+    Query(
+        max_length=MAX_LENGTHS["as_of_run"],
+        description="read the memory as run R saw it at `as_of_step`",
+    ),
 ]
 AsOfStep = Annotated[
     str | None,
-    Query(max_length=40, description="the step of `as_of_run`"),
+    Query(max_length=MAX_LENGTHS["as_of_step"], description="the step of `as_of_run`"),
 ]
 
 
@@ -123,10 +136,16 @@ class AsOfPoint:
 
 def point_of(query: QueryParams) -> AsOfPoint:
     """The point a request's query names (``/mcp`` reads it so); a parameter given twice
-    is an InvalidRequest naming it (which of the two was meant is not known)."""
+    (which of the two was meant is not known) or longer than the routes take it
+    (:data:`MAX_LENGTHS`) is an InvalidRequest naming it."""
     for name in PARAMETERS:
-        if len(query.getlist(name)) > 1:
+        given = query.getlist(name)
+        if len(given) > 1:
             raise InvalidRequest(f"`{name}` is given more than once: name one point")
+        if given and len(given[0]) > MAX_LENGTHS[name]:
+            raise InvalidRequest(
+                f"`{name}` is longer than {MAX_LENGTHS[name]} characters ({len(given[0])})"
+            )
     return AsOfPoint(*(query.get(name) for name in PARAMETERS))
 
 

@@ -194,3 +194,27 @@ async def test_mcp_honours_a_point_in_every_method_and_records_nothing(world: Wo
             with pytest.raises(MCPError, match=f"`{parameter}"):
                 await client.get_prompt("session_start", {"thread": "t1"})
     assert await asyncio.to_thread(world.state) == before
+
+
+#: Each parameter longer than HTTP's bound on it; a size or step of 5,000 digits once
+#: reached int() through /mcp and came back as an internal error (code 0, Python's text).
+LONG = [
+    ("as_of=" + "1" * 5000, "as_of"),
+    ("as_of_run=r1&as_of_step=" + "9" * 5000, "as_of_step"),
+    ("as_of=" + "1" * 41, "as_of"),
+    ("as_of_time=2000-01-01T00:00:00" + "0" * 60 + "Z", "as_of_time"),
+    ("as_of_run=" + "r" * 201 + "&as_of_step=0", "as_of_run"),
+]
+
+
+async def test_mcp_refuses_an_over_long_point_by_name_as_http_does(world: World) -> None:
+    before = await asyncio.to_thread(world.state)
+    for point, parameter in LONG:
+        refusal = f"`{parameter}` is longer than"
+        async with _mcp(world, point) as client:
+            with pytest.raises(MCPError, match=refusal) as raised:
+                await client.list_tools()
+            assert raised.value.error.code == -32602, raised.value.error
+            called = await client.call_tool("memory_list", {})
+            assert called.is_error and refusal in str(called.content), called
+    assert await asyncio.to_thread(world.state) == before

@@ -12,7 +12,9 @@ says it must, passing only well-formed messages on.
   :data:`MAX_DEPTH`, an id of another type, a line over :data:`MAX_LINE_BYTES` and a
   scalar are all this. A line too long or too deep to parse has its id read by
   :func:`_scan_id`, from the part read and without recursion, so its client still
-  learns which request failed;
+  learns which request failed; conservatively: ``null`` for an integer id outside 64
+  bits or an ``id`` key given twice. Such a line is not parsed to its end, so one that
+  is also invalid JSON is answered ``-32600`` (under its id), not ``-32700``;
 * a batch (a JSON array) is taken only when the session agreed to a protocol version
   that has batches (2025-03-26): its requests go to the server one by one and their
   answers go back as one array, invalid members answered in place. Under any other
@@ -141,11 +143,19 @@ def _scan_id(data: bytes) -> str | int | None:
     (keys, colons, commas) and nested values are skipped by their brackets alone, so it
     costs one pass, no recursion and at most :data:`_SCAN_STEPS` steps. None when no
     string or integer id is read before ``data`` ends, stops being an object or the steps
-    run out, as the parsed line would answer."""
+    run out, as the parsed line would answer; None too when the part read holds ``id``
+    more than once (a parser takes the last, which may lie past the part read)."""
+    ids = _top_level_ids(data)
+    return ids[0] if len(ids) == 1 else None
+
+
+def _top_level_ids(data: bytes) -> list[str | int | None]:
+    """The value of each top-level ``id`` key :func:`_scan_id` reads, in order (None for
+    one that is no string and no integer it takes)."""
     at = _after_space(data, 0)
     if data[at : at + 1] != b"{":
-        return None
-    found: str | int | None = None
+        return []
+    found: list[str | int | None] = []
     at, steps = at + 1, _SCAN_STEPS
     while steps > 0:
         steps -= 1
@@ -167,18 +177,27 @@ def _scan_id(data: bytes) -> str | int | None:
             return found  # cut short: a number's digits may go on past the part read
         name = key.group()
         if name == b'"id"' or (b"\\" in name and _text(name) == "id"):
-            # A repeated key counts as its last value, as a parser reads it.
             integer = _INTEGER.fullmatch(data, at, end)
             if integer is not None:
-                found = int(integer.group())
+                found.append(_integer_id(integer.group()))
             else:
                 is_text = value is not None and value.re is _STRING
-                found = _text(value.group()) if value is not None and is_text else None
+                found.append(_text(value.group()) if value is not None and is_text else None)
         at = _after_space(data, end)
         if data[at : at + 1] != b",":
             return found
         at += 1
     return found
+
+
+def _integer_id(digits: bytes) -> int | None:
+    """An integer id as the decoder holds it natively (a signed or unsigned 64-bit
+    number); None beyond: ``int()`` of thousands of digits raises, and no client's id
+    is that large."""
+    if len(digits.lstrip(b"-")) > 20:
+        return None
+    number = int(digits)
+    return number if -(2**63) <= number < 2**64 else None
 
 
 def _error(code: int, message: str, id_: str | int | None) -> dict[str, Any]:

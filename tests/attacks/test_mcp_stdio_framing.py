@@ -93,6 +93,13 @@ def _nested_id_last(depth: int, id_: str) -> bytes:
     return b'{"jsonrpc":"2.0","method":"tools/list","params":%s,"id":"%s"}' % (params, id_.encode())
 
 
+def _deep_with(*members: bytes) -> bytes:
+    """A request 3,000 levels deep with ``members`` at its top level, the last after it."""
+    deep = b'"params":{"a":' + b"[" * 3000 + b"]" * 3000 + b"}"
+    *first, last = members
+    return b"{" + b",".join([b'"jsonrpc":"2.0"', b'"method":"ping"', *first, deep, last]) + b"}"
+
+
 LINES = {
     "invalid_json": (b'{"jsonrpc":', -32700, None),
     "invalid_utf8": (
@@ -107,6 +114,17 @@ LINES = {
     "nested_100000_deep_id_first": (_nested(100_000, 12), -32600, 12),
     # An id after that much nesting is past what the scan reads: not known within the limit.
     "nested_100000_deep_id_last": (_nested_id_last(100_000, "far"), -32600, None),
+    # An integer id no 64-bit field holds is not read (5,000 digits once killed the
+    # server: int() refuses them); nor is an id given twice (a parser takes the last).
+    "nested_3000_deep_id_of_5000_digits": (_deep_with(b'"id":' + b"1" * 5000), -32600, None),
+    "nested_3000_deep_id_of_21_digits": (_deep_with(b'"id":' + b"1" * 21), -32600, None),
+    "nested_3000_deep_id_2_64": (_deep_with(b'"id":18446744073709551616'), -32600, None),
+    "nested_3000_deep_id_2_64_less_1": (
+        _deep_with(b'"id":18446744073709551615'),
+        -32600,
+        18446744073709551615,
+    ),
+    "nested_3000_deep_id_twice": (_deep_with(b'"id":7', b'"id":"eight"'), -32600, None),
     "object_id": (b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', -32600, None),
     "float_id": (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600, None),
     "null_id": (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', -32600, None),
@@ -156,6 +174,9 @@ async def _a_line_over_the_limit_is_refused_and_skipped(wire: Wire) -> None:
         ("five", b'{"params":{"x":["a", {"b":"}"}]},"id":"five","y":"' + body + b'"}'),
         # The id lies past the part read: it cannot be known within the limit.
         (None, b'{"jsonrpc":"2.0","method":"ping","params":{"x":"' + body + b'"},"id":4}'),
+        # An id of 5,000 digits (it once killed the server), and an id given twice.
+        (None, b'{"jsonrpc":"2.0","id":' + b"1" * 5000 + b',"method":"ping","p":"' + body + b'"}'),
+        (None, b'{"id":6,"jsonrpc":"2.0","id":"six","method":"ping","p":"' + body + b'"}'),
     ):
         answer = await wire.answer(huge)
         assert answer["error"]["code"] == -32600 and "over" in answer["error"]["message"], answer

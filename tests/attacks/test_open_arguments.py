@@ -50,7 +50,9 @@ def test_a_bad_open_argument_is_refused_naming_it_and_creates_nothing(
     assert not folder.exists(), "a refused open made the data folder"
 
 
-@pytest.mark.parametrize("embedder", [None, "default", HashingEmbedder()], ids=repr)
+@pytest.mark.parametrize(
+    "embedder", [None, "default", HashingEmbedder()], ids=["none", "default", "hashing"]
+)
 def test_the_accepted_embedders_open(tmp_path: Path, embedder: Any) -> None:
     async def opened() -> list[str]:
         async with memseal.open(

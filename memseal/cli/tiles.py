@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -97,13 +99,25 @@ async def verify_tiles_command(args: argparse.Namespace) -> int:
         token = Path(args.token_file).read_text(encoding="utf-8").strip()
     fetch, closing = tiles_fetcher(args.tiles, token)
     progress = ProgressLine("verifying")
+    workers = min(2, os.cpu_count() or 1)
+    # As verify on a folder: the per-entry checks on a pool, the ordered pass beside them.
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="memseal-verify")
     try:
-        done = await asyncio.to_thread(verify_tiles, fetch, trusted, since=since, progress=progress)
+        done = await asyncio.to_thread(
+            verify_tiles,
+            fetch,
+            trusted,
+            since=since,
+            progress=progress,
+            executor=pool if workers > 1 else None,
+            workers=workers,
+        )
     except VerificationError as exc:
         progress.close()
         print(f"FAILED: {exc}", file=sys.stderr)
         return FAILED
     finally:
+        pool.shutdown()
         progress.close()
         if closing is not None:
             closing.close()

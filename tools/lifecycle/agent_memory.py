@@ -48,7 +48,6 @@ returned as current. A host that logged turns without a queue queues
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, date, datetime, tzinfo
 from typing import Any, Final, Literal, Protocol
@@ -62,6 +61,7 @@ from memseal.ledger.errors import InvalidRequest
 
 from ..policy import check_unfrozen
 from ..scope import ToolScope
+from ._summary import ExtractiveSummariser, FoldedTurn
 from .briefing import briefing
 from .jobs import JobQueue
 from .layout import MemoryLayout, check_name
@@ -75,7 +75,6 @@ from .pack import (
     Recorder,
     count_tokens,
     holistic_recall,
-    text_subjects,
 )
 
 __all__ = [
@@ -177,14 +176,6 @@ class BuildRequest(msgspec.Struct, frozen=True, kw_only=True):
     job: str | None = None
 
 
-class FoldedTurn(msgspec.Struct, frozen=True, kw_only=True):
-    """A turn handed to a summariser: its id, seq and ``role: text`` lines."""
-
-    id: str
-    ledger_ref: int
-    text: str
-
-
 class Compacted(msgspec.Struct, frozen=True, kw_only=True):
     """A compaction's outcome: the summary stored (None: nothing to fold), the turns it
     folded, its token count, and the build request for the summary."""
@@ -202,48 +193,6 @@ class Summariser(Protocol):
         self, previous: str | None, turns: Sequence[FoldedTurn], budget_tokens: int
     ) -> str:
         """The new summary: ``previous`` (the last one, or None) with ``turns`` folded in."""
-
-
-_SENTENCE: Final = re.compile(r"[^.!?\n]+[.!?]?")
-_SPEAKER: Final = re.compile(r"^([a-z][a-z0-9_-]{0,31}): (.*)$")
-
-
-class ExtractiveSummariser:
-    """The default summariser: deterministic and offline.
-
-    It keeps the user's statements (questions are dropped), one ``- ``
-    line each, oldest first; a newer statement about the same subject
-    (where the user lives, works, ``my <thing> is``) replaces the older
-    one; and when the lines exceed the budget the oldest go first.
-    """
-
-    async def summarise(
-        self, previous: str | None, turns: Sequence[FoldedTurn], budget_tokens: int
-    ) -> str:
-        """The summary (see the class docstring)."""
-        lines = [] if not previous else [ln for ln in previous.split("\n") if ln.strip()]
-        for turn in turns:
-            for raw in turn.text.split("\n"):
-                match = _SPEAKER.match(raw)
-                if match is None or match.group(1) != "user":
-                    continue
-                for sentence in _SENTENCE.findall(match.group(2)):
-                    said = " ".join(sentence.split())
-                    if not said or said.endswith("?"):
-                        continue
-                    about = text_subjects(said.casefold().replace("\u2019", "'"))
-                    if about:
-                        lines = [
-                            ln
-                            for ln in lines
-                            if not text_subjects(ln.casefold().replace("\u2019", "'")) & about
-                        ]
-                    line = f"- {said}"
-                    if line not in lines:
-                        lines.append(line)
-        while lines and count_tokens("\n".join(lines)) > budget_tokens:
-            lines.pop(0)
-        return "\n".join(lines)
 
 
 def refers_to_of(message: str, at: datetime, zone: tzinfo = UTC) -> dict[str, str] | None:
@@ -565,7 +514,13 @@ class AgentMemory:
         if not folding:
             return Compacted(summary_id=None, folded=(), tokens=0, build=None)
         turns = [
-            FoldedTurn(id=e["id"], ledger_ref=e["ledger_ref"], text=e["text"]) for e in folding
+            FoldedTurn(
+                id=e["id"],
+                ledger_ref=e["ledger_ref"],
+                text=e["text"],
+                observed_at=str((e.get("meta") or {}).get("observed_at", "")),
+            )
+            for e in folding
         ]
         text = await self.summariser.summarise(
             None if previous is None else previous["text"], turns, budget_tokens

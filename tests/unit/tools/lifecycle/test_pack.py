@@ -24,7 +24,7 @@ from memseal.tools.lifecycle import (
     fit,
     holistic_recall,
 )
-from memseal.tools.lifecycle.pack import expand, superseded_ids
+from memseal.tools.lifecycle.pack import expand
 
 LAYOUT = MemoryLayout(tenant="acme")
 
@@ -76,28 +76,127 @@ def test_duplicates_are_merged_and_the_best_placed_section_keeps_them() -> None:
     assert f"[{same.id}]" in text and "unverified" in text
 
 
-def test_a_newer_statement_supersedes_the_older_one() -> None:
-    old = _item(1, "user: I live in Berlin.\nassistant: Noted.", kind="conversation")
-    asked = _item(2, "user: Where do I live?\nassistant: Berlin.", kind="conversation")
-    new = _item(3, "user: I moved to Lisbon last month.\nassistant: Nice.", kind="conversation")
-    other = _item(4, "My favourite colour is green", kind="fact")
-    assert superseded_ids([old, asked, new, other]) == {old.id}
-    pack = fit("Memory", SPECS, [[old, asked, new], [other], []], 1_000)
-    assert old.id in pack.superseded and old.id not in pack.ids
-    assert new.id in pack.ids and asked.id in pack.ids
-    # A summary keeps its lines but those a newer statement replaced.
-    summary = PackItem(
-        id="f" * 32,
+def _turn(n: int, said: str) -> PackItem:
+    return _item(n, f"user: {said}\nassistant: Okay.", kind="conversation")
+
+
+def _summary(text: str, through: int, n: int = 0xF) -> PackItem:
+    return PackItem(
+        id=f"{n:x}" * 32,
         kind="context_summary",
-        text="- I live in Berlin.\n- My dog is Rex.",
+        text=text,
         trust="unverified",
         observed_at="",
-        ledger_ref=9,
-        as_of=2,
+        ledger_ref=through + 100,
+        as_of=through,
     )
+
+
+def test_a_newer_item_about_the_same_subject_replaces_the_older() -> None:
+    old = _turn(1, "My favourite editor is vim.")
+    asked = _turn(2, "Which editor is my favourite?")
+    new = _turn(3, "Since March my favourite editor is helix.")
+    other = _item(4, "The deploy pipeline runs on Tuesdays", kind="fact")
+    pack = fit("Memory", SPECS, [[old, asked, new], [other], []], 1_000)
+    assert pack.superseded == (old.id,)
+    assert old.id not in pack.ids and "vim" not in pack.markdown()
+    # The question replaces nothing; the unrelated fact stays.
+    assert {new.id, asked.id, other.id} <= set(pack.ids)
+    # Whatever order the reach returned them in, the current one comes first.
+    pack = fit("Memory", SPECS, [[old, new], [], []], 1_000)
+    assert pack.ids == (new.id,)
+
+
+def test_no_list_of_phrasings_decides_what_replaces_what() -> None:
+    # "moving a website" is no move of house: nothing about the same subject.
+    home = _turn(1, "I live in Berlin.")
+    site = _turn(2, "I am moving our website to another host.")
+    pack = fit("Memory", SPECS, [[home, site], [], []], 1_000)
+    assert pack.superseded == () and set(pack.ids) == {home.id, site.id}
+
+
+def test_another_persons_fact_or_a_hypothetical_replaces_nothing_of_the_users() -> None:
+    mine = _turn(1, "My favourite editor is vim.")
+    brothers = _turn(2, "My brother Tomas says his favourite editor is helix.")
+    supposed = _turn(3, "If I switched, my favourite editor would be emacs.")
+    pack = fit("Memory", SPECS, [[mine, brothers, supposed], [], []], 1_000)
+    assert pack.superseded == ()
+
+
+def test_a_reads_own_mark_is_shown_and_the_marked_item_kept() -> None:
+    # A semantic read marked "live in Berlin" replaced by "relocated to Lisbon"; the pack
+    # shows the mark but judges only what it can read itself (a false mark would hide
+    # the answer: see docs/lifecycle.md), so both stay, current first as the read put them.
+    new = _turn(2, "We relocated to Lisbon.")
+    old = msgspec.structs.replace(_turn(1, "I live in Berlin."), superseded_by=new.id)
+    pack = fit("Memory", SPECS, [[new, old], [], []], 1_000, query="Where do I live now?")
+    assert pack.superseded == () and pack.ids == (new.id, old.id)
+    assert f"(conversation; unverified; replaced by {new.id}) user: I live in Berlin." in (
+        pack.markdown()
+    )
+    # Its newer item not in the pack: the older one is shown, marked.
+    pack = fit("Memory", SPECS, [[old], [], []], 1_000)
+    assert f"replaced by {new.id}" in pack.markdown()
+    # The JSON carries the marks only when set.
+    encoded = [msgspec.json.decode(msgspec.json.encode(i)) for i in (new, old)]
+    assert "superseded_by" not in encoded[0] and encoded[1]["superseded_by"] == new.id
+    assert not {"hypothetical", "subject"} & (encoded[0].keys() | encoded[1].keys())
+
+
+def test_a_summary_line_a_newer_turn_changed_is_shown_changed() -> None:
+    summary = _summary(
+        "- [#1 2026-02-01] My favourite editor is vim.\n- [#2 2026-02-01] My dog is called Rex.",
+        2,
+    )
+    new = _turn(5, "My favourite editor is helix now.")
     pack = fit("Memory", SPECS, [[summary, new], [], []], 1_000)
     shown = pack.markdown()
-    assert "Berlin" not in shown and "Rex" in shown and "Lisbon" in shown
+    assert "vim" not in shown and "Rex" in shown and "helix" in shown
+    assert f"[#1 2026-02-01] (changed later: see {new.id})" in shown
+    # The summary never outranks the turn that changed it: on a budget for one, the turn.
+    small = fit("Memory", SPECS, [[summary, new], [], []], count_tokens(pack.markdown()) - 30)
+    assert small.ids == (new.id,)
+    # A summary line is weighed at its turn's time: a line newer than a turn replaces it.
+    older = _turn(1, "My favourite editor is vim.")
+    later = _summary("- [#7 2026-03-01] My favourite editor is helix.", 7)
+    pack = fit("Memory", SPECS, [[later, older], [], []], 1_000)
+    assert pack.superseded == (older.id,) and pack.ids == (later.id,)
+
+
+def test_a_summary_line_is_its_turn_when_the_turn_is_in_the_pack() -> None:
+    old = _turn(3, "My favourite editor is vim.")
+    new = _turn(9, "Since March my favourite editor is helix.")
+    summary = _summary("- [#3 2026-02-01] My favourite editor is vim.", 3)
+    pack = fit("Memory", SPECS, [[summary, old, new], [], []], 1_000)
+    assert pack.superseded == (old.id,)
+    assert "vim" not in pack.markdown()
+    assert f"- [#3 2026-02-01] (changed later: see {new.id})" in pack.markdown()
+
+
+def test_an_older_summarys_lines_are_weighed_at_its_through() -> None:
+    summary = _summary("- My favourite editor is vim.\n- My dog is called Rex.", 2)
+    new = _turn(5, "My favourite editor is helix now.")
+    shown = fit("Memory", SPECS, [[summary, new], [], []], 1_000).markdown()
+    assert "vim" not in shown and "Rex" in shown
+
+
+def test_hypotheticals_and_others_facts_are_marked_and_come_after() -> None:
+    supposed = msgspec.structs.replace(
+        _turn(1, "If I ever worked abroad, I would live in Tokyo."), hypothetical=True
+    )
+    tomas = msgspec.structs.replace(_turn(2, "My brother Tomas lives in Oslo."), subject="Tomas")
+    friend = msgspec.structs.replace(_turn(3, "She lives in Rome."), subject="someone")
+    mine = _turn(4, "I live in Porto.")
+    found = [[supposed, tomas, friend, mine], [], []]
+    pack = fit("Memory", SPECS, found, 1_000, query="Where do I live?")
+    assert pack.ids == (mine.id, supposed.id, tomas.id, friend.id)
+    shown = pack.markdown()
+    assert "(conversation; unverified; hypothetical)" in shown
+    assert "(conversation; unverified; about Tomas)" in shown
+    assert "(conversation; unverified; about someone else)" in shown
+    # Asked about someone else, their facts keep their place.
+    pack = fit("Memory", SPECS, found, 1_000, query="Where does my brother Tomas live?")
+    assert pack.ids[:2] == (tomas.id, friend.id)
 
 
 def test_a_question_about_a_subject_also_searches_the_words_that_state_it() -> None:
@@ -149,6 +248,7 @@ async def test_holistic_recall_reads_each_reach_through_its_own_scope(engine: En
     text = pack.markdown()
     assert "Tuesdays" in text and "checklist" in text and "when do we deploy" in text
     assert "short answers" in text
+    assert all(i.subject is None and not i.hypothetical for s in pack.sections for i in s.items)
     assert "secret" not in text  # a sibling agent is in no reach the host gave
     assert {s.reach for s in pack.sections} == {"own", "team", "brain", "thread"}
     assert readers["thread"].keys[0] == "pre/0/0"

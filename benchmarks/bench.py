@@ -102,7 +102,7 @@ from nacl.signing import SigningKey
 
 import memseal
 from memseal.engine import Learning, NewItem
-from memseal.replay.run import new_run_id
+from memseal.replay.runs.run import new_run_id
 from memseal.tools import MemoryTools, ToolScope
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import memseal
-from memseal.replay.bundle import encode_bundle, export_bundle
+from memseal.replay.evidence.bundle import encode_bundle, export_bundle
 
 MINE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 OTHER = memseal.ToolScope.placed_at("team:other/agent:x")

@@ -50,9 +50,9 @@ import memseal
 from memseal.cli.service import first_admin
 from memseal.ledger.entry import make_draft
 from memseal.ledger.store import WriteTxn
-from memseal.replay.calls import RUN_STARTED, TOOL_CALL, RunStarted, ToolCall
-from memseal.replay.identity import memo_key
-from memseal.replay.memo import MemoRow, acquire, put_memo, release
+from memseal.replay.runs.calls import RUN_STARTED, TOOL_CALL, RunStarted, ToolCall
+from memseal.replay.runs.identity import memo_key
+from memseal.replay.runs.memo import MemoRow, acquire, put_memo, release
 from memseal.service.app import create_app
 from memseal.service.tokens import TokenStore, scope_from
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import memseal
-import memseal.replay._live as live
+import memseal.replay.runs._live as live
 from memseal.engine import HashingEmbedder
 from memseal.ledger.store import observing_sizes
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import memseal
 from memseal.engine import Learning, NewItem
-from memseal.replay.read_proof import verify_read
+from memseal.replay.evidence.read_proof import verify_read
 from memseal.tools import ToolScope
 
 PLACE = "team:bench/agent:reader"

@@ -25,7 +25,7 @@ from pathlib import Path
 import memseal
 from memseal import ToolScope
 from memseal.engine import Learning, NewItem
-from memseal.replay.provenance import reconcile_memos, verify_derived
+from memseal.replay.runs.provenance import reconcile_memos, verify_derived
 
 SCOPE = ToolScope.placed_at("team:bench/agent:a")
 

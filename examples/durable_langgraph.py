@@ -51,7 +51,7 @@ from langgraph.types import Command, interrupt
 
 import memseal
 from memseal.integrations.langgraph import tool_node
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 
 THREAD = "nightly-report"
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")

@@ -10,7 +10,7 @@ first use), and records the run in it again:
    make the recorded item ids; from the bundle alone the local key's secret
    is used, so the run's own writes make new ids).
 2. The memory the run saw is re-applied into it entry by entry, with the
-   regression replay's pieces (:mod:`memseal.replay._reexec`: the same entry sources and
+   regression replay's pieces (:mod:`memseal.replay.regress._reexec`: the same entry sources and
    the same temporary-log copying), so every call sees the state it observed.
    The old run's own entries are not copied: the new run's stand in for them
    (and gap entries keep later seqs, hence ``ledger_ref``, where they were).
@@ -57,13 +57,19 @@ from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
 from memseal.memory import FOLDER_STORE
 from memseal.memory import _open as open_memory
-from memseal.replay._bundle_format import run_scope
-from memseal.replay._reexec import BundleSource, Cursors, FolderSource, check_folder, open_against
-from memseal.replay._temp_log import Source, TempLog, clock_for, parse_time
-from memseal.replay.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
-from memseal.replay.calls import RUN_STARTED
-from memseal.replay.regress import ranked_as
-from memseal.replay.run import RECORDED_ERRORS
+from memseal.replay.evidence._bundle_format import run_scope
+from memseal.replay.evidence._temp_log import Source, TempLog, clock_for, parse_time
+from memseal.replay.evidence.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
+from memseal.replay.regress._reexec import (
+    BundleSource,
+    Cursors,
+    FolderSource,
+    check_folder,
+    open_against,
+)
+from memseal.replay.regress.regress import ranked_as
+from memseal.replay.runs.calls import RUN_STARTED
+from memseal.replay.runs.run import RECORDED_ERRORS
 from memseal.tools.catalog import WRITE_TOOLS
 
 __all__ = ["DEFAULT_KEY_FOLDER", "UpdateRefused", "Updated", "local_key", "update"]

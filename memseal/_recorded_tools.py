@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from memseal.ledger.errors import InvalidRequest, MemsealError
-from memseal.replay.run import RECORDED_ERRORS, Run
+from memseal.replay.runs.run import RECORDED_ERRORS, Run
 from memseal.tools import AsyncToolset, MemoryTools, Refusal, ToolScope, Toolset, ToolSpec
 
 if TYPE_CHECKING:

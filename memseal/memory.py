@@ -59,14 +59,14 @@ from memseal.ledger.opening import (
 )
 from memseal.ledger.store import SqlStore
 from memseal.ledger.transparency import CheckpointPolicy
-from memseal.replay import read_proof
-from memseal.replay._as_of_build import AS_OF_DDL
-from memseal.replay._mentions import check_facet_mentions
-from memseal.replay.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
-from memseal.replay.identity import ScopeIdentity
-from memseal.replay.memo import ddl_for as memo_ddl_for
-from memseal.replay.provenance import DerivedCheck
-from memseal.replay.run import Run, new_run_id
+from memseal.replay.evidence import read_proof
+from memseal.replay.evidence._as_of_build import AS_OF_DDL
+from memseal.replay.evidence.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
+from memseal.replay.runs._mentions import check_facet_mentions
+from memseal.replay.runs.identity import ScopeIdentity
+from memseal.replay.runs.memo import ddl_for as memo_ddl_for
+from memseal.replay.runs.provenance import DerivedCheck
+from memseal.replay.runs.run import Run, new_run_id
 from memseal.tools import MemoryTools, ToolScope
 
 from ._recorded_tools import RecordedAsyncToolset, RecordedCall, RecordedTools, RecordedToolset
@@ -352,7 +352,7 @@ class Memory:
     ) -> bytes:
         """The read proof (``memseal/read-proof@v1`` bytes) of step ``step`` of run
         ``run_id``: checked offline, with no data folder, by
-        :func:`memseal.replay.read_proof.verify_read` (docs/auditing.md).
+        :func:`memseal.replay.evidence.read_proof.verify_read` (docs/auditing.md).
 
         The proof is not verified here (``memseal prove-read`` and the read-proof route
         do verify before handing one out): pass it to ``verify_read`` first. A read

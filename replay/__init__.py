@@ -1,34 +1,50 @@
 """memseal.replay: durable runs, whose every tool call is a signed entry with a memo.
 
-See docs/replay.md. Public names are re-exported here; modules whose names
-start with ``_`` are internal.
+Three floors, imports one way (docs/design.md): :mod:`.runs` (a run and its
+memos) <- :mod:`.evidence` (bundles, read proofs, the past as of a point) <-
+:mod:`.regress` (a recorded run made again in CI). See docs/replay.md. Public
+names are re-exported here; modules whose names start with ``_`` are internal.
 """
 
-from .bundle import FORMAT as BUNDLE_FORMAT
-from .bundle import (
+from .evidence import (
+    BUNDLE_FORMAT,
+    READ_PROOF_FORMAT,
     Bundle,
+    ReadProof,
+    ReadProofError,
     VerifiedBundle,
+    VerifiedRead,
     decode_bundle,
     encode_bundle,
     export_bundle,
-    verify_bundle,
-)
-from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL, RunForked, RunStarted, ToolCall
-from .identity import ScopeIdentity, fingerprint, input_hash, memo_key
-from .provenance import Verified, check_memo
-from .read_proof import FORMAT as READ_PROOF_FORMAT
-from .read_proof import (
-    ReadProof,
-    ReadProofError,
-    VerifiedRead,
     prove_read,
     prove_read_from_bundle,
+    verify_bundle,
     verify_read,
 )
-from .regress import RegressReport, regress
-from .replayer import Replayer, ReplayRun
-from .results import split as split_result
-from .run import MODES, Change, Mode, Prepared, Preparer, Run, new_run_id
+from .regress import RegressReport, Replayer, ReplayRun, regress
+from .runs import (
+    MODES,
+    RUN_FORKED,
+    RUN_STARTED,
+    TOOL_CALL,
+    Change,
+    Mode,
+    Prepared,
+    Preparer,
+    Run,
+    RunForked,
+    RunStarted,
+    ScopeIdentity,
+    ToolCall,
+    Verified,
+    check_memo,
+    fingerprint,
+    input_hash,
+    memo_key,
+    new_run_id,
+    split_result,
+)
 
 __all__ = [
     "BUNDLE_FORMAT",

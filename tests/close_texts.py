@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 import memseal
-from memseal.replay.run import Run
+from memseal.replay.runs.run import Run
 
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:reader")
 WORDS = ["alpha", "beta", "gamma", "delta", "ledger", "store", "memory", "proof"]

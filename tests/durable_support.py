@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import memseal
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 
 MEMSEAL = Path(sys.executable).with_name("memseal")
 #: Fields of a tool output that differ between two folders holding the same calls.

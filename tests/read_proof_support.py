@@ -17,7 +17,7 @@ import msgspec
 import memseal
 from memseal import ToolScope
 from memseal.engine import HashingEmbedder
-from memseal.replay.read_proof import ReadProof, decode_read_proof, encode_read_proof
+from memseal.replay.evidence.read_proof import ReadProof, decode_read_proof, encode_read_proof
 
 PLACE = "team:acme/agent:writer"
 SCOPE = ToolScope.placed_at(PLACE)

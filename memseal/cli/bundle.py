@@ -22,14 +22,14 @@ from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import key_history
-from memseal.replay.bundle import (
+from memseal.replay.evidence.bundle import (
     VerifiedBundle,
     decode_bundle,
     encode_bundle,
     export_bundle,
     verify_bundle,
 )
-from memseal.replay.regress import DEFAULT_TOLERANCE, embedder_for, regress
+from memseal.replay.regress.regress import DEFAULT_TOLERANCE, embedder_for, regress
 
 __all__ = ["add_verbs", "verify_bundle_file"]
 

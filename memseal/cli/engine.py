@@ -21,7 +21,7 @@ from memseal.ledger.errors import MemsealError
 from memseal.ledger.keys import load_keys
 from memseal.ledger.store import SqlStore
 from memseal.memory import DATABASE, open
-from memseal.replay._mentions import check_facet_mentions
+from memseal.replay.runs._mentions import check_facet_mentions
 
 __all__ = ["add_engine_verbs", "deep_check", "open_engine"]
 

@@ -43,7 +43,7 @@ from memseal.ledger.errors import MemsealError, VerificationError
 from memseal.ledger.keys import create_keys, key_files_exist, load_keys
 from memseal.ledger.location import hide_password, is_database_url
 from memseal.memory import DATABASE, STORE_ENV, open, open_audit
-from memseal.replay.provenance import DerivedCheck
+from memseal.replay.runs.provenance import DerivedCheck
 
 __all__ = ["main"]
 

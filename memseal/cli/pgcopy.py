@@ -50,7 +50,7 @@ from memseal.ledger.merkle import stored_hash_count
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.opening import LogLocation, log_store
 from memseal.ledger.postgres import PostgresLogStore
-from memseal.replay.memo import ddl_for as memo_ddl_for
+from memseal.replay.runs.memo import ddl_for as memo_ddl_for
 
 __all__ = ["Copied", "Progress", "check_target", "copy_into", "migrate"]
 

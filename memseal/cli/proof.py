@@ -29,8 +29,8 @@ from memseal.ledger.errors import VerificationError
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.location import is_database_url
 from memseal.memory import open
-from memseal.replay.bundle import decode_bundle, verify_bundle
-from memseal.replay.read_proof import (
+from memseal.replay.evidence.bundle import decode_bundle, verify_bundle
+from memseal.replay.evidence.read_proof import (
     decode_read_proof,
     encode_read_proof,
     prove_read_from_bundle,

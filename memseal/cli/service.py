@@ -282,7 +282,7 @@ async def _mcp(args: argparse.Namespace) -> int:
     from memseal.cli.mcp_stdio import stdio_wire
     from memseal.cli.show import CLI_NAMES
     from memseal.memory import open as open_memory
-    from memseal.replay.run import new_run_id
+    from memseal.replay.runs.run import new_run_id
     from memseal.service.mcp import PastRun, stdio_server_for
 
     store, shown = store_display(args)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory
-from memseal.replay._sent import check_key
+from memseal.replay.runs._sent import check_key
 from memseal.tools.decode import MAX_DEPTH
 
 from .errors import ApiError

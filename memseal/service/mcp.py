@@ -52,8 +52,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from memseal.ledger.errors import InvalidRequest, MemsealError, NotFound
-from memseal.replay._sent import check_key
-from memseal.replay.as_of import AsOfTools, AsOfView
+from memseal.replay.evidence.as_of import AsOfTools, AsOfView
+from memseal.replay.runs._sent import check_key
 from memseal.tools import AsyncToolset, to_text
 
 from .errors import ApiError

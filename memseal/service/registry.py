@@ -41,9 +41,9 @@ import msgspec
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound
 from memseal.memory import Memory
 from memseal.replay import Run
-from memseal.replay.identity import ScopeIdentity
-from memseal.replay.memo import hits_of
-from memseal.replay.run import other_scope
+from memseal.replay.runs.identity import ScopeIdentity
+from memseal.replay.runs.memo import hits_of
+from memseal.replay.runs.run import other_scope
 from memseal.tools import ToolScope
 
 __all__ = ["MAX_OPEN_RUNS", "MAX_STEP", "RunRegistry", "identity_of"]

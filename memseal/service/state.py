@@ -11,7 +11,7 @@ from typing import Any
 
 from memseal.ledger.errors import MemsealError
 from memseal.memory import Memory
-from memseal.replay.run import new_run_id
+from memseal.replay.runs.run import new_run_id
 
 from .errors import ApiError, from_memseal
 from .metrics import Metrics, tool_label

@@ -1,9 +1,9 @@
 """Writing a session bundle: a run's entries, collected from a ledger against a fresh checkpoint.
 
 :func:`export_bundle` cuts a checkpoint, gathers the entries a bundle of the
-run holds (see :mod:`memseal.replay.bundle`), each with its inclusion proof,
+run holds (see :mod:`memseal.replay.evidence.bundle`), each with its inclusion proof,
 and signs the manifest stating the bundle's extent. With ``with_read_proofs``
-it adds the ``reads`` section (:mod:`memseal.replay._bundle_reads`).
+it adds the ``reads`` section (:mod:`memseal.replay.evidence._bundle_reads`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from memseal.ledger.entry import leaf_hash
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.log import KEY_ROTATED, Ledger
 from memseal.ledger.note import VerifierKey, open_note, sign_note, split_note
+from memseal.replay.runs.calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 from memseal.tools.catalog import READ_TOOLS
 
 from ._bundle_format import (
@@ -38,7 +39,6 @@ from ._bundle_format import (
     manifest_text,
 )
 from ._bundle_reads import collect_reads
-from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 
 __all__ = ["export_bundle"]
 

@@ -1,6 +1,6 @@
 """The session bundle format (``memseal/bundle@v3``): its fields, its one spelling, its manifest.
 
-See :mod:`memseal.replay.bundle` for what a bundle holds and docs/formats.md
+See :mod:`memseal.replay.evidence.bundle` for what a bundle holds and docs/formats.md
 for every byte. This module is the format alone: the structs, the canonical
 encoding and its strict decoder, and the manifest note's text.
 """
@@ -15,9 +15,15 @@ import msgspec
 from memseal.ledger.entry import RESIDUE_SALT, Entry
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.note import split_note
+from memseal.replay.runs.calls import (
+    RUN_FORKED,
+    RUN_STARTED,
+    TOOL_CALL,
+    RunStarted,
+    ToolCall,
+    scope_of,
+)
 from memseal.tools import ToolScope
-
-from .calls import RUN_FORKED, RUN_STARTED, TOOL_CALL, RunStarted, ToolCall, scope_of
 
 if TYPE_CHECKING:
     from memseal.ledger.log import Ledger

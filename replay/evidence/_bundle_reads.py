@@ -1,6 +1,6 @@
 """A bundle's ``reads`` section: what lets ``memseal prove-read BUNDLE`` prove a read offline.
 
-A read proof (:mod:`memseal.replay.read_proof`) holds every entry of the log
+A read proof (:mod:`memseal.replay.evidence.read_proof`) holds every entry of the log
 before the read, so an entry left out changes the root; the payloads of those
 in the read's reach; a checkpoint signed at exactly the read's observed size
 N and the consistency proof from it to a later checkpoint. A bundle made with
@@ -17,11 +17,11 @@ N and the consistency proof from it to a later checkpoint. A bundle made with
   checkpoint (whose audit paths the call entries and key rotations carry).
 
 :func:`collect_reads` writes the section at export; :func:`check_reads` is
-the part of :func:`memseal.replay.bundle.verify_bundle` that checks it (every
+the part of :func:`memseal.replay.evidence.bundle.verify_bundle` that checks it (every
 leaf below P present, each root at N the signed one, each consistency proof,
 each payload where the reach says and nowhere else); :func:`prove_read_from_bundle`
 makes the read proof of one step from a verified bundle, the same proof
-:func:`memseal.replay.read_proof.prove_read` makes from the ledger.
+:func:`memseal.replay.evidence.read_proof.prove_read` makes from the ledger.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from memseal.ledger.merkle import (
     verify_consistency,
 )
 from memseal.ledger.note import VerifierKey, open_note, split_note
+from memseal.replay.runs.calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 from memseal.tools.catalog import READ_TOOLS
 
 from ._bundle_format import (
@@ -64,7 +65,6 @@ from ._read_proof_format import (
     scope_of,
 )
 from ._read_proof_make import checkpoint_at
-from .calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 
 __all__ = ["check_reads", "collect_reads", "prove_read_from_bundle"]
 

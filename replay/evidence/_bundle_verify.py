@@ -19,6 +19,15 @@ from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.merkle import verify_inclusion
 from memseal.ledger.note import Note, VerifierKey, open_note, parse_vkey, split_note
 from memseal.ledger.verify import KeyChain, check_format, check_payload, signature_verifies
+from memseal.replay.runs._sent import MAX_KEY_CHARS
+from memseal.replay.runs.calls import (
+    RUN_STARTED,
+    TOOL_CALL,
+    RunStarted,
+    decode_tool_call,
+    decode_tool_call_payload,
+)
+from memseal.replay.runs.results import restore, result_hash
 
 from ._bundle_format import (
     FORMAT,
@@ -37,15 +46,6 @@ from ._bundle_format import (
 )
 from ._bundle_format import fail as _fail
 from ._bundle_reads import check_reads
-from ._sent import MAX_KEY_CHARS
-from .calls import (
-    RUN_STARTED,
-    TOOL_CALL,
-    RunStarted,
-    decode_tool_call,
-    decode_tool_call_payload,
-)
-from .results import restore, result_hash
 
 __all__ = ["verify_bundle"]
 

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from memseal.engine.embedders import Embedder, HashingEmbedder, default_embedder
-
-from .divergence import field_diff
+from memseal.replay.runs.divergence import field_diff
 
 __all__ = ["DEFAULT_TOLERANCE", "close_scores", "describe", "pick_embedder"]
 

@@ -1,6 +1,6 @@
 """The read-proof format (``memseal/read-proof@v1``) and the rules its writer and verifier share.
 
-See :mod:`memseal.replay.read_proof` for what a proof holds and why. This
+See :mod:`memseal.replay.evidence.read_proof` for what a proof holds and why. This
 module is the format alone: the structs, the canonical encoding and its
 strict decoder, and the two decisions both sides must make identically:
 which scope the run recorded, and which entries of the prefix lie in the
@@ -18,8 +18,7 @@ from memseal.engine import Reach
 from memseal.engine.events import MemoryForgotten, MemoryStored, TrustChanged, decode_event
 from memseal.ledger.entry import RESIDUE_SALT, Entry
 from memseal.ledger.errors import InvalidRequest, VerificationError
-
-from .calls import decode_tool_call_payload, scope_of
+from memseal.replay.runs.calls import decode_tool_call_payload, scope_of
 
 __all__ = [
     "FORMAT",

@@ -1,7 +1,7 @@
 """Writing a read proof: one recorded read, with everything needed to re-derive it offline.
 
 :func:`prove_read` finds the effective call of a run's step, checks it is a
-read that can be proven, and collects the proof :mod:`memseal.replay.read_proof`
+read that can be proven, and collects the proof :mod:`memseal.replay.evidence.read_proof`
 describes from the ledger: a checkpoint signed at exactly the call's observed
 size (the stored one when the log cut it, else signed now from the stored
 tree hashes), a checkpoint cut now and the consistency proof between them,
@@ -23,6 +23,13 @@ from memseal.ledger.log import KEY_ROTATED, Ledger
 from memseal.ledger.merkle import inclusion_proof
 from memseal.ledger.note import sign_note, split_note
 from memseal.ledger.store import Record
+from memseal.replay.runs.calls import (
+    RUN_STARTED,
+    TOOL_CALL,
+    RunStarted,
+    ToolCall,
+    decode_tool_call,
+)
 from memseal.tools.catalog import READ_TOOLS
 
 from ._read_proof_format import (
@@ -33,13 +40,6 @@ from ._read_proof_format import (
     check_provable,
     in_reach,
     scope_of,
-)
-from .calls import (
-    RUN_STARTED,
-    TOOL_CALL,
-    RunStarted,
-    ToolCall,
-    decode_tool_call,
 )
 
 __all__ = ["DISCLOSE", "Disclose", "checkpoint_at", "prove_read"]

@@ -60,6 +60,15 @@ from memseal.ledger.merkle import (
 )
 from memseal.ledger.note import VerifierKey, open_note, split_note
 from memseal.ledger.verify import KeyChain, check_format, check_payload, signature_verifies
+from memseal.replay.runs.calls import (
+    RUN_STARTED,
+    TOOL_CALL,
+    RunStarted,
+    ToolCall,
+    decode_tool_call,
+    decode_tool_call_payload,
+)
+from memseal.replay.runs.results import restore, result_hash
 from memseal.tools import MemoryTools
 from memseal.tools.catalog import READ_TOOLS
 
@@ -81,15 +90,6 @@ from ._read_proof_format import (
     searches_vectors,
 )
 from ._temp_log import Source, clock_for, parse_time, temp_log
-from .calls import (
-    RUN_STARTED,
-    TOOL_CALL,
-    RunStarted,
-    ToolCall,
-    decode_tool_call,
-    decode_tool_call_payload,
-)
-from .results import restore, result_hash
 
 __all__ = ["EmbedderChoice", "VerifiedRead", "choose_embedder", "verify_read"]
 

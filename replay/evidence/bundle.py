@@ -13,7 +13,7 @@ every other field a verifier or a replay reads (run id, origin, keys,
 embedders), bound to the checkpoint's size and root.
 
 A bundle exported with ``with_read_proofs`` also carries a ``reads`` section
-(:mod:`memseal.replay._bundle_reads`): every entry before the run's last
+(:mod:`memseal.replay.evidence._bundle_reads`): every entry before the run's last
 read, the texts of those in the run's reach, and a checkpoint signed at each
 size a read observed with its consistency proof, so ``memseal prove-read
 BUNDLE`` proves any of the run's reads with no data folder. It grows with
@@ -26,9 +26,9 @@ the rigour of a full ledger audit, then decodes the run's calls. A bundle
 is read only in its canonical bytes, so each bundle has one spelling and a
 changed byte is always a changed value.
 
-The format lives in :mod:`memseal.replay._bundle_format`, writing in
-:mod:`memseal.replay._bundle_export`, verification in
-:mod:`memseal.replay._bundle_verify`; this module is their public face.
+The format lives in :mod:`memseal.replay.evidence._bundle_format`, writing in
+:mod:`memseal.replay.evidence._bundle_export`, verification in
+:mod:`memseal.replay.evidence._bundle_verify`; this module is their public face.
 """
 
 from __future__ import annotations

@@ -19,9 +19,8 @@ from memseal.engine.events import MemoryStored, decode_event
 from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.opening import LogLocation, log_store
-
-from ._bundle_format import VerifiedBundle
-from ._temp_log import Source
+from memseal.replay.evidence._bundle_format import VerifiedBundle
+from memseal.replay.evidence._temp_log import Source
 
 __all__ = ["BundleSource", "Cursors", "FolderSource", "check_folder", "open_against"]
 

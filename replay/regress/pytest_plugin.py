@@ -1,7 +1,7 @@
 """The ``memseal`` pytest plugin: session bundles as regression tests.
 
 * ``memseal_session`` fixture: ``memseal_session(path, trust=None)`` loads and
-  verifies a bundle and returns a :class:`~memseal.replay.replayer.Replayer`
+  verifies a bundle and returns a :class:`~memseal.replay.regress.replayer.Replayer`
   (``await replayer.run(agent)`` runs the host's agent against its memos).
 * ``--memseal-sessions DIR``: every ``*.bundle`` file in DIR becomes a test
   that verifies it (against ``--memseal-trust VKEY`` when given, else the
@@ -9,7 +9,7 @@
   the bundle alone; a changed result fails with the per-step diff.
 
 Enabled by the ``pytest11`` entry point ``memseal``, or with
-``pytest_plugins = ["memseal.replay.pytest_plugin"]``.
+``pytest_plugins = ["memseal.replay.regress.pytest_plugin"]``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from memseal.ledger.errors import VerificationError
+from memseal.replay.evidence.bundle import decode_bundle, verify_bundle
 
-from .bundle import decode_bundle, verify_bundle
 from .regress import DEFAULT_TOLERANCE, embedder_for, regress
 from .replayer import Replayer
 

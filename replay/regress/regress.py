@@ -45,15 +45,20 @@ from memseal.ledger.errors import (
     NotFound,
     Unsupported,
 )
+from memseal.replay.evidence._bundle_format import run_scope
+from memseal.replay.evidence._compare import (
+    DEFAULT_TOLERANCE,
+    close_scores,
+    describe,
+    pick_embedder,
+)
+from memseal.replay.evidence._temp_log import Source, TempLog, clock_for, parse_time, temp_log
+from memseal.replay.evidence.bundle import BundleCall, VerifiedBundle
+from memseal.replay.runs.calls import marked_forget
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
-from ._bundle_format import run_scope
-from ._compare import DEFAULT_TOLERANCE, close_scores, describe, pick_embedder
 from ._reexec import BundleSource, Cursors, FolderSource, check_folder, open_against
-from ._temp_log import Source, TempLog, clock_for, parse_time, temp_log
-from .bundle import BundleCall, VerifiedBundle
-from .calls import marked_forget
 
 __all__ = [
     "DEFAULT_TOLERANCE",

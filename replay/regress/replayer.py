@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from memseal.ledger.errors import InvalidRequest, MemsealError, ReplayDivergence
+from memseal.replay.evidence.bundle import BundleCall, VerifiedBundle, decode_bundle, verify_bundle
+from memseal.replay.runs._sent import check_key
+from memseal.replay.runs.divergence import diverged
+from memseal.replay.runs.run import RECORDED_ERRORS, sent_form, withheld_digest
 from memseal.tools.catalog import READ_TOOLS, TOOL_NAMES
 from memseal.tools.specs import spec_for
 from memseal.tools.toolset import AsyncToolset
-
-from ._sent import check_key
-from .bundle import BundleCall, VerifiedBundle, decode_bundle, verify_bundle
-from .divergence import diverged
-from .run import RECORDED_ERRORS, sent_form, withheld_digest
 
 __all__ = ["ReplayRun", "Replayer"]
 

@@ -1,7 +1,7 @@
 """A run's lease: opening the run (its start entry, its scope, its memos), renewing, closing.
 
-A run is held by one :class:`~memseal.replay.run.Run` object at a time,
-through a lease in the ``runs`` table (see :mod:`memseal.replay.memo`).
+A run is held by one :class:`~memseal.replay.runs.run.Run` object at a time,
+through a lease in the ``runs`` table (see :mod:`memseal.replay.runs.memo`).
 Opening takes the lease and, for a run that exists, checks the scope on
 its signed ``run_started`` entry and reconciles the memo table with the
 run's signed calls; closing gives the lease back.
@@ -44,7 +44,7 @@ _log = logging.getLogger("memseal.replay")
 
 
 class RunLease:
-    """The lease half of a run: what :class:`~memseal.replay.run.Run` opens and closes with."""
+    """The lease half of a run: what :class:`~memseal.replay.runs.run.Run` opens and closes with."""
 
     run_id: str
     lifecycle: str | None

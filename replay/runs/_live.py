@@ -3,7 +3,7 @@
 A live step prepares its call through the tools layer (a read runs now, a
 write is planned as a command), builds its ``memory_tool_call`` entry, and
 commits the tool's own writes, the entry and the memo row together. A
-failed call is recorded without its arguments (see :mod:`memseal.replay.calls`).
+failed call is recorded without its arguments (see :mod:`memseal.replay.runs.calls`).
 """
 
 from __future__ import annotations

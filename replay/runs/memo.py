@@ -2,7 +2,7 @@
 
 ``memos`` maps a run's step to the seq of the signed ``memory_tool_call``
 entry holding its result. Nothing in a memo row is trusted: replay reads
-the entry it points at and checks it (see :mod:`memseal.replay.provenance`).
+the entry it points at and checks it (see :mod:`memseal.replay.runs.provenance`).
 
 ``runs`` holds each run's lease: one process at a time records a run. A
 lease lapses when its time runs out or, on the same machine, as soon as its

@@ -27,7 +27,7 @@ gap: a step is consumed only when its entry commits (a call the store
 refused, or the host cancelled, hands its step back to the next call), and
 :meth:`Run.call_at` refuses a step beyond the next unrecorded one. A key, and
 a step, is never in flight twice: the second call waits and gets the memo. A failed call is recorded
-without its arguments (see :mod:`memseal.replay.calls`).
+without its arguments (see :mod:`memseal.replay.runs.calls`).
 """
 
 from __future__ import annotations

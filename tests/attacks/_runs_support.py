@@ -15,7 +15,7 @@ from test_service_support import ServerThread, assert_error
 from memseal.ledger.errors import StorageError
 from memseal.ledger.keys import key_history
 from memseal.memory import Memory
-from memseal.replay.bundle import VerifiedBundle, export_bundle, verify_bundle
+from memseal.replay.evidence.bundle import VerifiedBundle, export_bundle, verify_bundle
 
 __all__ = ["FailOnce", "ServerThread", "assert_error", "exported"]
 

@@ -25,7 +25,7 @@ from agents.tool_context import ToolContext
 import memseal
 from memseal import ReplayDivergence
 from memseal.memory import Memory
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 FETCH = {"query": "report", "mode": "exact"}

@@ -19,7 +19,7 @@ import memseal
 from memseal.cli import main
 from memseal.engine import HashingEmbedder
 from memseal.ledger.note import NoteSigner, sign_note, split_note
-from memseal.replay.bundle import (
+from memseal.replay.evidence.bundle import (
     Bundle,
     Listed,
     Manifest,

@@ -20,8 +20,8 @@ from memseal.cli import main
 from memseal.ledger.entry import Draft, payload_hash
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.store import WriteTxn
-from memseal.replay.bundle import verify_bundle
-from memseal.replay.calls import TOOL_CALL
+from memseal.replay.evidence.bundle import verify_bundle
+from memseal.replay.runs.calls import TOOL_CALL
 
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 

@@ -21,7 +21,7 @@ from memseal.engine import Learning
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.store import Record
 from memseal.memory import Memory
-from memseal.replay.provenance import verify_derived
+from memseal.replay.runs.provenance import verify_derived
 
 PLACE = "team:acme/agent:writer"
 SECRET = "the vault path is ops/deploy/zebra"

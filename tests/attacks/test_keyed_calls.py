@@ -23,8 +23,8 @@ from memseal import ReplayDivergence, ToolScope
 from memseal.ledger.errors import Conflict, StorageError
 from memseal.ledger.keys import key_history
 from memseal.memory import Memory
-from memseal.replay.bundle import export_bundle, verify_bundle
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.evidence.bundle import export_bundle, verify_bundle
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
 STORE = {"learning": {"text": "the report is due at 6"}}

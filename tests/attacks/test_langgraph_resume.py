@@ -22,7 +22,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 import memseal
 from memseal.integrations.langgraph import run_id_for, tool_node
 from memseal.memory import STORE_ENV
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 FETCH = {"query": "deploy key", "mode": "exact"}

@@ -28,7 +28,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 import memseal
 from memseal.memory import Memory
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 from memseal.tools import ToolScope
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")

@@ -19,7 +19,7 @@ import pytest
 from read_proof_support import FETCH, LIST, SEMANTIC, edit, prove, record
 
 from memseal.engine import HashingEmbedder
-from memseal.replay.read_proof import ReadProofError, VerifiedRead, verify_read
+from memseal.replay.evidence.read_proof import ReadProofError, VerifiedRead, verify_read
 
 HASHING = HashingEmbedder().id
 OTHER_HASHING = HashingEmbedder(128).id

@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from read_proof_support import SEMANTIC, edit, prove, record
 
-from memseal.replay.read_proof import ReadProofError, verify_read
+from memseal.replay.evidence.read_proof import ReadProofError, verify_read
 from memseal.tools import MemoryTools
 
 LIE = 9.99

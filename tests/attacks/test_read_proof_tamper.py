@@ -19,7 +19,7 @@ from read_proof_support import FETCH, LIST, SEEN_WRITE, edit, prove, record, wit
 
 from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.note import NoteSigner, parse_vkey
-from memseal.replay.read_proof import (
+from memseal.replay.evidence.read_proof import (
     ProofEntry,
     ReadProof,
     ReadProofError,
@@ -210,8 +210,8 @@ def test_a_stranger_s_key_a_truncated_file_and_another_spelling_fail(session: Se
 
 def test_without_the_write_the_read_would_have_returned_something_else(session: Session) -> None:
     """Why completeness is checked: re-derived with the seen write as a gap, the fetch differs."""
-    from memseal.replay import _read_proof_verify as steps
-    from memseal.replay._read_proof_format import in_reach, scope_of
+    from memseal.replay.evidence import _read_proof_verify as steps
+    from memseal.replay.evidence._read_proof_format import in_reach, scope_of
 
     proof = decode_read_proof(session.fetch)
     walked = steps._walk(proof, [parse_vkey(session.vkey)])

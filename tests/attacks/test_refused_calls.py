@@ -22,9 +22,9 @@ from _runs_support import ServerThread, exported
 import memseal
 from memseal import InvalidRequest, MemsealError, ReplayDivergence, ToolScope
 from memseal.memory import Memory
-from memseal.replay.calls import decode_tool_call, decode_tool_call_payload
-from memseal.replay.regress import regress
-from memseal.replay.replayer import Replayer
+from memseal.replay.regress.regress import regress
+from memseal.replay.regress.replayer import Replayer
+from memseal.replay.runs.calls import decode_tool_call, decode_tool_call_payload
 
 PLACE = "team:acme/agent:reader"
 READER = ToolScope.placed_at(PLACE, writes=False)

@@ -220,8 +220,8 @@ async def test_run_recorded_before_whole_scopes_is_matched_on_its_four_fields(
     memory: Memory,
 ) -> None:
     from memseal.ledger.entry import make_draft
-    from memseal.replay.identity import ScopeIdentity
-    from memseal.replay.memo import acquire, release
+    from memseal.replay.runs.identity import ScopeIdentity
+    from memseal.replay.runs.memo import acquire, release
 
     # A run_started entry as runs recorded it before: place, reach, writes and floor only.
     known = ScopeIdentity.of(WRITER)

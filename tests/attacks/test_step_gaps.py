@@ -23,7 +23,7 @@ from _runs_support import FailOnce, ServerThread, assert_error, exported
 
 from memseal import Conflict, StorageError, ToolScope
 from memseal.memory import Memory
-from memseal.replay.bundle import verify_bundle
+from memseal.replay.evidence.bundle import verify_bundle
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
 PLACE = "team:acme/agent:writer"

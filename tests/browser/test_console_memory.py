@@ -18,7 +18,7 @@ from browser.console_support import (
     sign_in,
 )
 
-from memseal.replay.bundle import verify_bundle
+from memseal.replay.evidence.bundle import verify_bundle
 
 FORGET_TEXT = "the acme test card number is 4242"
 

@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memseal.replay.bundle import VerifiedBundle, encode_bundle, export_bundle, verify_bundle
+from memseal.replay.evidence.bundle import (
+    VerifiedBundle,
+    encode_bundle,
+    export_bundle,
+    verify_bundle,
+)
 
 if TYPE_CHECKING:
     from memseal import Memory

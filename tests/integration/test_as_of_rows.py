@@ -20,7 +20,7 @@ from memseal.engine import Conversation, Learning, Turn
 from memseal.engine._schema import HASHED
 from memseal.engine.events import ENGINE_KINDS
 from memseal.ledger.store import SqlStore
-from memseal.replay._temp_log import Source, TempLog
+from memseal.replay.evidence._temp_log import Source, TempLog
 
 WORDS = ["tea", "coffee", "deploy", "friday", "march", "berlin"]
 

@@ -21,8 +21,13 @@ from memseal._bundle_update import local_key, update
 from memseal.engine import HashingEmbedder
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.note import sign_note
-from memseal.replay.bundle import encode_bundle, export_bundle, manifest_text, verify_bundle
-from memseal.replay.regress import regress
+from memseal.replay.evidence.bundle import (
+    encode_bundle,
+    export_bundle,
+    manifest_text,
+    verify_bundle,
+)
+from memseal.replay.regress.regress import regress
 
 
 @pytest.mark.parametrize("mode", ["exact", "hybrid"])

@@ -33,20 +33,20 @@ import memseal
 from memseal import InvalidRequest
 from memseal.engine import HashingEmbedder
 from memseal.ledger.errors import VerificationError
-from memseal.replay.bundle import (
+from memseal.replay.evidence.bundle import (
     Bundle,
     decode_bundle,
     encode_bundle,
     export_bundle,
     verify_bundle,
 )
-from memseal.replay.read_proof import (
+from memseal.replay.evidence.read_proof import (
     decode_read_proof,
     encode_read_proof,
     prove_read_from_bundle,
     verify_read,
 )
-from memseal.replay.regress import regress
+from memseal.replay.regress.regress import regress
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "tests/vectors/bundles"

@@ -18,8 +18,13 @@ import pytest
 from test_service_support import ServerThread
 
 import memseal
-from memseal.replay.bundle import decode_bundle, encode_bundle, export_bundle, verify_bundle
-from memseal.replay.read_proof import (
+from memseal.replay.evidence.bundle import (
+    decode_bundle,
+    encode_bundle,
+    export_bundle,
+    verify_bundle,
+)
+from memseal.replay.evidence.read_proof import (
     decode_read_proof,
     encode_read_proof,
     prove_read_from_bundle,
@@ -155,7 +160,7 @@ def test_a_forget_after_the_export_read_a_text_makes_the_route_export_again(
     # The other order: the export read the text, then a forget committed before the route
     # answered. The bundle would be consistent with its checkpoint, but privacy wins: the
     # route sees the stored payload changed and makes the bundle again.
-    import memseal.replay.bundle as bundles
+    import memseal.replay.evidence.bundle as bundles
 
     secret = "the intern's home address is 12 Elm Row"
     with ServerThread(tmp_path / "svc") as server:

@@ -23,8 +23,8 @@ import memseal
 from memseal._bundle_update import UpdateRefused, local_key, update
 from memseal.engine import HashingEmbedder
 from memseal.ledger.folder import DataFolder
-from memseal.replay.bundle import VerifiedBundle, verify_bundle
-from memseal.replay.regress import regress
+from memseal.replay.evidence.bundle import VerifiedBundle, verify_bundle
+from memseal.replay.regress.regress import regress
 
 
 @pytest.fixture(scope="module")

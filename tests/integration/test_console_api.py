@@ -194,7 +194,7 @@ def test_an_auditor_lists_and_searches_only_the_items_in_its_reach(server: Serve
 
 
 def test_an_auditor_exports_the_bundle_of_a_run_in_its_reach_only(server: ServerThread) -> None:
-    from memseal.replay.bundle import verify_bundle
+    from memseal.replay.evidence.bundle import verify_bundle
 
     writer = server.client(server.token("agent", "team:exp/agent:w"))
     team = server.client(server.token("agent", "team:exp"))

@@ -18,8 +18,8 @@ from bundle_support import run_bundle
 
 import memseal
 from memseal.engine import HashingEmbedder
-from memseal.replay.read_proof import verify_read
-from memseal.replay.regress import regress
+from memseal.replay.evidence.read_proof import verify_read
+from memseal.replay.regress.regress import regress
 
 SCOPE = memseal.ToolScope.placed_at("user:dana")
 OLD = "My team lead at the office is Priya."

@@ -11,7 +11,7 @@ import memseal
 from memseal import ToolScope
 from memseal.ledger.keys import key_history
 from memseal.memory import Memory
-from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
+from memseal.replay.evidence.bundle import encode_bundle, export_bundle, verify_bundle
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
 A = "alpha secret: the vault code is 7741 for the deploy"

@@ -21,7 +21,7 @@ import pytest
 import memseal
 from memseal.engine import HashingEmbedder
 from memseal.engine._vectors import VectorCache
-from memseal.replay.read_proof import verify_read
+from memseal.replay.evidence.read_proof import verify_read
 
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")
 TEXTS = ("the deploy key lives in vault", "deploy on tuesdays", "the key to the office")

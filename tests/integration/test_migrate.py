@@ -30,7 +30,7 @@ from memseal.cli import main
 from memseal.engine import HashingEmbedder, Learning
 from memseal.ledger.errors import StorageError
 from memseal.memory import STORE_ENV, open_audit
-from memseal.replay.memo import hits_of
+from memseal.replay.runs.memo import hits_of
 
 needs_postgres = pytest.mark.skipif(
     not POSTGRES,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memseal.replay.bundle import encode_bundle
+from memseal.replay.evidence.bundle import encode_bundle
 
 pytest_plugins = ["pytester"]
 
@@ -19,7 +19,7 @@ pytest_plugins = ["pytester"]
 PLUGIN = (
     ()
     if any(e.name == "memseal" for e in entry_points(group="pytest11"))
-    else ("-p", "memseal.replay.pytest_plugin")
+    else ("-p", "memseal.replay.regress.pytest_plugin")
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ from test_service_support import ServerThread, assert_error
 import memseal
 from memseal import InvalidRequest, NotFound, ToolScope
 from memseal.engine import HashingEmbedder
-from memseal.replay.read_proof import (
+from memseal.replay.evidence.read_proof import (
     FORMAT,
     ReadProofError,
     decode_read_proof,

@@ -24,9 +24,13 @@ from memseal.cli.pgcopy import migrate
 from memseal.engine import SQLITE_RANKED_BELOW, HashingEmbedder
 from memseal.ledger.errors import StorageError
 from memseal.memory import STORE_ENV
-from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
-from memseal.replay.read_proof import encode_read_proof, prove_read_from_bundle, verify_read
-from memseal.replay.regress import regress
+from memseal.replay.evidence.bundle import encode_bundle, export_bundle, verify_bundle
+from memseal.replay.evidence.read_proof import (
+    encode_read_proof,
+    prove_read_from_bundle,
+    verify_read,
+)
+from memseal.replay.regress.regress import regress
 
 pytestmark = pytest.mark.skipif(
     not POSTGRES,

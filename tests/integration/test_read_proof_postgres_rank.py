@@ -18,7 +18,7 @@ from close_texts import READS, SCOPE, STORES, WORDS, record_close
 
 import memseal
 from memseal.engine import HashingEmbedder
-from memseal.replay.read_proof import verify_read
+from memseal.replay.evidence.read_proof import verify_read
 
 
 @pytest.mark.parametrize("mode", ["exact", "hybrid"])

@@ -15,8 +15,8 @@ from pathlib import Path
 from test_service_support import ServerThread, assert_error
 
 from memseal.engine import HashingEmbedder
-from memseal.replay.bundle import decode_bundle, verify_bundle
-from memseal.replay.read_proof import (
+from memseal.replay.evidence.bundle import decode_bundle, verify_bundle
+from memseal.replay.evidence.read_proof import (
     decode_read_proof,
     encode_read_proof,
     prove_read_from_bundle,

@@ -20,7 +20,7 @@ import pytest
 import memseal
 from memseal.ledger.sqlite import SqliteLogStore
 from memseal.ledger.store import observing_sizes
-from memseal.replay.read_proof import verify_read
+from memseal.replay.evidence.read_proof import verify_read
 from memseal.tools import MemoryTools
 
 SCOPE = memseal.ToolScope.placed_at("team:acme/agent:writer")

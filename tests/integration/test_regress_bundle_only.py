@@ -25,8 +25,13 @@ import memseal
 from memseal.engine._item_rows import got_from_rows
 from memseal.engine._ranking import exact
 from memseal.engine.results import Got
-from memseal.replay.bundle import VerifiedBundle, encode_bundle, export_bundle, verify_bundle
-from memseal.replay.regress import RegressReport, regress
+from memseal.replay.evidence.bundle import (
+    VerifiedBundle,
+    encode_bundle,
+    export_bundle,
+    verify_bundle,
+)
+from memseal.replay.regress.regress import RegressReport, regress
 
 TEXTS = ["the ledger store", "a ledger proof", "ledger keys ledger", "the memory ledger"]
 

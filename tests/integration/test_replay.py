@@ -20,7 +20,7 @@ import pytest
 import memseal
 from memseal import ProvenanceError, ReplayDivergence, ToolScope
 from memseal.memory import Memory
-from memseal.replay.calls import decode_tool_call
+from memseal.replay.runs.calls import decode_tool_call
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
 MESSAGE = "memory memo missing matching signed provenance"

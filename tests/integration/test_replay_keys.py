@@ -27,8 +27,8 @@ import memseal
 from memseal import InvalidRequest, ReplayDivergence, ToolScope
 from memseal.ledger.keys import key_history
 from memseal.memory import Memory
-from memseal.replay.bundle import encode_bundle, export_bundle, verify_bundle
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.evidence.bundle import encode_bundle, export_bundle, verify_bundle
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")
 STORE = {"learning": {"text": "the deploy key lives in vault path ops/deploy"}}

@@ -19,8 +19,8 @@ from memseal import ToolScope
 from memseal.engine import HashingEmbedder
 from memseal.ledger.errors import InvalidRequest, ReplayDivergence
 from memseal.ledger.keys import key_history
-from memseal.replay.bundle import encode_bundle, export_bundle
-from memseal.replay.replayer import Replayer, ReplayRun
+from memseal.replay.evidence.bundle import encode_bundle, export_bundle
+from memseal.replay.regress.replayer import Replayer, ReplayRun
 
 pytest_plugins = ["pytester"]
 
@@ -28,7 +28,7 @@ pytest_plugins = ["pytester"]
 PLUGIN = (
     ()
     if any(e.name == "memseal" for e in entry_points(group="pytest11"))
-    else ("-p", "memseal.replay.pytest_plugin")
+    else ("-p", "memseal.replay.regress.pytest_plugin")
 )
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")

@@ -12,8 +12,8 @@ from urllib.parse import quote
 import pytest
 from test_service_support import ServerThread, assert_error
 
-from memseal.replay.bundle import verify_bundle
-from memseal.replay.read_proof import decode_read_proof
+from memseal.replay.evidence.bundle import verify_bundle
+from memseal.replay.evidence.read_proof import decode_read_proof
 
 RUN = "job/nightly/7"
 ODD = "a/tools/b/export"  # names that look like the routes' own suffixes

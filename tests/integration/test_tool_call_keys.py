@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 import memseal
 from memseal.memory import STORE_ENV, Memory
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 from memseal.tools import ToolScope
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memseal
-from memseal.replay.calls import TOOL_CALL, decode_tool_call
+from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 from memseal.tools import ToolScope
 
 SCOPE = ToolScope.placed_at("team:acme/agent:writer")

@@ -1,7 +1,8 @@
 """The public surface of memseal and its four layers, pinned.
 
 Each layer package, and each package inside one (``memseal.tools.lifecycle``,
-the agent memory lifecycle), re-exports its public names from ``__init__.py``
+the agent memory lifecycle; the replay floors ``runs``, ``evidence`` and
+``regress``), re-exports its public names from ``__init__.py``
 and lists them in ``__all__``. This pins those lists, so adding, dropping or renaming a
 public name is a deliberate edit here and not a side effect of a refactor
 (the same check httpx keeps in ``tests/test_exported_members.py``).
@@ -314,6 +315,45 @@ PINNED: dict[str, list[str]] = {
         "split_result",
         "verify_bundle",
         "verify_read",
+    ],
+    "memseal.replay.evidence": [
+        "BUNDLE_FORMAT",
+        "READ_PROOF_FORMAT",
+        "Bundle",
+        "ReadProof",
+        "ReadProofError",
+        "VerifiedBundle",
+        "VerifiedRead",
+        "decode_bundle",
+        "encode_bundle",
+        "export_bundle",
+        "prove_read",
+        "prove_read_from_bundle",
+        "verify_bundle",
+        "verify_read",
+    ],
+    "memseal.replay.regress": ["RegressReport", "ReplayRun", "Replayer", "regress"],
+    "memseal.replay.runs": [
+        "MODES",
+        "RUN_FORKED",
+        "RUN_STARTED",
+        "TOOL_CALL",
+        "Change",
+        "Mode",
+        "Prepared",
+        "Preparer",
+        "Run",
+        "RunForked",
+        "RunStarted",
+        "ScopeIdentity",
+        "ToolCall",
+        "Verified",
+        "check_memo",
+        "fingerprint",
+        "input_hash",
+        "memo_key",
+        "new_run_id",
+        "split_result",
     ],
 }
 

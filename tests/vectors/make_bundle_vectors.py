@@ -52,7 +52,7 @@ import memseal
 from memseal.engine import HashingEmbedder
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.keys import key_history
-from memseal.replay.bundle import (
+from memseal.replay.evidence.bundle import (
     Bundle,
     encode_bundle,
     export_bundle,

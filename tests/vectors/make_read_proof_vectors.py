@@ -38,7 +38,7 @@ from read_proof_support import FETCH, LIST, edit, prove, record, without  # noqa
 
 from memseal.ledger.errors import VerificationError  # noqa: E402
 from memseal.ledger.note import NoteSigner, sign_note, split_note  # noqa: E402
-from memseal.replay.read_proof import decode_read_proof, verify_read  # noqa: E402
+from memseal.replay.evidence.read_proof import decode_read_proof, verify_read  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "read_proofs"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memseal.ledger.errors import VerificationError
-from memseal.replay.read_proof import verify_read
+from memseal.replay.evidence.read_proof import verify_read
 
 VECTORS = Path(__file__).resolve().parent / "read_proofs"
 EXPECTED: dict[str, dict[str, object] | None] = json.loads(

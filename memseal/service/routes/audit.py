@@ -36,7 +36,7 @@ from fastapi.responses import Response
 
 from memseal.engine import Engine
 from memseal.ledger.errors import NotFound
-from memseal.replay.as_of import AsOfView
+from memseal.replay.evidence.as_of import AsOfView
 
 from ..deps import Auditor, MemoryDep, ServiceDep
 from ..history import AsOf

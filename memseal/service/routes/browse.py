@@ -23,7 +23,7 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from memseal.engine import Reach
-from memseal.replay.memo import hits_of
+from memseal.replay.runs.memo import hits_of
 
 from ..deps import Auditor, MemoryDep, principal
 from ..models import json_response

@@ -23,7 +23,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from memseal.ledger.errors import Conflict, NotFound, VerificationError
 from memseal.memory import Memory
-from memseal.replay.read_proof import decode_read_proof, verify_read
+from memseal.replay.evidence.read_proof import decode_read_proof, verify_read
 
 from ..deps import Agent, KeyHeader, MemoryDep, Revalidate, ServiceDep, StepHeader, role
 from ..errors import ApiError
@@ -118,7 +118,7 @@ async def export_run(
     \f
     The session bundle of ``run_id``, as a download.
     """
-    from memseal.replay.bundle import encode_bundle, export_bundle
+    from memseal.replay.evidence.bundle import encode_bundle, export_bundle
 
     if who.role == "agent":
         if not await service.runs.check_owner(run_id, who.scope):

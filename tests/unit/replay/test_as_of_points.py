@@ -13,7 +13,7 @@ import pytest
 
 from memseal.cli.main import main
 from memseal.ledger.errors import InvalidRequest
-from memseal.replay.as_of import _when, parse_count, parse_rfc3339
+from memseal.replay.evidence.as_of import _when, parse_count, parse_rfc3339
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,15 @@ import pytest
 import memseal
 from memseal.ledger.errors import InvalidRequest, ReplayDivergence, VerificationError
 from memseal.ledger.keys import key_history
-from memseal.replay.bundle import FORMAT, decode_bundle, encode_bundle, export_bundle, verify_bundle
-from memseal.replay.regress import regress
-from memseal.replay.replayer import Replayer
+from memseal.replay.evidence.bundle import (
+    FORMAT,
+    decode_bundle,
+    encode_bundle,
+    export_bundle,
+    verify_bundle,
+)
+from memseal.replay.regress.regress import regress
+from memseal.replay.regress.replayer import Replayer
 
 ROOT = Path(__file__).resolve().parents[3]
 VECTORS = ROOT / "tests/vectors/bundles"

@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from memseal.ledger.errors import InvalidRequest
-from memseal.replay._sent import MAX_KEY_CHARS, check_key
-from memseal.replay.calls import ToolCall, decode_tool_call
-from memseal.replay.identity import ScopeIdentity, fingerprint
+from memseal.replay.runs._sent import MAX_KEY_CHARS, check_key
+from memseal.replay.runs.calls import ToolCall, decode_tool_call
+from memseal.replay.runs.identity import ScopeIdentity, fingerprint
 
 SECRET = b"s" * 32
 SCOPE = ScopeIdentity(place="team:acme", reach=None, writes=True, floor="unverified")

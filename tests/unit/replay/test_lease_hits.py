@@ -10,7 +10,7 @@ import pytest
 
 import memseal
 from memseal.ledger.errors import StorageError
-from memseal.replay import _lease, memo
+from memseal.replay.runs import _lease, memo
 from memseal.tools import ToolScope
 
 SCOPE = ToolScope.placed_at("team:hits/agent:a")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from memseal.ledger.errors import VerificationError
-from memseal.replay._read_proof_compare import compare
-from memseal.replay._read_proof_format import (
+from memseal.replay.evidence._read_proof_compare import compare
+from memseal.replay.evidence._read_proof_format import (
     FORMAT,
     ReadProof,
     ReadProofError,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memseal.replay.identity import ScopeIdentity, fingerprint, input_hash, memo_key
-from memseal.replay.results import TEXT_REF, restore, result_hash, split, text_salts
+from memseal.replay.runs.identity import ScopeIdentity, fingerprint, input_hash, memo_key
+from memseal.replay.runs.results import TEXT_REF, restore, result_hash, split, text_salts
 
 RESULT = {
     "hits": [

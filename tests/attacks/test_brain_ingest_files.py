@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ import memseal
 from memseal.memory import Memory
 from memseal.tools import ToolScope
 from memseal.tools.lifecycle import Brain, IngestReport
+from memseal.tools.lifecycle._files import read_inside
 
 PLACE = "team:acme/brain:handbook"
 SCOPE = ToolScope.placed_at(PLACE)
@@ -176,6 +178,70 @@ async def test_folder_links_that_loop_end_the_walk(memory: Memory, tmp_path: Pat
     assert "not followed" in skipped["sub/again"]
     assert "link loop" in skipped["self.md"]
     assert report.documents == 2  # leave.md and sub/notes.txt, each once
+
+
+def _remove_nested(top: Path, name: str, depth: int) -> None:
+    """Remove ``depth`` nested folders ``name`` under ``top``, deepest first, without
+    recursion (shutil.rmtree recurses once per level)."""
+    for level in range(depth, 0, -1):
+        path = top.joinpath(*[name] * level)
+        for child in path.iterdir():
+            child.unlink()
+        path.rmdir()
+
+
+async def test_a_folder_nested_deeper_than_a_walk_recurses_is_skipped_and_reported(
+    memory: Memory, tmp_path: Path
+) -> None:
+    # os.walk recurses once per level: 1,100 levels were a RecursionError out of ingest.
+    docs = _folder(tmp_path)
+    depth = 1100
+    for level in range(1, depth + 1):  # Path.mkdir(parents=True) recurses too
+        docs.joinpath(*["a"] * level).mkdir()
+    bottom = docs.joinpath(*["a"] * depth)
+    (bottom / "deep.md").write_text(SECRET + "\n")
+    (docs / "a" / "near.md").write_text("Badges come from reception.\n")
+    try:
+        report = await _ingest(memory, docs)
+        skipped = _skipped(report)
+        too_deep = [(path, why) for path, why in skipped.items() if "deeper than" in why]
+        assert len(too_deep) == 1 and "not walked" in too_deep[0][1], skipped
+        assert too_deep[0][0].startswith("a/a/") and len(too_deep[0][0].split("/")) < depth
+        assert report.documents == 2  # leave.md and a/near.md
+        assert not any(SECRET in text for text in await _texts(memory))
+    finally:
+        _remove_nested(docs, "a", depth)
+
+
+async def test_a_folder_swapped_for_a_link_mid_ingest_leads_no_read_outside(
+    memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Whoever can write the folder's parent swaps the folder for a link to a secret
+    # folder once the walk has begun: the files read are still the folder's own.
+    share = tmp_path / "share"
+    share.mkdir()
+    docs = share / "docs"
+    docs.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("a.md", "b.md"):
+        (docs / name).write_text(f"Harmless note {name}.\n")
+        (outside / name).write_text(f"{SECRET} ({name})\n")
+    reads: list[object] = []
+
+    def swapping(*args: Any, **kwargs: Any) -> str:
+        if not reads:
+            docs.rename(share / "old")
+            docs.symlink_to(outside)
+        reads.append(args)
+        return read_inside(*args, **kwargs)
+
+    monkeypatch.setattr("memseal.tools.lifecycle.brain.read_inside", swapping)
+    report = await _ingest(memory, docs)
+    assert len(reads) == 2 and report.documents == 2
+    texts = await _texts(memory)
+    assert sorted(texts) == ["Harmless note a.md.", "Harmless note b.md."], texts
+    await memory.verify(deep=True)
 
 
 # The CLI's own entry point, in a child bounded to 2 GiB of address space.

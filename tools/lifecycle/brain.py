@@ -33,7 +33,6 @@ never forgets an ancestor's memory.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import secrets
 import unicodedata
@@ -50,7 +49,7 @@ from memseal.ledger.errors import InvalidRequest
 
 from ..scope import ToolScope
 from ._chunking import DEFAULT_BUDGET, Chunk, DocKind, chunk_text, kind_of
-from ._files import read_inside, read_named, walk_folder
+from ._files import held_folder, read_inside, read_named, walk_folder
 
 __all__ = [
     "BRAIN_TAG",
@@ -293,25 +292,26 @@ class Brain:
     ) -> tuple[list[_Plan], list[tuple[str, str]]]:
         plans: list[_Plan] = []
         skipped: list[tuple[str, str]] = []
-        # Files are opened under the folder's real path: a link is followed only to a
-        # file inside it, and only regular files are read (see ._files).
-        root = os.path.realpath(folder)
-        for relative, why in walk_folder(folder):
-            if why is not None:
-                skipped.append((relative, why))
-                continue
-            kind = kind_of(relative.rsplit("/", 1)[-1])
-            if kind is None:
-                skipped.append((relative, "not a markdown, text or source file"))
-                continue
-            try:
-                doc = _doc_id(relative if prefix is None else f"{prefix}/{relative}")
-                text = read_inside(root, relative, _MAX_FILE_BYTES)
-                chunks = self._chunks(text, doc, kind)
-            except InvalidRequest as exc:
-                skipped.append((relative, str(exc)))
-                continue
-            plans.append(_Plan(doc=doc, chunks=tuple(chunks)))
+        # The folder is opened once and every walk and read goes from that descriptor: a
+        # link is followed only to a file inside it, only regular files are read, and a
+        # folder swapped for a link mid-ingest leads nowhere outside (see ._files).
+        with held_folder(folder) as held:
+            for relative, why in walk_folder(held):
+                if why is not None:
+                    skipped.append((relative, why))
+                    continue
+                kind = kind_of(relative.rsplit("/", 1)[-1])
+                if kind is None:
+                    skipped.append((relative, "not a markdown, text or source file"))
+                    continue
+                try:
+                    doc = _doc_id(relative if prefix is None else f"{prefix}/{relative}")
+                    text = read_inside(held, relative, _MAX_FILE_BYTES)
+                    chunks = self._chunks(text, doc, kind)
+                except InvalidRequest as exc:
+                    skipped.append((relative, str(exc)))
+                    continue
+                plans.append(_Plan(doc=doc, chunks=tuple(chunks)))
         return plans, skipped
 
     def _tools(self, run_id: str | None) -> RecordedCalls:

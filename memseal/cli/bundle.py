@@ -15,7 +15,6 @@ import asyncio
 import sys
 from pathlib import Path
 
-from memseal._bundle_update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
 from memseal.cli.options import FAILED, OK, USAGE, open_data, store_options, store_url
 from memseal.cli.trust import trust_text
 from memseal.engine.embedders import Embedder
@@ -29,6 +28,7 @@ from memseal.replay.evidence.bundle import (
     export_bundle,
     verify_bundle,
 )
+from memseal.replay.regress._update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
 from memseal.replay.regress.regress import DEFAULT_TOLERANCE, embedder_for, regress
 
 __all__ = ["add_verbs", "verify_bundle_file"]

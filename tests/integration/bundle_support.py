@@ -19,7 +19,7 @@ from memseal.replay.evidence.bundle import (
 
 if TYPE_CHECKING:
     from memseal import Memory
-    from memseal._bundle_update import Updated
+    from memseal.replay.regress._update import Updated
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

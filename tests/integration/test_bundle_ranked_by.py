@@ -17,7 +17,6 @@ import pytest
 from close_texts import READS, SCOPE, STORES, record_close
 
 import memseal
-from memseal._bundle_update import local_key, update
 from memseal.engine import HashingEmbedder
 from memseal.ledger.errors import VerificationError
 from memseal.ledger.note import sign_note
@@ -27,6 +26,7 @@ from memseal.replay.evidence.bundle import (
     manifest_text,
     verify_bundle,
 )
+from memseal.replay.regress._update import local_key, update
 from memseal.replay.regress.regress import regress
 
 

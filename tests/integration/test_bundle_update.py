@@ -20,10 +20,10 @@ from bundle_support import (
 from close_texts import READS, SCOPE, STORES, record_close
 
 import memseal
-from memseal._bundle_update import UpdateRefused, local_key, update
 from memseal.engine import HashingEmbedder
 from memseal.ledger.folder import DataFolder
 from memseal.replay.evidence.bundle import VerifiedBundle, verify_bundle
+from memseal.replay.regress._update import UpdateRefused, local_key, update
 from memseal.replay.regress.regress import regress
 
 

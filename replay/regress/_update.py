@@ -10,8 +10,9 @@ first use), and records the run in it again:
    make the recorded item ids; from the bundle alone the local key's secret
    is used, so the run's own writes make new ids).
 2. The memory the run saw is re-applied into it entry by entry, with the
-   regression replay's pieces (:mod:`memseal.replay.regress._reexec`: the same entry sources and
-   the same temporary-log copying), so every call sees the state it observed.
+   regression replay's pieces (:mod:`._reexec`: the same entry sources, and
+   :mod:`memseal.replay.evidence._temp_log`: the same temporary-log copying), so
+   every call sees the state it observed.
    The old run's own entries are not copied: the new run's stand in for them
    (and gap entries keep later seqs, hence ``ledger_ref``, where they were).
 3. Every recorded call is made again, in order, through a real :class:`Run`
@@ -19,6 +20,12 @@ first use), and records the run in it again:
    writes are re-executed and replace the recorded ones.
 4. The run is exported with :func:`export_bundle` (a fresh checkpoint signed
    by the local key), and the temporary folder is deleted.
+
+The temporary folder is opened here from the layers' own parts (the ledger's
+``open_log``, the engine, a :class:`Run`), not through ``memseal.open``: this
+floor stands below the top layer, and the folder needs none of what ``open``
+adds for a host (the store chosen by the environment, as-of views, a location
+record).
 
 The new bundle verifies with ``--trust`` the local key's vkey and replays to
 its own results. A bundle holding memory forgotten since (its text is erased
@@ -43,6 +50,7 @@ from typing import Any
 
 import msgspec
 
+from memseal.engine import Engine
 from memseal.engine.embedders import Embedder
 from memseal.engine.events import (
     Keyring,
@@ -52,25 +60,25 @@ from memseal.engine.events import (
     decode_stored_payload,
 )
 from memseal.engine.items import Content, Conversation, Document, Learning
+from memseal.ledger import CheckpointPolicy
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.keys import create_keys, key_files_exist, key_history, load_keys
-from memseal.memory import FOLDER_STORE
-from memseal.memory import _open as open_memory
+from memseal.ledger.log import Ledger
+from memseal.ledger.opening import LogLocation, OpenedLog, open_log
+from memseal.ledger.store import SqlStore
 from memseal.replay.evidence._bundle_format import run_scope
 from memseal.replay.evidence._temp_log import Source, TempLog, clock_for, parse_time
 from memseal.replay.evidence.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
-from memseal.replay.regress._reexec import (
-    BundleSource,
-    Cursors,
-    FolderSource,
-    check_folder,
-    open_against,
-)
-from memseal.replay.regress.regress import ranked_as
 from memseal.replay.runs.calls import RUN_STARTED
-from memseal.replay.runs.run import RECORDED_ERRORS
+from memseal.replay.runs.identity import ScopeIdentity
+from memseal.replay.runs.memo import ddl_for as memo_ddl_for
+from memseal.replay.runs.run import RECORDED_ERRORS, Run
+from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
+
+from ._reexec import BundleSource, Cursors, FolderSource, check_folder, open_against
+from .regress import ranked_as
 
 __all__ = ["DEFAULT_KEY_FOLDER", "UpdateRefused", "Updated", "local_key", "update"]
 
@@ -151,37 +159,93 @@ async def update(
             # The re-recorded reads rank full text as the recording's store did.
             ranks_as = ranked_as(verified)
             log = TempLog(data, b"", embedder, ranks_as=ranks_as)
-            memory = await open_memory(
-                data,
-                store=FOLDER_STORE,  # the temporary folder's own file, whatever MEMSEAL_STORE says
-                create=False,
-                clock=log.clock,
-                checkpoint_every=None,
-                checkpoint_interval=None,
-                embedder=embedder,
-                ranks_as=ranks_as,
-            )
+            recording = await _Recording.open(data, log, embedder, ranks_as)
             try:
                 log.store, log.ledger, log.engine = (
-                    memory.ledger.store,
-                    memory.ledger,
-                    memory.engine,
+                    recording.ledger.store,
+                    recording.ledger,
+                    recording.engine,
                 )
-                await _record(verified, source, log, memory.run, scope, notes)
+                await _record(verified, source, log, recording.run, scope, notes)
                 bundle = await export_bundle(
-                    memory.ledger,
+                    recording.ledger,
                     key_history(data),
                     verified.run_id,
-                    embedders=await memory.engine.embedders(),
+                    embedders=await recording.engine.embedders(),
                     ranked_by=ranks_as,
                 )
-                vkey = memory.vkey
+                vkey = recording.ledger.store.signer.verifier.text
             finally:
-                await memory.close()
+                await recording.close()
     finally:
         if folder_source is not None:
             await folder_source.store.close()
     return Updated(bundle=bundle, vkey=vkey, notes=notes)
+
+
+class _Recording:
+    """The temporary folder opened for the new run: its ledger (signed by the local key),
+    the engine over it, and the runs it makes."""
+
+    def __init__(self, opened: OpenedLog, ledger: Ledger, engine: Engine) -> None:
+        self.opened, self.ledger, self.engine = opened, ledger, engine
+
+    @classmethod
+    async def open(
+        cls, data: Path, log: TempLog, embedder: Embedder | None, ranks_as: str
+    ) -> _Recording:
+        # The folder's own SQLite file, whatever MEMSEAL_STORE says; its clock is the
+        # copied entry's (log.clock), and it cuts no checkpoint but the export's.
+        opened = await open_log(
+            LogLocation(folder=data), create=False, clock=log.clock, schema=_schema
+        )
+        try:
+            policy = CheckpointPolicy(origin=opened.origin, every=None, interval=None)
+            ledger = Ledger(opened.store, opened.history[0], policy)
+        except BaseException:
+            await opened.store.close()
+            raise
+        try:
+            engine = await Engine.open(
+                ledger,
+                opened.store,
+                opened.keys.secret,
+                clock=log.clock,
+                embedder=embedder,
+                ranks_as=ranks_as,
+            )
+        except BaseException:
+            await ledger.close()
+            raise
+        ledger.start()
+        return cls(opened, ledger, engine)
+
+    def run(self, run_id: str, scope: ToolScope, *, mode: str) -> Run:
+        """A run over the folder, as ``Memory.run`` makes one."""
+        return Run(
+            run_id=run_id,
+            mode=mode,
+            tools=MemoryTools(self.engine, scope),
+            scope=ScopeIdentity.of(scope),
+            ledger=self.ledger,
+            store=self.ledger.store,
+            secret=self.opened.keys.secret,
+            keys=self.opened.history,
+            owner="memseal-replay-update",
+        )
+
+    async def close(self) -> None:
+        try:
+            await self.engine.close()
+        finally:
+            await self.ledger.close()
+
+
+def _schema(store: SqlStore) -> None:
+    """The tables a run writes: the engine's and the memo table (a re-recording serves
+    no as-of view, so it needs none of their tables)."""
+    Engine.register_schema(store)
+    store.add_schema(memo_ddl_for(store.dialect))
 
 
 async def _record(

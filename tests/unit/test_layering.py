@@ -1,5 +1,10 @@
 """Imports go one way: ledger <- engine <- tools <- replay <- memseal.
 
+Inside replay, three floors go one way too: ``replay.runs`` <- ``replay.evidence``
+<- ``replay.regress``. A floor may import the layers below replay, itself and
+the floors below it; never a floor above, nor ``memseal.replay`` itself (the
+package's face imports every floor). Every replay module lives on a floor.
+
 Every import in a layer's files is read: module level or inside a function,
 absolute or relative (resolved against the file's own package), and the
 ``importlib.import_module`` / ``__import__`` calls that name a module as a
@@ -19,6 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDER = ["ledger", "engine", "tools", "replay"]
+FLOORS = ["runs", "evidence", "regress"]  # inside replay/, the lowest first
 WEB = {"fastapi", "uvicorn", "starlette", "httpx"}
 _DYNAMIC = {"import_module", "__import__"}
 
@@ -99,6 +105,43 @@ def test_a_layer_imports_nothing_above_it(layer: str) -> None:
     assert _offenders(layer) == []
 
 
+def _floor_offence(name: str, floor: str) -> str | None:
+    """Why a module on ``floor`` may not import ``name`` (None: it may, as far as floors go;
+    the layer check above judges everything outside memseal.replay)."""
+    if name != "memseal.replay" and not name.startswith("memseal.replay."):
+        return None
+    allowed = [f"memseal.replay.{f}" for f in FLOORS[: FLOORS.index(floor) + 1]]
+    if any(name == ok or name.startswith(ok + ".") for ok in allowed):
+        return None
+    return "above this floor"
+
+
+def _floor_offenders(floor: str, root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sorted((root / "replay" / floor).rglob("*.py")):
+        for name in sorted(_imports(path, _package_of(path, "replay", root))):
+            why = _floor_offence(name, floor)
+            if why is not None:
+                found.append(f"{path.relative_to(root)} imports {name}: {why}")
+    return found
+
+
+@pytest.mark.parametrize("floor", FLOORS)
+def test_a_replay_floor_imports_no_floor_above_it(floor: str) -> None:
+    assert (ROOT / "replay" / floor / "__init__.py").is_file()
+    assert _floor_offenders(floor) == []
+
+
+def test_every_replay_module_lives_on_a_floor() -> None:
+    # A module dropped beside the floors would belong to none, and no check would hold it.
+    loose = sorted(p.name for p in (ROOT / "replay").glob("*.py") if p.name != "__init__.py")
+    folders = sorted(
+        p.name for p in (ROOT / "replay").iterdir() if p.is_dir() and p.name != "__pycache__"
+    )
+    assert loose == []
+    assert folders == sorted(FLOORS)
+
+
 def test_the_ledger_imports_no_web_framework() -> None:
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
@@ -165,3 +208,36 @@ def test_the_checker_lets_a_layer_import_itself_and_the_layers_below(tmp_path: P
     )
     assert _planted(tmp_path, "replay", source) == []
     assert _planted(tmp_path, "tools", "from memseal.replay import Run\n") != []
+
+
+def _planted_floor(tmp_path: Path, floor: str, source: str) -> list[str]:
+    root = tmp_path / f"floors{len(list(tmp_path.iterdir()))}"
+    path = root / "replay" / floor / "planted.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(source, encoding="utf-8")
+    return _floor_offenders(floor, root)
+
+
+def test_the_checker_catches_a_floor_importing_one_above(tmp_path: Path) -> None:
+    cases = {
+        ("runs", "from memseal.replay.evidence.bundle import Bundle\n"): (
+            "memseal.replay.evidence.bundle"
+        ),
+        ("runs", "def f():\n    from ..regress import regress\n"): "memseal.replay.regress",
+        ("runs", "from memseal.replay import Run\n"): "memseal.replay",
+        ("evidence", "from ..regress._reexec import Cursors\n"): "memseal.replay.regress._reexec",
+        ("evidence", "import memseal.replay.regress.regress\n"): "memseal.replay.regress.regress",
+    }
+    for (floor, source), name in cases.items():
+        found = _planted_floor(tmp_path, floor, source)
+        assert f"replay/{floor}/planted.py imports {name}: above this floor" in found, found
+
+
+def test_the_checker_lets_a_floor_import_itself_and_the_floors_below(tmp_path: Path) -> None:
+    source = (
+        "from memseal.replay.runs.calls import TOOL_CALL\nfrom ..runs import Run\n"
+        "from . import bundle\nfrom .bundle import Bundle\nfrom memseal.tools import ToolScope\n"
+    )
+    assert _planted_floor(tmp_path, "evidence", source) == []
+    assert _planted_floor(tmp_path, "regress", source) == []
+    assert _planted_floor(tmp_path, "runs", "from .calls import TOOL_CALL\n") == []

@@ -24,6 +24,7 @@ from memseal.tools.catalog import WRITE_TOOLS
 
 from ._lease import RunLease
 from ._sent import RECORDED_ERRORS, Sent, as_recorded, error_result, normal, withheld_digest
+from ._steps import StepBook
 from .calls import (
     FORGET_TOOL,
     RUN_FORKED,
@@ -172,7 +173,7 @@ class LiveCalls(RunLease):
 
     _tools: Preparer
     _secret: bytes
-    _reissued: set[int]
+    _steps: StepBook
     _here: set[int]
     _unsized: set[str]
     _stale: set[int]
@@ -236,7 +237,7 @@ class LiveCalls(RunLease):
         recorded, failure = await run_committed(self._store.run, command, settle)
         self._recorded.add(step)
         self._consumed.add(step)
-        self._reissued.discard(step)
+        self._steps.committed(step)
         self._here.add(step)
         self._stale.discard(step)
         self._key_step(step, key)
@@ -311,7 +312,7 @@ class LiveCalls(RunLease):
         """The writer's transaction of one live call: its writes, its entry, its memo."""
         step, prepared = call.step, call.prepared
         opening = self._started_draft() if self._oneshot else None
-        guard = call.supersedes is None and step in self._reissued
+        guard = call.supersedes is None and self._steps.is_reissue(step)
 
         def command(txn: WriteTxn) -> tuple[Any, MemsealError | None]:
             if opening is not None:

@@ -61,6 +61,7 @@ from ._sent import (
     sent_form,
     withheld_digest,
 )
+from ._steps import StepBook
 from .divergence import diverged, field_diff
 from .identity import ScopeIdentity, fingerprint
 from .memo import MemoRow
@@ -152,15 +153,11 @@ class Run(LiveCalls):
         if oneshot and mode != "record":
             raise InvalidRequest("a one-shot run records its single call: mode must be record")
         self._holder = secrets.token_hex(16)
-        self._next = 0
-        # Where unkeyed calls are numbered from: the unkeyed calls' own order, which keyed
-        # calls (replayed in any order) never move, so an unkeyed call is never handed the
-        # step of the unkeyed call after it. It skips the steps keyed calls of this Run
-        # object took; a keyed step no keyed call has claimed yet is not skipped, so an
+        # Which step each call gets: positional and keyed steps, steps given back by a
+        # failed call and handed out again (re-issues). A keyed step no keyed call of this
+        # Run object has claimed yet is not skipped by the unkeyed numbering, so an
         # unkeyed call there still diverges (a host that dropped its keys fails loudly).
-        self._cursor = 0
-        # Steps a keyed call of this Run object chose (replayed, recorded, or in flight).
-        self._keyed_taken: set[int] = set()
+        self._steps = StepBook()
         self._live_from: int | None = None
         self._recorded: set[int] = set()
         #: Steps whose memo row was missing at resume and was put back from the log.
@@ -169,12 +166,6 @@ class Run(LiveCalls):
         # when the step's memo row was tampered with.
         self._signed: dict[int, int] = {}
         self._consumed: set[int] = set()
-        # Steps handed out whose call failed before its entry committed: the next call
-        # takes the lowest of them, so a failure never leaves a gap in the run.
-        self._holes: set[int] = set()
-        # Steps handed out again after such a failure: their entry is written only if no
-        # memo appeared at the step meanwhile (a commit whose outcome was unknown).
-        self._reissued: set[int] = set()
         # Call keys: each recorded key's step (loaded at resume from the signed calls),
         # each keyed step's key, and one lock a key so that its calls run one at a time.
         self._keyed: dict[str, int] = {}
@@ -206,19 +197,12 @@ class Run(LiveCalls):
     @property
     def steps_issued(self) -> int:
         """One more than the highest step handed out so far."""
-        return self._next
+        return self._steps.issued
 
     @property
     def next_step(self) -> int:
         """The step the next :meth:`call` takes (a step freed by a failed call first)."""
-        return min(self._holes) if self._holes else self._unkeyed_from()
-
-    def _unkeyed_from(self) -> int:
-        """The first step from the unkeyed cursor that no keyed call of this run took."""
-        step = self._cursor
-        while step in self._keyed_taken:
-            step += 1
-        return step
+        return self._steps.next_step()
 
     def is_recorded(self, step: int) -> bool:
         """Whether ``step`` has a signed call in this run (recorded, or found at resume)."""
@@ -292,20 +276,17 @@ class Run(LiveCalls):
                 run_id=self.run_id,
                 step=step,
             )
-        expected = max(self._next, self._live_from)
+        expected = max(self._steps.issued, self._live_from)
         if step > expected and step not in self._recorded:
             raise Conflict(
                 f"run {self.run_id!r}: step {step} would leave a gap; the next step is {expected}"
             )
-        self._next = max(self._next, step + 1)
-        self._cursor = max(self._cursor, step + 1)
-        self._holes.discard(step)
+        self._steps.claim(step)
         return await self._call(step, name, arguments, revalidate, key)
 
     def skip_to(self, step: int) -> None:
         """Number the next :meth:`call` from ``step`` on (a reopened run continuing)."""
-        self._next = max(self._next, step)
-        self._cursor = max(self._cursor, step)
+        self._steps.skip_to(step)
 
     def call(
         self,
@@ -335,20 +316,10 @@ class Run(LiveCalls):
         if key is not None:
             return self._call_keyed(key, name, args, revalidate)
         self._reclaim()
-        step = self._take_next()
+        step = self._steps.take()
         pending = self._call_next(step, name, args, revalidate)
         self._unstarted[step] = pending
         return pending
-
-    def _take_next(self) -> int:
-        if self._holes:
-            step = min(self._holes)
-            self._holes.discard(step)
-            return step
-        step = self._unkeyed_from()
-        self._cursor = step + 1
-        self._next = max(self._next, step + 1)
-        return step
 
     async def _call_next(self, step: int, name: Any, arguments: Any, revalidate: bool) -> Any:
         while True:
@@ -358,7 +329,7 @@ class Run(LiveCalls):
                 # Its handed-back step was recorded after all (a cancelled or lost commit
                 # that landed): the run chose the step, so it chooses the next one.
                 self._reclaim()
-                step = self._take_next()
+                step = self._steps.take()
 
     def _reclaim(self) -> None:
         """Hand back each step whose call was cancelled (or closed) before it started."""
@@ -380,7 +351,7 @@ class Run(LiveCalls):
                 # A recorded key's step leaves the unkeyed numbering where it is: the
                 # unkeyed calls skip the steps keyed calls took, so a run mixing both, re-run
                 # with its keyed calls in another order, gives each unkeyed call its own step.
-                self._keyed_taken.add(step)
+                self._steps.keyed(step)
                 try:
                     return await self._call(step, name, arguments, revalidate, key)
                 except Taken:
@@ -390,16 +361,9 @@ class Run(LiveCalls):
         """The step a new keyed call takes: a handed-back one, else the first unrecorded one
         past every step handed out (never a recorded step: that is another call's)."""
         self._reclaim()
-        if self._holes:
-            step = min(self._holes)
-            self._holes.discard(step)
-            return step
-        step = max(self._next, self._live_from or 0)
-        while step in self._recorded and step not in self._stale:
-            step += 1
-        self._next = step + 1
-        self._keyed_taken.add(step)
-        return step
+        return self._steps.take_free(
+            self._live_from or 0, lambda s: s in self._recorded and s not in self._stale
+        )
 
     async def _call(
         self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None
@@ -414,8 +378,7 @@ class Run(LiveCalls):
             async with self._step_locks.setdefault(step, asyncio.Lock()):
                 entered = True
                 # A call that waited here for the step's first call: the step is its own now.
-                self._holes.discard(step)
-                self._next = max(self._next, step + 1)
+                self._steps.entered(step)
                 try:
                     return await self._call_step(step, name, arguments, revalidate, key)
                 except Taken:
@@ -447,16 +410,7 @@ class Run(LiveCalls):
         return found
 
     def _give_back(self, step: int) -> None:
-        self._reissued.add(step)
-        self._keyed_taken.discard(step)
-        if step != self._next - 1:
-            self._holes.add(step)
-            return
-        self._next = step
-        while self._next - 1 in self._holes:
-            self._next -= 1
-            self._holes.discard(self._next)
-        self._cursor = min(self._cursor, self._next)
+        self._steps.give_back(step)
 
     async def _call_step(
         self, step: int, name: Any, arguments: Any, revalidate: bool, key: str | None

@@ -10,7 +10,7 @@ is marked in ``engine_scrub`` until its scrub (see :mod:`._scrub`) is done.
 
 Erasure is per text where the entry allows it. A recorded result's texts sit
 in its payload under salted refs that the signed body carries (``{"$t": ref}``,
-see ``memseal.replay.results``). Each text belongs to the innermost object of
+see ``memseal.replay.runs.results``). Each text belongs to the innermost object of
 the result that names an ``id``; the forget erases the texts of the items it
 forgets and every text no item owns (an answer, a bucket value: memseal cannot
 tell whose words those are), and the arguments (the caller's words, which may

@@ -9,7 +9,7 @@ Every error memseal raises on purpose derives from :class:`MemsealError`::
     ├── VerificationError     a signed fact does not check out (names seq and step)
     │   ├── ProvenanceError   a memo with no matching signed entry
     │   └── ReadProofError    a read proof fails; also names the field
-    │                         (memseal.replay.read_proof, the layer that reads them)
+    │                         (memseal.replay.evidence.read_proof, the layer that reads them)
     ├── ReplayDivergence      a replayed call differs from the recorded one
     ├── Conflict              someone else holds what this call needs (a run lease)
     ├── StorageError          the store failed; driver errors are chained as __cause__

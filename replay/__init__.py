@@ -6,6 +6,12 @@ memos) <- :mod:`.evidence` (bundles, read proofs, the past as of a point) <-
 names are re-exported here; modules whose names start with ``_`` are internal.
 """
 
+import importlib as _importlib
+import sys as _sys
+import types as _types
+from importlib import abc as _abc
+from importlib import machinery as _machinery
+
 from .evidence import (
     BUNDLE_FORMAT,
     READ_PROOF_FORMAT,
@@ -86,3 +92,53 @@ __all__ = [
     "verify_bundle",
     "verify_read",
 ]
+
+
+# -- the public modules' names from before the floors ------------------------------------
+#
+# ``memseal.replay.bundle`` and the other public modules moved onto the floors (issue 40).
+# Hosts import them by their old names too: each old name is the moved module itself,
+# imported only when asked for (``pytest_plugin`` imports pytest, which a host need not
+# have), so ``memseal.replay.bundle.export_bundle is memseal.replay.evidence.bundle...``.
+
+_MOVED: dict[str, str] = {
+    "run": "runs.run",
+    "calls": "runs.calls",
+    "identity": "runs.identity",
+    "memo": "runs.memo",
+    "provenance": "runs.provenance",
+    "results": "runs.results",
+    "divergence": "runs.divergence",
+    "bundle": "evidence.bundle",
+    "read_proof": "evidence.read_proof",
+    "as_of": "evidence.as_of",
+    "regress": "regress.regress",
+    "replayer": "regress.replayer",
+    "pytest_plugin": "regress.pytest_plugin",
+}
+
+
+class _MovedLoader(_abc.Loader):
+    def __init__(self, target: str) -> None:
+        self._target = target
+
+    def create_module(self, spec: _machinery.ModuleSpec) -> _types.ModuleType:
+        return _importlib.import_module(self._target)
+
+    def exec_module(self, module: _types.ModuleType) -> None:
+        """The moved module ran when it was imported under its own name."""
+
+
+class _MovedFinder(_abc.MetaPathFinder):
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> _machinery.ModuleSpec | None:
+        prefix, _, name = fullname.rpartition(".")
+        # "regress" is both a floor and the old module: the floor (a package) wins.
+        if prefix != __name__ or name not in _MOVED or name == "regress":
+            return None
+        return _machinery.ModuleSpec(fullname, _MovedLoader(f"{__name__}.{_MOVED[name]}"))
+
+
+if not any(isinstance(finder, _MovedFinder) for finder in _sys.meta_path):
+    _sys.meta_path.insert(0, _MovedFinder())

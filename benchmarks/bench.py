@@ -88,6 +88,7 @@ import blake3
 import msgspec
 
 # A sibling module: run as a script, this folder is on sys.path.
+from bench_cpu import HEADS, CpuSplit
 from bench_paths import (
     EMBED_WIDTHS,
     EmbedBench,
@@ -362,8 +363,11 @@ class Ours:
 
 
 class Table:
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, str, str, str, str]] = []
+    """The rows, each with its per-call CPU split beside it when ``cpu`` names its window."""
+
+    def __init__(self, split: CpuSplit) -> None:
+        self.split = split
+        self.rows: list[tuple[str, ...]] = []
 
     def add(
         self,
@@ -372,13 +376,15 @@ class Table:
         ratio: str = "",
         target: str = "",
         ok: bool | None = None,
+        cpu: str | None = None,
     ) -> None:
         met = "" if ok is None else ("met" if ok else "not met")
-        self.rows.append((contestant, figure, ratio, target, met))
+        split = ("", "", "") if cpu is None else self.split.cells(cpu)
+        self.rows.append((contestant, figure, ratio, target, met, *split))
 
     def print(self) -> None:
-        heads = ("contestant", "figure", "ratio", "target", "met")
-        widths = [max(len(r[i]) for r in [heads, *self.rows]) for i in range(5)]
+        heads = ("contestant", "figure", "ratio", "target", "met", *HEADS)
+        widths = [max(len(r[i]) for r in [heads, *self.rows]) for i in range(len(heads))]
         print("| " + " | ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)) + " |")
         print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
         for row in self.rows:
@@ -436,8 +442,14 @@ class Paths:
     ``rows`` adds them to the table from the round medians.
     """
 
-    def __init__(self, where: Path, args: argparse.Namespace, stack: contextlib.AsyncExitStack):
-        self.where, self.args, self.stack = where, args, stack
+    def __init__(
+        self,
+        where: Path,
+        args: argparse.Namespace,
+        stack: contextlib.AsyncExitStack,
+        cpu: CpuSplit,
+    ) -> None:
+        self.where, self.args, self.stack, self.cpu = where, args, stack, cpu
         self.http = HttpBench(where / "http", PLACE, args.http_clients)
         self.pg: Ours | None = None
         self.embed: EmbedBench | None = None
@@ -467,15 +479,16 @@ class Paths:
         stores: list[dict[str, Any]],
         fetches: list[dict[str, Any]],
     ) -> dict[str, float]:
-        clients = self.args.http_clients
-        out = {
-            "http_store": await self.http.run("memory_store", stores),
-            "oneshot_store": await oneshot_calls(memory, "memory_store", stores, clients),
-            "http_fetch": await self.http.run("memory_fetch", fetches),
-            "oneshot_fetch": await oneshot_calls(memory, "memory_fetch", fetches, clients),
-        }
+        clients, cpu = self.args.http_clients, self.cpu
+        out = {"http_store": await self.http.run("memory_store", stores)}
+        with cpu.window("oneshot_store", len(stores)):
+            out["oneshot_store"] = await oneshot_calls(memory, "memory_store", stores, clients)
+        out["http_fetch"] = await self.http.run("memory_fetch", fetches)
+        with cpu.window("oneshot_fetch", len(fetches)):
+            out["oneshot_fetch"] = await oneshot_calls(memory, "memory_fetch", fetches, clients)
         if self.pg is not None:
-            out["pg_store"] = await self.pg.store(stores)
+            with cpu.window("pg_store", len(stores)):
+                out["pg_store"] = await self.pg.store(stores)
             out["pg_round_trip_ms"] = postgres_round_trip(self.args.postgres, 200)
         if self.embed is not None:
             out.update(await self.embed.round())
@@ -509,6 +522,7 @@ class Paths:
                 f"  in-process {tool}, a one-shot run each ({clients} in flight)",
                 f"{oneshot:,.0f} calls/s",
                 f"HTTP {m[key] / oneshot:.2f} of it",
+                cpu=f"oneshot_{key.removeprefix('http_')}",
             )
         if self.http.failures:
             t.add("  HTTP answers not 200 (not counted)", f"{self.http.failures}")
@@ -525,6 +539,7 @@ class Paths:
                 f"{ratio:.2f} of SQLite",
                 ">= 0.7 of SQLite",
                 ok=ratio >= 0.7,
+                cpu="pg_store",
             )
             t.add("  PostgreSQL round trip (SELECT 1), p50", f"{m['pg_round_trip_ms']:.3f} ms")
         if self.embed is None:
@@ -581,6 +596,7 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
     floor = Floor(where / "floor.db")
     peer = make_peer(where / "peer.db")
     figures: dict[str, list[float]] = {}
+    cpu = CpuSplit()
 
     def keep(name: str, value: float) -> None:
         figures.setdefault(name, []).append(value)
@@ -600,21 +616,28 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
         seeded = corpus(args.memories)
         for base in range(0, len(seeded), 1_000):
             await memory.engine.store_many(seeded[base : base + 1_000])
-        paths = Paths(where, args, stack)
+        paths = Paths(where, args, stack, cpu)
         await paths.start(seeded)
         fetches = fetch_arguments(n)
         await ours.fetch_unrecorded(fetches)  # warm the page cache and the query path
         for r in range(rounds):
             stores = store_arguments(n, seed=r)
             # Interleaved: each contestant once per round, in turn.
-            keep("floor", floor.run(stores, width))
-            keep("store", await ours.store(stores))
+            # Each throughput window also takes its threads' CPU (bench_cpu.py).
+            with cpu.window("floor", n):
+                keep("floor", floor.run(stores, width))
+            with cpu.window("store", n):
+                keep("store", await ours.store(stores))
             if peer is not None:
                 # At memseal's calls in flight (its threads), and call after call.
-                keep("peer", peer(store_arguments(n, seed=1_000 + r), threads=width))
-                keep("peer_1", peer(store_arguments(n, seed=2_000 + r)))
-            keep("fetch_unrecorded", await ours.fetch_unrecorded(fetches))
-            keep("fetch_recorded", await ours.fetch_recorded(fetches))
+                with cpu.window("peer", n):
+                    keep("peer", peer(store_arguments(n, seed=1_000 + r), threads=width))
+                with cpu.window("peer_1", n):
+                    keep("peer_1", peer(store_arguments(n, seed=2_000 + r)))
+            with cpu.window("fetch_unrecorded", len(fetches)):
+                keep("fetch_unrecorded", await ours.fetch_unrecorded(fetches))
+            with cpu.window("fetch_recorded", len(fetches)):
+                keep("fetch_recorded", await ours.fetch_recorded(fetches))
             direct, live, hit = await ours.sequential(fetches[: args.sequential])
             keep("seq_direct", direct)
             keep("seq_live", live)
@@ -634,8 +657,13 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
     m = {name: statistics.median(values) for name, values in figures.items()}
     cores = os.cpu_count() or 1
 
-    t = Table()
-    t.add(f"bare floor ({width} in flight, one txn)", f"{m['floor']:,.0f} calls/s", "1.00")
+    t = Table(cpu)
+    t.add(
+        f"bare floor ({width} in flight, one txn)",
+        f"{m['floor']:,.0f} calls/s",
+        "1.00",
+        cpu="floor",
+    )
     store_floor = m["store"] / m["floor"]
     t.add(
         f"memseal recorded memory_store ({width} in flight)",
@@ -643,16 +671,19 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
         f"{store_floor:.2f} of floor",
         ">= 0.6 of floor",
         ok=store_floor >= 0.6,
+        cpu="store",
     )
     if "peer" in m:
         t.add(
             f"eventsourcing on SQLite (one event a call, {width} threads)",
             f"{m['peer']:,.0f} calls/s",
+            cpu="peer",
         )
         t.add(
             "eventsourcing on SQLite (one event a call, one thread)",
             f"{m['peer_1']:,.0f} calls/s",
             f"memseal {m['store'] / m['peer_1']:.2f}x",
+            cpu="peer_1",
         )
         vs_peer = m["store"] / m["peer"]
         t.add(
@@ -664,7 +695,11 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
         )
     else:
         t.add("eventsourcing on SQLite", "skipped: not installed (the bench extra)")
-    t.add(f"memseal unrecorded memory_fetch ({width} in flight)", f"{m['fetch_unrecorded']:,.0f}/s")
+    t.add(
+        f"memseal unrecorded memory_fetch ({width} in flight)",
+        f"{m['fetch_unrecorded']:,.0f}/s",
+        cpu="fetch_unrecorded",
+    )
     fetch_ratio = m["fetch_recorded"] / m["fetch_unrecorded"]
     t.add(
         f"memseal recorded memory_fetch ({width} in flight)",
@@ -672,6 +707,7 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
         f"{fetch_ratio:.2f} of unrecorded",
         ">= 0.7 of unrecorded",
         ok=fetch_ratio >= 0.7,
+        cpu="fetch_recorded",
     )
     bound = m["seq_direct"] + m["fsync"]
     t.add(
@@ -750,6 +786,7 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
     if peer is None:
         print("eventsourcing is not installed: its row is skipped (pip install -e '.[bench]')")
     print(paths.described())
+    print(cpu.note)
     t.print()
     curves = paths.sweep_table(m, peer is not None)
     title = f"{cores} CPU(s), load {load:.1f}, SQLite WAL synchronous=FULL, embedder none"
@@ -758,7 +795,15 @@ async def bench(where: Path, args: argparse.Namespace) -> dict[str, Any]:
         print(plots)
     else:
         print("plots: " + ", ".join(str(p) for p in plots))
-    return {"medians": m, "rounds": figures, "cores": cores, "entries": entries}
+    return {
+        "medians": m,
+        "rounds": figures,
+        "cores": cores,
+        "entries": entries,
+        # Per row, microseconds of CPU a call by thread; {} where the platform has no clock.
+        "cpu_us_per_call": cpu.medians(),
+        "cpu_rounds": cpu.rounds,
+    }
 
 
 def main() -> None:

@@ -56,7 +56,9 @@ After the table, a sweep of 1, 8, 32 and 64 calls in flight for the floor, the r
 store and the peer (on as many threads) and a latency CDF of live recorded fetches and
 their replay hits are drawn as PNGs into ``--plots`` (``docs/``; ``bench_plots.py``).
 
-Every row prints its figures, the ratio, the target and whether this run met it.
+Every row prints its figures, the ratio, the target and whether this run met it; each
+throughput row measured in this process also prints the CPU a call of the event loop's
+thread, the writer thread and the rest of the process (``bench_cpu.py``).
 
 ``--quick`` is a smoke mode (tiny counts, one round: figures mean nothing); CI runs it
 only to see that it works.

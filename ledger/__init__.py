@@ -31,6 +31,7 @@ from .entry import (
     payload_hash,
     signing_message,
 )
+from .entry_check import KeyChain, check_entry, check_format, signature_verifies
 from .errors import (
     Conflict,
     InvalidRequest,
@@ -72,14 +73,7 @@ from .transparency import (
     LogClient,
     open_checkpoint,
 )
-from .verify import (
-    KeyChain,
-    LedgerVerifier,
-    VerifySummary,
-    check_format,
-    check_payload,
-    signature_verifies,
-)
+from .verify import LedgerVerifier, VerifySummary, check_payload
 
 __all__ = [
     "EMPTY_ROOT",
@@ -128,6 +122,7 @@ __all__ = [
     "VerifySummary",
     "WriteTxn",
     "canonical_json",
+    "check_entry",
     "check_format",
     "check_keys",
     "check_payload",

@@ -5,7 +5,9 @@ only what later entries need (the previous leaf hash, the known keys, the
 payloads still awaiting a signed redaction). It returns ``None`` or raises
 :class:`VerificationError` naming the first bad seq and the failed step.
 
-Per entry, in order (the step names appear in errors):
+Per entry, in order (the step names appear in errors; steps 1, 2, 4 and 5
+are :func:`~memseal.ledger.entry_check.check_entry`, the one check of a signed
+entry that every reader makes):
 
 1. ``format``: the stored bytes decode strictly as an entry of format v1,
    are canonical (re-encoding gives the same bytes, so one entry has one
@@ -44,31 +46,25 @@ seq is the one named.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any
 
 import msgspec
-from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from .checkpoint import parse_checkpoint
 from .entry import (
-    FORMAT_VERSION,
     GENESIS_PREV,
     RESIDUE_SALT,
     SALT_SIZE,
     Entry,
     check_residue,
-    decode_entry,
-    leaf_hash,
     payload_hash,
-    signing_message,
 )
+from .entry_check import KeyChain, check_entry, check_format, signature_verifies
 from .errors import InvalidRequest, VerificationError
 from .merkle import EMPTY_ROOT, node_hash
-from .note import VerifierKey, open_note, parse_vkey
+from .note import VerifierKey, open_note
 from .store import Record
 
 __all__ = [
@@ -80,13 +76,6 @@ __all__ = [
     "check_payload",
     "signature_verifies",
 ]
-
-_HEADER = re.compile(
-    rb'\{"v":\d+,"seq":\d+,"at":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z",'
-    rb'"kind":"[a-z][a-z0-9_]{0,63}","prev":"[0-9a-f]{64}","key":"[0-9a-f]{8}",'
-    rb'"redacts":\[[0-9,]*\],"payload_hash":(?:null|"[0-9a-f]{64}"),"body":\{'
-)
-_canonical = msgspec.json.Encoder(order="deterministic")
 
 Observe = Callable[[Record, Entry], None]
 """Called, in seq order, with each record that passed and its entry."""
@@ -110,95 +99,6 @@ class VerifySummary(msgspec.Struct, frozen=True, kw_only=True):
             f"{len(self.keys)} signing key(s), {self.checkpoints} checkpoint(s), "
             f"{self.redacted} redacted payload(s)"
         )
-
-
-class KeyChain:
-    """The keys trusted at the current point of a log, walked entry by entry in seq order.
-
-    It starts from the keys the auditor trusts; a verified ``key_rotated``
-    entry (:meth:`hand_over`) hands trust from its signer to the key it names,
-    and the old key no longer counts. The ledger audit, bundle verification
-    and anything else that follows a log's signers use this one walk.
-    """
-
-    def __init__(self, trusted: Sequence[VerifierKey]) -> None:
-        if not trusted:
-            raise VerificationError("no trusted key given", step="unknown key")
-        self._active: dict[str, VerifyKey] = {
-            k.key_id.hex(): VerifyKey(k.public_key) for k in trusted
-        }
-        self._known: dict[str, VerifierKey] = {k.key_id.hex(): k for k in trusted}
-        self._retired: set[str] = set()
-        self._used: dict[str, None] = {}
-
-    @property
-    def in_force(self) -> list[VerifierKey]:
-        """The keys that may sign the next entry."""
-        return [self._known[k] for k in self._active]
-
-    @property
-    def known(self) -> list[VerifierKey]:
-        """Every key of the chain so far: the trusted ones, then each handed over to."""
-        return list(self._known.values())
-
-    @property
-    def by_id(self) -> dict[str, VerifyKey]:
-        """A copy of the keys in force by key id (what pool threads check signatures with)."""
-        return dict(self._active)
-
-    @property
-    def used(self) -> tuple[str, ...]:
-        """``name+keyid`` of every key that signed an entry looked up so far."""
-        return tuple(f"{self._known[k].name}+{k}" for k in self._used)
-
-    def signer_of(self, entry: Entry) -> VerifyKey:
-        """The key in force that signed ``entry``; raise step ``unknown key`` if none is."""
-        key = self._active.get(entry.key)
-        if key is None:
-            raise VerificationError(
-                f"signed by key {entry.key}, which is not trusted: not reachable from the "
-                "trusted key through key_rotated entries",
-                seq=entry.seq,
-                step="unknown key",
-            )
-        self._used[entry.key] = None
-        return key
-
-    def hand_over(self, entry: Entry) -> None:
-        """Apply a verified ``key_rotated`` entry (any other kind: nothing to do)."""
-        if entry.kind != "key_rotated":
-            return
-        try:
-            body = msgspec.json.decode(entry.body)
-            new = parse_vkey(body["vkey"])
-        except (
-            msgspec.DecodeError,
-            UnicodeDecodeError,
-            KeyError,
-            TypeError,
-            InvalidRequest,
-        ) as exc:
-            raise VerificationError(
-                f"key_rotated entry does not name a valid vkey: {exc}", seq=entry.seq, step="format"
-            ) from exc
-        new_id = new.key_id.hex()
-        if new_id == entry.key or new_id in self._retired:
-            raise VerificationError(
-                "key_rotated must hand over to a new key", seq=entry.seq, step="unknown key"
-            )
-        self._active.pop(entry.key, None)
-        self._retired.add(entry.key)
-        self._active[new_id] = VerifyKey(new.public_key)
-        self._known[new_id] = new
-
-
-def signature_verifies(key: VerifyKey, leaf_digest: bytes, signature: bytes) -> bool:
-    """Whether ``signature`` is ``key``'s Ed25519 signature of the entry with this leaf hash."""
-    try:
-        key.verify(signing_message(leaf_digest), signature)
-    except (BadSignatureError, ValueError, TypeError):
-        return False
-    return True
 
 
 def check_payload(entry: Entry, payload: bytes | None, salt: bytes | None) -> bool:
@@ -248,23 +148,24 @@ def _check_alone(records: Sequence[Record], keys: Mapping[str, VerifyKey]) -> li
     # ordered pass raises when it reaches that record (an earlier one may fail first).
     out: list[_Result] = []
     for record in records:
+        # Steps 1, 2, 4 and 5 are check_entry, the one check every reader of an entry makes.
+        # A key it does not find may come into force in this very chunk (a rotation), and
+        # a signature failure is named only after the seq's other checks: both are left to
+        # the ordered pass, which looks the key up along the chain. The decoded body is
+        # dropped here: thousands of them alive at once would make each garbage collection
+        # walk them all (measured: several times slower).
         try:
-            # The decoded body is dropped here: thousands of them alive at once would
-            # make each garbage collection walk them all (measured: several times slower).
-            entry = check_format(record.leaf, record.seq)
-        except VerificationError as exc:
-            out.append(exc)
-            break
-        digest = leaf_hash(record.leaf)
-        if digest != record.leaf_hash:
-            out.append(
-                VerificationError(
-                    "stored leaf hash does not match the entry", seq=record.seq, step="stored hash"
-                )
+            entry = check_entry(
+                record.leaf, record.signature, keys, seq=record.seq, stored_hash=record.leaf_hash
             )
-            break
+            signed = True
+        except VerificationError as exc:
+            if exc.step not in ("unknown key", "signature"):
+                out.append(exc)
+                break
+            entry, signed = check_format(record.leaf, record.seq), False
         key = keys.get(entry.key)
-        signed = key is not None and signature_verifies(key, digest, record.signature)
+        digest = record.leaf_hash  # equal to the recomputed hash: step 2 passed
         payload_ok: bool | None = None
         salt, payload = record.salt, record.payload
         if (
@@ -565,42 +466,3 @@ def _earliest(a: VerificationError | None, b: VerificationError | None) -> Verif
     if a is None or b is None:
         return a or b
     return b if (b.seq if b.seq is not None else -1) < (a.seq if a.seq is not None else -1) else a
-
-
-def check_format(leaf: bytes, seq: int) -> Entry:
-    """Step ``format``: the entry bytes stored at ``seq``, decoded strictly (canonical v1
-    bytes carrying their seq, a canonical JSON object body); raise VerificationError."""
-    try:
-        entry = decode_entry(leaf)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-        raise VerificationError(
-            f"entry bytes do not decode: {exc}", seq=seq, step="format"
-        ) from exc
-    problem = _format_problem(entry, leaf, seq)
-    if problem is not None:
-        raise VerificationError(problem, seq=seq, step="format")
-    return entry
-
-
-def _format_problem(entry: Entry, leaf: bytes, seq: int) -> str | None:
-    if entry.v != FORMAT_VERSION:
-        return f"format version {entry.v}; this verifier reads {FORMAT_VERSION}"
-    if entry.seq != seq:
-        return f"entry says seq {entry.seq} but is stored at seq {seq}"
-    # One pattern checks every header field's form at once (the cheap path for big ledgers).
-    if _HEADER.match(leaf) is None:
-        return "a header field is malformed (time, kind, prev, key or payload_hash)"
-    if list(entry.redacts) != sorted(set(entry.redacts)) or (
-        entry.redacts and (entry.redacts[-1] >= seq or entry.redacts[0] < 0)
-    ):
-        return "`redacts` must list earlier seqs, ascending, once each"
-    # One entry, one encoding: re-encoding the decoded entry must give the stored bytes.
-    if _canonical.encode(entry) != leaf:
-        return "entry bytes are not canonical"
-    try:
-        body: Any = msgspec.json.decode(entry.body)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return "body is not JSON"
-    if not isinstance(body, dict) or _canonical.encode(body) != bytes(entry.body):
-        return "body is not a canonical JSON object"
-    return None

@@ -15,10 +15,11 @@ import msgspec
 
 from memseal.ledger.checkpoint import parse_checkpoint
 from memseal.ledger.entry import RESIDUE_SALT, Entry, decode_residue, leaf_hash
+from memseal.ledger.entry_check import KeyChain, check_entry
 from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.merkle import verify_inclusion
 from memseal.ledger.note import Note, VerifierKey, open_note, parse_vkey, split_note
-from memseal.ledger.verify import KeyChain, check_format, check_payload, signature_verifies
+from memseal.ledger.verify import check_payload
 from memseal.replay.runs._sent import MAX_KEY_CHARS
 from memseal.replay.runs.calls import (
     RUN_STARTED,
@@ -198,13 +199,10 @@ def _check_entries(
         if seq >= size:
             raise _fail(f"entry lies outside the checkpoint of {size} entries", "inclusion", seq)
         previous = last_entry = seq
-        # The ledger's own checks, as its audit makes them: format, unknown key, signature,
-        # payload hash (ledger/verify.py).
-        entry = check_format(item.leaf, seq)
-        key = chain.signer_of(entry)
+        # The ledger's own checks, as its audit makes them: the one entry check (format,
+        # unknown key, signature), then the payload hash (ledger/verify.py).
+        entry = check_entry(item.leaf, item.sig, chain, seq=seq)
         digest = leaf_hash(item.leaf)
-        if not signature_verifies(key, digest, item.sig):
-            raise _fail("Ed25519 signature does not verify", "signature", seq)
         if item.payload is None and item.salt is not None:
             raise _fail("a salt without a payload", "payload hash", seq)
         if check_payload(entry, item.payload, item.salt) and entry.kind != "memory_forgotten":
@@ -228,10 +226,7 @@ def _check_entries(
 def _check_prefix_entry(item: PrefixEntry, chain: KeyChain) -> Entry:
     """A prefix entry's form, key, signature and any payload given; its inclusion is the
     root its checkpoints sign, recomputed from every leaf (``check_reads``)."""
-    entry = check_format(item.leaf, item.seq)
-    key = chain.signer_of(entry)
-    if not signature_verifies(key, leaf_hash(item.leaf), item.sig):
-        raise _fail("Ed25519 signature does not verify", "signature", item.seq)
+    entry = check_entry(item.leaf, item.sig, chain, seq=item.seq)
     if item.payload is None and item.salt is not None:
         raise _fail("a salt without a payload", "payload hash", item.seq)
     check_payload(entry, item.payload, item.salt)

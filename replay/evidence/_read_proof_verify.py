@@ -50,6 +50,7 @@ from memseal.engine.currency import following
 from memseal.engine.embedders import Embedder
 from memseal.ledger.checkpoint import Checkpoint, parse_checkpoint
 from memseal.ledger.entry import GENESIS_PREV, RESIDUE_SALT, Entry, leaf_hash
+from memseal.ledger.entry_check import KeyChain, check_entry
 from memseal.ledger.errors import InvalidRequest, MemsealError, VerificationError
 from memseal.ledger.log import TrustArg, trusted_keys
 from memseal.ledger.merkle import (
@@ -59,7 +60,7 @@ from memseal.ledger.merkle import (
     verify_inclusion,
 )
 from memseal.ledger.note import VerifierKey, open_note, split_note
-from memseal.ledger.verify import KeyChain, check_format, check_payload, signature_verifies
+from memseal.ledger.verify import check_payload
 from memseal.replay.runs.calls import (
     RUN_STARTED,
     TOOL_CALL,
@@ -202,15 +203,10 @@ def _rewrap(exc: VerificationError, seq: int, field: str) -> ReadProofError:
 
 def _signed(item: ProofEntry, chain: KeyChain, field: str) -> Entry:
     try:
-        entry = check_format(item.leaf, item.seq)
+        entry = check_entry(item.leaf, item.sig, chain, seq=item.seq)
     except VerificationError as exc:
-        raise _rewrap(exc, item.seq, f"{field}.leaf") from None
-    try:
-        key = chain.signer_of(entry)
-    except VerificationError as exc:
-        raise _rewrap(exc, item.seq, f"{field}.leaf") from None
-    if not signature_verifies(key, leaf_hash(item.leaf), item.sig):
-        raise fail("Ed25519 signature does not verify", "signature", item.seq, f"{field}.sig")
+        part = "sig" if exc.step == "signature" else "leaf"
+        raise _rewrap(exc, item.seq, f"{field}.{part}") from None
     try:
         chain.hand_over(entry)
     except VerificationError as exc:

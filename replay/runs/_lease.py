@@ -18,10 +18,10 @@ from typing import Self
 
 import msgspec
 from msgspec import UNSET
-from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from memseal.ledger.entry import Draft, leaf_hash, make_draft, signing_message
+from memseal.ledger.entry import Draft, make_draft
+from memseal.ledger.entry_check import check_entry
 from memseal.ledger.errors import (
     Conflict,
     InvalidRequest,
@@ -29,6 +29,7 @@ from memseal.ledger.errors import (
     NotFound,
     ProvenanceError,
     ReplayDivergence,
+    VerificationError,
 )
 from memseal.ledger.note import VerifierKey
 from memseal.ledger.store import SqlStore, WriteTxn
@@ -148,14 +149,14 @@ class RunLease:
         seq = int(rows[0][0])
         try:
             record = await self._store.read(seq)
-            entry = record.entry()
-            key = self._keys().get(entry.key)
-            if key is None or leaf_hash(record.leaf) != record.leaf_hash:
-                raise ProvenanceError(failed, seq=seq)
-            key.verify(signing_message(record.leaf_hash), record.signature)
-            body = msgspec.json.decode(bytes(entry.body))
-        except (NotFound, BadSignatureError, ValueError, TypeError, msgspec.DecodeError):
+            entry = check_entry(
+                record.leaf, record.signature, self._keys(), seq=seq, stored_hash=record.leaf_hash
+            )
+        except NotFound:
             raise ProvenanceError(failed, seq=seq) from None
+        except VerificationError as exc:
+            raise ProvenanceError(f"{failed}: {exc}", seq=seq) from None
+        body = msgspec.json.decode(bytes(entry.body))
         if entry.kind != RUN_STARTED or not isinstance(body, dict):
             raise ProvenanceError(failed, seq=seq)
         if body.get("run_id") != self.run_id:

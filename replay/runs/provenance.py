@@ -6,9 +6,10 @@ matching signed provenance``; ``detail`` names the failed check). In order:
 
 1. the memo row sits at the position it claims: its memo key is the key of
    (run, step);
-2. the entry it points at exists and its stored leaf hash is the hash of
-   its bytes;
-3. the entry is a ``memory_tool_call`` signed by one of the instance's keys;
+2. the entry it points at exists;
+3. it passes the ledger's one entry check (:func:`~memseal.ledger.entry_check.check_entry`:
+   strict format, the stored leaf hash recomputed from its bytes, one of the
+   instance's keys, the signature) and is a ``memory_tool_call``;
 4. the body decodes and names the same memo key, run and step;
 5. the result hash is the hash of the body's result skeleton;
 6. a present payload matches its salted hash in the entry and its
@@ -35,17 +36,15 @@ from typing import Any
 
 import msgspec
 from msgspec import UNSET
-from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
 from memseal.ledger.entry import (
     RESIDUE_SALT,
     Entry,
     decode_residue,
-    leaf_hash,
-    signing_message,
     text_owners,
 )
+from memseal.ledger.entry_check import check_entry
 from memseal.ledger.errors import (
     NotFound,
     ProvenanceError,
@@ -53,7 +52,7 @@ from memseal.ledger.errors import (
     VerificationError,
 )
 from memseal.ledger.store import Record, SqlStore, WriteTxn
-from memseal.ledger.verify import check_payload, signature_verifies
+from memseal.ledger.verify import check_payload
 
 from ._mentions import MentionsWanted
 from .calls import (
@@ -107,8 +106,6 @@ async def check_memo(
         raise ProvenanceError(
             f"the memo points at seq {row.seq}, which is not in the log"
         ) from None
-    if leaf_hash(record.leaf) != record.leaf_hash:
-        raise ProvenanceError("the entry's stored hash is not its hash", seq=row.seq)
     call, entry = _signed_call(record, keys)
     # 4. body
     if call.memo_key != expected or call.run_id != run_id or call.step != step:
@@ -186,18 +183,17 @@ async def _erased_by(
         try:
             record = await store.read(int(by))
             entry = record.entry()
-            body = msgspec.json.decode(bytes(entry.body))
         except (NotFound, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             continue
         if entry.kind != "memory_forgotten" or seq not in entry.redacts:
             continue
-        key = keys.get(entry.key)
-        if (
-            key is None
-            or leaf_hash(record.leaf) != record.leaf_hash
-            or not signature_verifies(key, record.leaf_hash, record.signature)
-        ):
-            raise ProvenanceError(f"the forget at seq {by} is not signed by our key", seq=seq)
+        try:
+            entry = _checked(record, keys)
+        except ProvenanceError as exc:
+            raise ProvenanceError(
+                f"the forget at seq {by} does not check: {exc.detail}", seq=seq
+            ) from None
+        body = msgspec.json.decode(bytes(entry.body))
         items = body.get("items") if isinstance(body, dict) else None
         for item in wanted & set(items if isinstance(items, list) else ()):
             found.setdefault(item, int(by))
@@ -206,19 +202,21 @@ async def _erased_by(
     return {ref: found[o] for ref, o in erased.items() if o in found}
 
 
+def _checked(record: Record, keys: Mapping[str, VerifyKey]) -> Entry:
+    """The ledger's one entry check (format, stored hash recomputed, our key, signature)."""
+    try:
+        return check_entry(
+            record.leaf, record.signature, keys, seq=record.seq, stored_hash=record.leaf_hash
+        )
+    except VerificationError as exc:
+        raise ProvenanceError(str(exc), seq=record.seq) from None
+
+
 def _signed_call(record: Record, keys: Mapping[str, VerifyKey]) -> tuple[ToolCall, Entry]:
     # 3. a memory_tool_call signed by one of our keys
-    try:
-        entry = record.entry()
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        raise ProvenanceError("the entry does not decode", seq=record.seq) from None
-    if entry.kind != TOOL_CALL or entry.seq != record.seq:
+    entry = _checked(record, keys)
+    if entry.kind != TOOL_CALL:
         raise ProvenanceError(f"seq {record.seq} is not a memory_tool_call", seq=record.seq)
-    key = keys.get(entry.key)
-    if key is None:
-        raise ProvenanceError(f"signed by key {entry.key}, not ours", seq=record.seq)
-    if not signature_verifies(key, record.leaf_hash, record.signature):
-        raise ProvenanceError("the signature does not verify", seq=record.seq)
     try:
         return decode_tool_call(bytes(entry.body)), entry
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -589,26 +587,14 @@ async def _run_start(store: SqlStore, keys: Mapping[str, VerifyKey], run_id: str
     seq = int(rows[0][0])
     try:
         record = await store.read(seq)
-        entry = record.entry()
-        key = keys.get(entry.key)
-        if key is None:
-            raise ProvenanceError(
-                f"the run's start is signed by key {entry.key}, not ours", seq=seq
-            )
-        key.verify(signing_message(record.leaf_hash), record.signature)
-        body = msgspec.json.decode(bytes(entry.body))
-    except (NotFound, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        raise ProvenanceError(
-            f"the run's start seq {seq} is not a readable entry", seq=seq
-        ) from None
-    except (BadSignatureError, ValueError, TypeError):
-        raise ProvenanceError("the run's start does not verify", seq=seq) from None
+    except NotFound:
+        raise ProvenanceError(f"the run's start seq {seq} is not in the log", seq=seq) from None
+    try:
+        entry = _checked(record, keys)
+    except ProvenanceError as exc:
+        raise ProvenanceError(f"the run's start does not check: {exc.detail}", seq=seq) from None
+    body = msgspec.json.decode(bytes(entry.body))
     # A start moved later would hide the calls before it: it must be this run's own.
-    if (
-        entry.kind != RUN_STARTED
-        or leaf_hash(record.leaf) != record.leaf_hash
-        or not isinstance(body, dict)
-        or body.get("run_id") != run_id
-    ):
+    if entry.kind != RUN_STARTED or not isinstance(body, dict) or body.get("run_id") != run_id:
         raise ProvenanceError(f"seq {seq} is not the signed start of run {run_id!r}", seq=seq)
     return seq

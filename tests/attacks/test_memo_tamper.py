@@ -223,3 +223,49 @@ async def test_deleted_runs_row_fails_verify(memory: Memory) -> None:
     run(memory, "DELETE FROM runs WHERE run_id = ?", (RUN,))
     with pytest.raises(VerificationError, match="starts at seq None in the runs table"):
         await memory.verify()
+
+
+# -- signed bytes swapped under their kept hash and signature ---------------------------
+
+
+def swap_leaf_bytes(memory: Memory, seq: int) -> None:
+    """Change one digit of the entry's time: it still decodes, canonical, and its stored
+    hash and signature (both kept) are those of the bytes as they were."""
+    leaf = bytes(rows(memory, "SELECT leaf FROM entries WHERE seq = ?", (seq,))[0][0])
+    at = leaf.index(b'"at":"') + len(b'"at":"2026-')
+    swapped = leaf[:at] + (b"0" if leaf[at : at + 1] != b"0" else b"1") + leaf[at + 1 :]
+    run(memory, "UPDATE entries SET leaf = ? WHERE seq = ?", (swapped, seq))
+
+
+async def test_swapped_call_bytes_are_not_restored_as_a_memo(memory: Memory) -> None:
+    # The resume puts back a lost memo row from the step's signed call; it used to trust
+    # the stored hash the signature covers and restore a row for bytes nobody signed.
+    await record(memory)
+    seq = rows(memory, "SELECT seq FROM memos WHERE run_id = ? AND step = 3", (RUN,))[0][0]
+    run(memory, "DELETE FROM memos WHERE run_id = ? AND step = 3", (RUN,))
+    swap_leaf_bytes(memory, seq)
+    with pytest.raises(ProvenanceError) as caught:
+        async with memory.run(RUN, SCOPE):
+            pass
+    assert caught.value.seq == seq
+    assert "stored hash" in caught.value.detail
+    assert rows(memory, "SELECT seq FROM memos WHERE run_id = ? AND step = 3", (RUN,)) == []
+
+
+@pytest.mark.parametrize("which", ["start", "call"])
+async def test_swapped_bytes_are_refused_by_every_reader(memory: Memory, which: str) -> None:
+    # The run's signed start (the scope check and the memo look-up read it) and a memo's
+    # call (replayed through check_memo): each reader refuses bytes under a kept hash.
+    await record(memory)
+    if which == "start":
+        seq = rows(memory, "SELECT started_seq FROM runs WHERE run_id = ?", (RUN,))[0][0]
+    else:
+        seq = rows(memory, "SELECT seq FROM memos WHERE run_id = ? AND step = 3", (RUN,))[0][0]
+    swap_leaf_bytes(memory, seq)
+    with pytest.raises(ProvenanceError) as caught:
+        await record(memory)
+    assert caught.value.seq == seq
+    assert re.search("stored hash|run_started entry does not check", caught.value.detail)
+    with pytest.raises(VerificationError, match="stored leaf hash") as audit:
+        await memory.verify()
+    assert (audit.value.seq, audit.value.step) == (seq, "stored hash")

@@ -86,6 +86,7 @@ PINNED: dict[str, list[str]] = {
         "VerifySummary",
         "WriteTxn",
         "canonical_json",
+        "check_entry",
         "check_format",
         "check_keys",
         "check_payload",

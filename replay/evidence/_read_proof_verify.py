@@ -128,7 +128,13 @@ class VerifiedRead(msgspec.Struct, frozen=True, kw_only=True):
             f"re-derived from the {self.size} entries it observed ({self.reach} in its reach, "
             f"root {self.root.hex()[:16]}, consistent with checkpoint {self.latest}): "
             f"result matches {how}"
-            + (f", searched with embedder {self.embedder}" if self.embedder else "")
+            # The embedder is the proof's unsigned hint: another that gives the same bytes
+            # passes too, so the line says what re-derived the result, not what the read used.
+            + (
+                f", re-derived with embedder {self.embedder} (the proof's hint)"
+                if self.embedder
+                else ""
+            )
             + (", ranked as PostgreSQL ranks (ts_rank, re-computed)" if ranked else "")
         )
 

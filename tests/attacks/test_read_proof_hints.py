@@ -52,7 +52,7 @@ def test_the_untouched_semantic_proof_names_the_embedder_it_searched_with(
 ) -> None:
     read = verified(session.proofs[SEMANTIC], session.vkey)
     assert (read.how, read.embedder) == ("byte for byte", HASHING)
-    assert f"searched with embedder {HASHING}" in read.line()
+    assert f"re-derived with embedder {HASHING} (the proof's hint)" in read.line()
 
 
 @pytest.mark.parametrize(

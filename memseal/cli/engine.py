@@ -39,9 +39,11 @@ async def open_engine(
     embedder: Embedder | None = None,
     zone: tzinfo = UTC,
     store: str | None = None,
+    currency: bool = True,
 ) -> AsyncIterator[Engine]:
     """The engine of the data folder at ``folder`` (no embedder unless one is given;
-    no timed checkpoints; ``store`` as for ``memseal.open``); the ledger closes on exit."""
+    no timed checkpoints; ``store`` and ``currency`` as for ``memseal.open``); the
+    ledger closes on exit."""
     async with open(
         folder,
         store=store,
@@ -50,6 +52,7 @@ async def open_engine(
         embedder=embedder,
         zone=zone,
         checkpoint_interval=None,
+        currency=currency,
     ) as memory:
         yield memory.engine
 

@@ -25,8 +25,10 @@ PLACE = "team:acme/agent:writer"
 
 
 def _open(folder: Path, ann: int | None = 0, embedder: str | None = "hashing") -> Any:
+    # The currency rule is off: these tests ask which item the index finds, and the rule
+    # would lift a newer near-duplicate note above it.
     chosen = HashingEmbedder(dim=32) if embedder == "hashing" else None
-    return memseal.open(folder, embedder=chosen, ann=ann)
+    return memseal.open(folder, embedder=chosen, ann=ann, currency=False)
 
 
 async def test_the_index_holds_every_live_item_once_a_ranking_built_it(tmp_path: Path) -> None:

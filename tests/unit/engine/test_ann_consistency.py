@@ -55,7 +55,9 @@ class Interleave:
 
 
 def _open(folder: Path, ann: int | None = 0) -> Any:
-    return memseal.open(folder, embedder=HashingEmbedder(dim=32), ann=ann)
+    # The currency rule is off: these tests ask which item the index finds, and the rule
+    # would lift a newer near-duplicate note above it.
+    return memseal.open(folder, embedder=HashingEmbedder(dim=32), ann=ann, currency=False)
 
 
 def _interleave(engine: Any) -> Interleave:

@@ -90,7 +90,7 @@ from ._read_proof_format import (
     scope_of,
     searches_vectors,
 )
-from ._temp_log import Source, clock_for, parse_time, temp_log
+from ._temp_log import Source, clock_for, parse_time, source_of, temp_log
 
 __all__ = ["EmbedderChoice", "VerifiedRead", "choose_embedder", "verify_read"]
 
@@ -451,18 +451,9 @@ async def _rederive(
         if item.seq not in reach:
             sources.append(item.seq)  # an inert gap: its seq stays taken, nothing is projected
             continue
-        entry = walked.entries[item.seq]
         whole = item.payload is not None and item.salt != RESIDUE_SALT
         sources.append(
-            Source(
-                seq=item.seq,
-                kind=entry.kind,
-                at=entry.at,
-                body=bytes(entry.body),
-                payload=item.payload if whole else None,
-                redacts=entry.redacts,
-                committed=entry.payload_hash is not None,
-            )
+            source_of(item.seq, walked.entries[item.seq], item.payload if whole else None)
         )
     scope = scope_of(found.scope_started)
     # Reads make no item ids, so the instance secret is not needed: any will do.

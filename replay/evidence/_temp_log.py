@@ -23,7 +23,7 @@ import msgspec
 
 from memseal.engine import Answerer, Engine
 from memseal.engine.embedders import Embedder
-from memseal.ledger.entry import Draft, payload_hash
+from memseal.ledger.entry import Draft, Entry, payload_hash
 from memseal.ledger.log import Ledger
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.opening import LogLocation, log_store
@@ -31,7 +31,15 @@ from memseal.ledger.store import SqlStore, WriteTxn
 
 from ._bundle_format import BundleCall
 
-__all__ = ["GAP_KIND", "Source", "TempLog", "clock_for", "parse_time", "temp_log"]
+__all__ = [
+    "GAP_KIND",
+    "Source",
+    "TempLog",
+    "clock_for",
+    "parse_time",
+    "source_of",
+    "temp_log",
+]
 
 GAP_KIND: Final = "replay_gap"
 
@@ -46,6 +54,19 @@ class Source(msgspec.Struct, frozen=True, kw_only=True):
     payload: bytes | None
     redacts: tuple[int, ...]
     committed: bool = False  # the entry commits to a payload (None above: a forget erased it)
+
+
+def source_of(seq: int, entry: Entry, payload: bytes | None) -> Source:
+    """The signed ``entry`` at ``seq`` as a :class:`Source`, with the payload held of it."""
+    return Source(
+        seq=seq,
+        kind=entry.kind,
+        at=entry.at,
+        body=bytes(entry.body),
+        payload=payload,
+        redacts=entry.redacts,
+        committed=entry.payload_hash is not None,
+    )
 
 
 def _mentions(kind: str, body: bytes) -> tuple[str, ...]:

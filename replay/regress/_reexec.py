@@ -20,7 +20,7 @@ from memseal.ledger.errors import InvalidRequest, VerificationError
 from memseal.ledger.folder import DataFolder
 from memseal.ledger.opening import LogLocation, log_store
 from memseal.replay.evidence._bundle_format import VerifiedBundle
-from memseal.replay.evidence._temp_log import Source
+from memseal.replay.evidence._temp_log import Source, source_of
 
 __all__ = ["BundleSource", "Cursors", "FolderSource", "check_folder", "open_against"]
 
@@ -35,18 +35,7 @@ class FolderSource:
         """The folder's entries ``start <= seq < stop``: the whole log, so never a gap."""
         out: list[Source | int] = []
         async for record in self.store.scan(start, stop):
-            entry = record.entry()
-            out.append(
-                Source(
-                    seq=record.seq,
-                    kind=entry.kind,
-                    at=entry.at,
-                    body=bytes(entry.body),
-                    payload=record.payload,
-                    redacts=entry.redacts,
-                    committed=entry.payload_hash is not None,
-                )
-            )
+            out.append(source_of(record.seq, record.entry(), record.payload))
         return out
 
 
@@ -56,16 +45,7 @@ class BundleSource:
     def __init__(self, verified: VerifiedBundle) -> None:
         self.by_seq: dict[int, Source] = {}
         for item in verified.bundle.entries:
-            entry = verified.entries[item.seq]
-            self.by_seq[item.seq] = Source(
-                seq=item.seq,
-                kind=entry.kind,
-                at=entry.at,
-                body=bytes(entry.body),
-                payload=item.payload,
-                redacts=entry.redacts,
-                committed=entry.payload_hash is not None,
-            )
+            self.by_seq[item.seq] = source_of(item.seq, verified.entries[item.seq], item.payload)
         self._seqs = sorted(self.by_seq)
         #: The items whose stored entry the bundle carries.
         stored = (

@@ -183,6 +183,6 @@ async def test_a_carried_item_moving_from_filtered_to_missing_is_reported(
         got = got_from_rows(*args, **kwargs)
         return Got(items=got.items, missing=got.missing + got.filtered, filtered=())
 
-    monkeypatch.setattr("memseal.engine.engine.got_from_rows", broken)
+    monkeypatch.setattr("memseal.engine._read_verbs.got_from_rows", broken)
     report = await regress(verified)
     assert [s.step for s in report.changed] == [1], report.text()

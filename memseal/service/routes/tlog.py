@@ -32,6 +32,7 @@ from fastapi.responses import Response
 from memseal.ledger.tiles import HASHES, parse_tile_path
 from memseal.ledger.tiles_store import read_tile
 
+from ..deps import ServiceDep
 from ..errors import ApiError
 from ..state import Service
 from ..tokens import role_token
@@ -60,13 +61,6 @@ class TlogAccess(msgspec.Struct, frozen=True, kw_only=True):
     public_entries: bool = False
 
 
-def _service(request: Request) -> Service:
-    found: Service | None = getattr(request.app.state, "service", None)
-    if found is None:
-        raise ApiError(503, "starting", "the service is starting")
-    return found
-
-
 def _access(request: Request) -> TlogAccess:
     access: TlogAccess | None = getattr(request.app.state, "tlog", None)
     return access if access is not None else TlogAccess()
@@ -89,12 +83,12 @@ def _admit(request: Request, service: Service, public: bool) -> None:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
-async def tlog_checkpoint(request: Request) -> Response:
+async def tlog_checkpoint(request: Request, service: ServiceDep) -> Response:
     """
     \f
     The checkpoint the tiles cover, with its witnesses' cosignatures.
     """
-    service, access = _service(request), _access(request)
+    access = _access(request)
     _admit(request, service, access.public)
     ledger = service.memory.ledger
     latest = await ledger.latest_checkpoint()
@@ -112,13 +106,13 @@ async def tlog_checkpoint(request: Request) -> Response:
     response_class=Response,
     responses=_OK,
 )
-async def tlog_file(request: Request, path: str) -> Response:
+async def tlog_file(request: Request, service: ServiceDep, path: str) -> Response:
     """
     \f
     One tile of the log's tree (its size, at least the newest checkpoint's); 400 for a
     path that is not a tile's, 404 for a tile that tree does not have.
     """
-    service, access = _service(request), _access(request)
+    access = _access(request)
     if not access.public and not access.public_entries:
         _admit(request, service, False)  # nothing is public: who asks comes before what
     ref = parse_tile_path(path)

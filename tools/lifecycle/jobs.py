@@ -21,7 +21,8 @@ Running a job (:meth:`JobQueue.run_pending`, from the host's loop or
    (``learn:<digest>``, ``supersede:<id>``);
 2. it reads its source turns (``memory_get``), draws beliefs from them with
    the extractor (offline rules by default, a model as a plug-in), and for
-   a belief with a subject lists the beliefs already held on it;
+   a belief with a subject lists the beliefs already held on it (the build
+   is :mod:`._belief_build`'s; this module keeps the queue's books);
 3. it stores each belief, citing its source turn ids in ``evidence`` and as
    ``turn:<id>`` tags, and forgets the beliefs it supersedes (a signed
    ``memory_forgotten`` entry each);
@@ -52,25 +53,18 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
 
 from memseal.engine import Reach
-from memseal.engine.items import MAX_TAGS
-from memseal.ledger.errors import (
-    Conflict,
-    InvalidRequest,
-    MemsealError,
-    NotFound,
-    StorageError,
-)
+from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound
 
 from ..policy import check_unfrozen
 from ..scope import ToolScope
-from ._extract import Belief, Extractor, RuleExtractor, SourceTurn, parse_turns
+from ._belief_build import Attempt, BeliefBuild, list_all
+from ._extract import Extractor, RuleExtractor
 from ._job_records import (
     MAX_REASON,
     JobInfo,
@@ -82,14 +76,11 @@ from ._job_records import (
     check_id,
     check_sources,
     check_thread,
-    digest,
     due,
     encoder,
     info_of,
     spec_decoder,
-    tag,
 )
-from ._model_extract import is_deterministic, planned, recorded_plan
 from ._retry import (
     MAX_ERROR_CHARS,
     FailureMark,
@@ -121,19 +112,9 @@ DONE_TAG: Final = "memseal-job-done"
 FAILED_TAG: Final = "memseal-job-failed"
 REQUEUE_TAG: Final = "memseal-job-requeued"
 RETRACTION_TAG: Final = "memseal-retraction"
-BELIEF_TAG: Final = "belief"
-_LIST_LIMIT: Final = 50
 _HELD: Final = (
     "the learnings scope is frozen: the job is held until a queue of the unfrozen scope runs it"
 )
-
-
-@dataclass(slots=True)
-class _Attempt:
-    """What one attempt did that its failure marker must say: whether its run recorded a
-    model's plan (the next attempt then reuses it)."""
-
-    planned: bool = False
 
 
 class JobQueue:
@@ -177,7 +158,9 @@ class JobQueue:
         self._queue = ToolScope.placed_at(
             place, reach=Reach.exact(place), floor="stale", default_trust="stale"
         )
-        self._extractor: Extractor = extractor if extractor is not None else RuleExtractor()
+        self._builder = BeliefBuild(
+            memory, scope, extractor if extractor is not None else RuleExtractor()
+        )
         self._retry = retry if retry is not None else RetryPolicy()
         self._clock = clock if clock is not None else _utc_now
 
@@ -258,7 +241,7 @@ class JobQueue:
     async def _status(self, tools: RecordedCalls) -> QueueStatus:
         # One listing of the queue's items (jobs and markers): an idle worker's look at
         # its queue is one recorded page, not one a kind.
-        everything = await _list_all(tools, JOB_TAG, DONE_TAG, FAILED_TAG, REQUEUE_TAG)
+        everything = await list_all(tools, JOB_TAG, DONE_TAG, FAILED_TAG, REQUEUE_TAG)
         queued: list[dict[str, Any]] = []
         done: dict[str, str | None] = {}
         failures: list[FailureMark] = []
@@ -374,9 +357,9 @@ class JobQueue:
             return JobOutcome(
                 id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
             )
-        notes = _Attempt()
+        notes = Attempt()
         try:
-            learned, superseded = await self._build(tools, job, mode, run_id, notes)
+            learned, superseded = await self._builder.build(tools, job, mode, run_id, notes)
         except Conflict as exc:
             return JobOutcome(
                 id=job.id, run_id=run_id, state="busy", error=str(exc), attempt=attempt
@@ -486,120 +469,6 @@ class JobQueue:
             await tools.close()
         return Requeued(note=note["id"], job=await self.job(job_id), run_id=run_id)
 
-    async def _extract(self, job: JobInfo, turns: Sequence[SourceTurn]) -> list[Belief]:
-        try:
-            return list(await self._extractor.extract(turns))
-        except MemsealError:
-            raise
-        except Exception as exc:
-            raise StorageError(
-                f"job {job.id}: extractor {type(self._extractor).__name__} failed: {exc}"
-            ) from exc
-
-    async def _beliefs(
-        self,
-        tools: RecordedCalls,
-        job: JobInfo,
-        turns: Sequence[SourceTurn],
-        mode: str,
-        run_id: str,
-        notes: _Attempt,
-    ) -> list[Belief]:
-        """What the job writes: the extractor's beliefs, or for an extractor that is not
-        deterministic (a model) the plan its run recorded, else the plan an earlier
-        attempt of the round recorded (see :mod:`._model_extract`)."""
-        if is_deterministic(self._extractor):
-            return await self._extract(job, turns)
-
-        async def earlier() -> list[Belief] | None:
-            return await self._earlier_plan(job, run_id)
-
-        beliefs = await planned(
-            tools, job.id, lambda: self._extract(job, turns), mode, earlier=earlier
-        )
-        notes.planned = True
-        return beliefs
-
-    async def _earlier_plan(self, job: JobInfo, run_id: str) -> list[Belief] | None:
-        """The plan the round's latest planned attempt recorded (its failure marker names
-        the run), read from that run's signed entry, strictly: nothing live, nothing
-        written. None when no attempt of the round recorded one."""
-        if job.plan_run is None or job.plan_run == run_id:
-            return None
-        earlier = self._memory.tools(self._scope, run_id=job.plan_run, mode="strict")
-        try:
-            return await recorded_plan(earlier, job.id)
-        finally:
-            # Its other steps are not replayed: only the plan is read from it.
-            with contextlib.suppress(MemsealError):
-                await earlier.close(check=False)
-
-    async def _build(
-        self,
-        tools: RecordedCalls,
-        job: JobInfo,
-        mode: str,
-        run_id: str,
-        notes: _Attempt,
-    ) -> tuple[list[str], list[str]]:
-        got = await tools.call("memory_get", {"ids": list(job.source_ids)})
-        missing = [*got.get("missing", ()), *got.get("filtered", ())]
-        if missing:
-            raise InvalidRequest(
-                f"job {job.id}: source turns not in reach or gone: {', '.join(missing[:5])}"
-            )
-        turns: list[SourceTurn] = []
-        for item in got.get("items", ()):
-            text = item.get("text")
-            at = (item.get("meta") or {}).get("observed_at")
-            if isinstance(text, str):
-                # The turn's time: the days it names are read from when it was said.
-                turns.extend(parse_turns(item["id"], text, at if isinstance(at, str) else None))
-        beliefs = await self._beliefs(tools, job, turns, mode, run_id, notes)
-        learned: list[str] = []
-        superseded: list[str] = []
-        for belief in beliefs:
-            if not isinstance(belief, Belief):
-                raise StorageError(f"job {job.id}: the extractor returned a non-Belief")
-            old: list[str] = []
-            if belief.subject is not None:
-                held = await _list_all(tools, tag(BELIEF_TAG, belief.subject))
-                # A forgotten text comes back from a memo as a marker, never equal to it.
-                old = [item["id"] for item in held if item.get("text") != belief.text]
-            stored = await tools.call(
-                "memory_store",
-                self._store_args(belief, job, old),
-                key=f"learn:{digest(belief.text)}",
-            )
-            learned.append(stored["id"])
-            for item in old:
-                if item == stored["id"]:
-                    continue
-                result = await tools.call("memory_forget", {"ids": [item]}, key=f"supersede:{item}")
-                superseded.extend(result.get("forgotten", ()))
-        return learned, superseded
-
-    def _store_args(self, belief: Belief, job: JobInfo, old: Sequence[str]) -> dict[str, Any]:
-        sources = belief.sources or job.source_ids
-        evidence = f"from turns {', '.join(sources)} of thread {job.thread} (job {job.id})"
-        if old:
-            evidence += f"; supersedes {', '.join(old)}"
-        tags = [BELIEF_TAG, tag("thread", job.thread)]
-        if belief.subject is not None:
-            tags.append(tag(BELIEF_TAG, belief.subject))
-        if belief.preference:
-            tags.append("preference")
-        tags += [tag("turn", source) for source in sources]
-        return {
-            "learning": {
-                "text": belief.text,
-                "learning_kind": belief.kind,
-                "confidence": belief.confidence,
-                "evidence": evidence[:4_000],
-            },
-            "tags": list(dict.fromkeys(tags))[:MAX_TAGS],
-        }
-
     # -- writeBack ----------------------------------------------------------------------
 
     async def retract(self, item_id: str, *, reason: str) -> Retraction:
@@ -631,22 +500,6 @@ class JobQueue:
             forgotten=item_id in result.get("forgotten", ()),
             run_id=run_id,
         )
-
-
-async def _list_all(tools: RecordedCalls, *labels: str) -> list[dict[str, Any]]:
-    """Every item carrying one of the tags ``labels`` in reach, newest first (recorded
-    pages)."""
-    items: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        arguments: dict[str, Any] = {"filter": {"tags_any": list(labels)}, "limit": _LIST_LIMIT}
-        if cursor is not None:
-            arguments["cursor"] = cursor
-        page = await tools.call("memory_list", arguments)
-        items.extend(item for item in page.get("items", ()) if isinstance(item, dict))
-        cursor = page.get("next_cursor")
-        if not isinstance(cursor, str):
-            return items
 
 
 def _child(place: str, segment: str) -> str:

@@ -22,7 +22,15 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from .entry import GENESIS_PREV, Draft, encode_entry, format_time, leaf_hash, signing_message
+from .entry import (
+    GENESIS_PREV,
+    Draft,
+    check_entry_size,
+    encode_entry,
+    format_time,
+    leaf_hash,
+    signing_message,
+)
 from .errors import InvalidRequest, StorageError
 from .merkle import node_hash, stored_hash_index
 from .note import NoteSigner
@@ -221,7 +229,8 @@ class LogTxn(ABC, Generic[ConnT]):
         """Sign and append one entry at the next seq, with its tree hashes.
 
         InvalidRequest, before anything is written, when ``redacts`` names a
-        seq not before this one or a residue belongs to a seq it does not name.
+        seq not before this one, a residue belongs to a seq it does not name, or the
+        entry is over :data:`~.entry.MAX_ENTRY_BYTES` (a draft not made by ``make_draft``).
         """
         seq = self._size
         for earlier in draft.redacts:
@@ -233,6 +242,7 @@ class LogTxn(ABC, Generic[ConnT]):
         at = format_time(self._clock())
         prev = GENESIS_PREV if self._prev is None else self._prev.hex()
         leaf = encode_entry(draft, seq=seq, at=at, prev=prev, key=self._key)
+        check_entry_size(draft, len(leaf))
         digest = leaf_hash(leaf)
         signature = self._signer.sign(signing_message(digest))
         self._write_entry(draft, seq, leaf, digest, signature)

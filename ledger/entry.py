@@ -44,12 +44,14 @@ from .errors import InvalidRequest
 __all__ = [
     "FORMAT_VERSION",
     "GENESIS_PREV",
+    "MAX_ENTRY_BYTES",
     "MAX_MENTIONS",
     "RESIDUE_SALT",
     "SALT_SIZE",
     "SIGNATURE_CONTEXT",
     "Draft",
     "Entry",
+    "check_entry_size",
     "check_mention",
     "check_residue",
     "decode_entry",
@@ -69,10 +71,18 @@ SALT_SIZE = 16
 GENESIS_PREV = "0" * 64
 SIGNATURE_CONTEXT = b"memseal/entry/v1\x00"
 MAX_MENTIONS = 10_000
+#: The most bytes a signed entry may have: a C2SP tlog-tiles entry bundle frames each
+#: entry behind a uint16 length, so a larger one could never be served as tiles.
+MAX_ENTRY_BYTES = 0xFFFF
 #: The salt a residue is stored with: no 16-byte salt, so it can never pass as a whole payload.
 RESIDUE_SALT = b""
 
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# The widest values the writer may give an entry's seq, time, prev and key: a draft is
+# sized with these, before it has a seq, so it is refused before anything is written.
+_WIDEST_SEQ = 2**63 - 1
+_WIDEST_AT = "9999-12-31T23:59:59.999999Z"
+_WIDEST_KEY = "0" * 8
 _MENTION = re.compile(r"[\x21-\x7e]{1,256}")
 
 
@@ -240,7 +250,7 @@ def make_draft(
     for i, seq in enumerate(redacts):
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
             raise InvalidRequest(f"`redacts[{i}]` must be a seq (an integer >= 0)")
-    return Draft(
+    draft = Draft(
         kind=kind,
         body=body_bytes,
         payload=data,
@@ -249,6 +259,35 @@ def make_draft(
         mentions=tuple(dict.fromkeys(mentions)),
         redacts=tuple(sorted(set(redacts))),
     )
+    check_entry_size(draft, _widest_size(draft))
+    return draft
+
+
+def _widest_size(draft: Draft) -> int:
+    # The header sized around a one-byte body, so a 64 KiB body is not copied again.
+    header = Entry(
+        v=FORMAT_VERSION,
+        seq=_WIDEST_SEQ,
+        at=_WIDEST_AT,
+        kind=draft.kind,
+        prev=GENESIS_PREV,
+        key=_WIDEST_KEY,
+        redacts=draft.redacts,
+        payload_hash=draft.payload_hash,
+        body=msgspec.Raw(b"0"),
+    )
+    return len(_encoder.encode(header)) - 1 + len(draft.body)
+
+
+def check_entry_size(draft: Draft, size: int) -> None:
+    """InvalidRequest, naming the body, when ``draft`` signed would be ``size`` bytes, over
+    :data:`MAX_ENTRY_BYTES`."""
+    if size > MAX_ENTRY_BYTES:
+        raise InvalidRequest(
+            f"`body` is {len(draft.body)} bytes encoded, which makes the {draft.kind} entry "
+            f"(with {len(draft.redacts)} `redacts`) up to {size} bytes; the limit is "
+            f"{MAX_ENTRY_BYTES} (what a tlog-tiles entry bundle frames)"
+        )
 
 
 def format_time(at: datetime) -> str:

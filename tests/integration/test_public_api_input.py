@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memseal
+from memseal.ledger.entry import MAX_ENTRY_BYTES, encode_entry, format_time, make_draft
 from memseal.memory import open_audit
 
 MAX_BODY = 64 * 1024
@@ -193,13 +194,28 @@ def text_of_encoded_size(size: int) -> str:
     return "x" * (size - 2)
 
 
+def widest_header() -> int:
+    """The bytes a ``note`` entry without payload has around its body, at the widest seq."""
+    draft = make_draft("note", {})
+    widest = encode_entry(
+        draft, seq=2**63 - 1, at=format_time(datetime.now(UTC)), prev="0" * 64, key="0" * 8
+    )
+    return len(widest) - len(b"{}")
+
+
 async def test_body_size_limit(memory: memseal.Memory) -> None:
     overhead = len(b'{"t":}')
-    at_limit = {"t": text_of_encoded_size(MAX_BODY - overhead)}
     over = {"t": text_of_encoded_size(MAX_BODY - overhead + 1)}
     message = await refused(memory, "`body`", lambda: memory.ledger.append("note", over))
     assert str(MAX_BODY) in message
-    assert (await memory.ledger.append("note", at_limit)).seq == 2
+    # A body within its own limit whose entry would pass what a tile bundle frames.
+    largest = MAX_ENTRY_BYTES - widest_header()
+    whole = {"t": text_of_encoded_size(largest - overhead + 1)}
+    message = await refused(memory, "`body`", lambda: memory.ledger.append("note", whole))
+    assert str(MAX_ENTRY_BYTES) in message
+    at_limit = {"t": text_of_encoded_size(largest - overhead)}
+    appended = await memory.ledger.append("note", at_limit)
+    assert len((await memory.ledger.read(appended.seq)).leaf) <= MAX_ENTRY_BYTES
 
 
 async def test_payload_size_limit(memory: memseal.Memory) -> None:

@@ -34,6 +34,7 @@ from .merkle import HASH_SIZE, node_hash, stored_hash_index
 
 __all__ = [
     "MAX_BUNDLE_ENTRY",
+    "MAX_CHECKPOINT_BYTES",
     "SIGNATURE_SIZE",
     "TILE_HEIGHT",
     "TILE_WIDTH",
@@ -44,6 +45,7 @@ __all__ = [
     "encode_index",
     "encode_signatures",
     "hash_tile_indexes",
+    "max_file_size",
     "new_tiles",
     "parse_tile_path",
     "subtree_root",
@@ -56,6 +58,9 @@ TILE_WIDTH = 1 << TILE_HEIGHT
 #: The largest entry a bundle frames: its length is a big-endian uint16.
 MAX_BUNDLE_ENTRY = 0xFFFF
 SIGNATURE_SIZE = 64
+#: The most a tiled log's ``checkpoint`` file may hold: a note with its witnesses'
+#: cosignatures is a few hundred bytes; this is the witness protocol's body limit.
+MAX_CHECKPOINT_BYTES = 64 * 1024
 #: Go's tlog and SQLite count leaves in a signed 64-bit integer: at most 8 tile levels.
 _MAX_LEVEL = 63
 _MAX_INDEX = 2**63 - 1
@@ -180,6 +185,19 @@ def _level_tiles(kind: str, level: int, old: int, size: int) -> Iterator[TileRef
     width = (size >> (TILE_HEIGHT * level)) % TILE_WIDTH
     if width:
         yield TileRef(kind=kind, index=size >> shift, width=width, level=level)
+
+
+def max_file_size(path: str) -> int:
+    """The most bytes the file at ``path`` (``checkpoint`` or a tile's path) can hold, so a
+    reader never takes more from a hostile mirror; InvalidRequest naming a bad ``path``."""
+    if path == "checkpoint":
+        return MAX_CHECKPOINT_BYTES
+    ref = parse_tile_path(path)
+    if ref.kind == ENTRIES:
+        return ref.width * (2 + MAX_BUNDLE_ENTRY)
+    if ref.kind == SIGNATURES:
+        return ref.width * SIGNATURE_SIZE
+    return ref.width * HASH_SIZE
 
 
 def hash_tile_indexes(ref: TileRef) -> list[int]:

@@ -8,8 +8,10 @@ payloads (and whatever a forget left of one) are never read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from .store import LogStore, Record
 from .tiles import (
     ENTRIES,
     HASHES,
+    MAX_CHECKPOINT_BYTES,
     SIGNATURES,
     TILE_WIDTH,
     TileRef,
@@ -73,35 +76,120 @@ def _read_batch(batch: list[TileRef], read: Callable[[Sequence[int]], list[bytes
     return [read_hash_tile(ref, read) for ref in batch]
 
 
+def _linked(folder: Path, name: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"tiles folder {folder}: {name} is a symlink or not what memseal wrote there; "
+        "memseal tiles follows no link inside its folder: remove it or export into an "
+        "empty folder"
+    )
+
+
+def _open_dir(folder: Path, parts: Sequence[str], *, create: bool) -> int | None:
+    """A descriptor of ``folder/<parts>``, each step opened without following a link (so
+    nothing outside ``folder`` is ever written or removed); None if absent and not
+    ``create``d."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for depth, name in enumerate(parts):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, dir_fd=fd)
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if create:
+                    raise
+                os.close(fd)
+                return None
+            except OSError as exc:  # ELOOP on a link, ENOTDIR on a file
+                raise _linked(folder, "/".join(parts[: depth + 1])) from exc
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _write(folder: Path, name: str, data: bytes) -> None:
     """Replace ``folder/name`` atomically: a reader sees the old bytes or the new, whole."""
-    path = folder / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(scratch, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(scratch, path)
+    *parents, leaf = name.split("/")
+    at = _open_dir(folder, parents, create=True)
+    assert at is not None
+    scratch = f".{leaf}.{os.getpid()}.tmp"
+    try:
+        # A link planted under the scratch name is removed, never written through.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch, dir_fd=at)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        with open(os.open(scratch, flags, 0o666, dir_fd=at), "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.replace(scratch, leaf, src_dir_fd=at, dst_dir_fd=at)
+        except IsADirectoryError as exc:
+            os.unlink(scratch, dir_fd=at)
+            raise _linked(folder, name) from exc
+    finally:
+        os.close(at)
 
 
 def _drop_partials(folder: Path, ref: TileRef) -> None:
     """Once a full tile is written its partial forms may go (the spec allows it)."""
-    partials = folder / f"{tile_path(ref)}.p"
-    if partials.is_dir():
-        for width in partials.iterdir():
-            width.unlink(missing_ok=True)
-        partials.rmdir()
+    *parents, leaf = f"{tile_path(ref)}.p".split("/")
+    at = _open_dir(folder, parents, create=False)
+    if at is None:
+        return
+    try:
+        partials = _open_dir(folder, [*parents, leaf], create=False)
+        if partials is None:
+            return
+        try:
+            for width in os.listdir(partials):
+                try:
+                    # unlink removes a link itself, never what it points to.
+                    os.unlink(width, dir_fd=partials)
+                except IsADirectoryError as exc:
+                    raise _linked(folder, f"{tile_path(ref)}.p/{width}") from exc
+        finally:
+            os.close(partials)
+        os.rmdir(leaf, dir_fd=at)
+    finally:
+        os.close(at)
+
+
+def _read_checkpoint(folder: Path) -> str | None:
+    """The folder's checkpoint note, read without following a link; None if absent."""
+    at = _open_dir(folder, [], create=False)
+    assert at is not None
+    try:
+        fd = os.open(CHECKPOINT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=at)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _linked(folder, CHECKPOINT_FILE) from exc
+    finally:
+        os.close(at)
+    with open(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _linked(folder, CHECKPOINT_FILE)
+        data = file.read(MAX_CHECKPOINT_BYTES + 1)
+    if len(data) > MAX_CHECKPOINT_BYTES:
+        raise InvalidRequest(
+            f"tiles folder {folder}: its checkpoint holds more than {MAX_CHECKPOINT_BYTES} bytes"
+        )
+    return data.decode("utf-8")
 
 
 async def _old_size(store: LogStore, folder: Path, origin: str, size: int) -> int:
     """The tree size the folder already holds, checked to be a prefix of this log."""
     try:
-        note = (folder / CHECKPOINT_FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return 0
+        note = _read_checkpoint(folder)
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"tiles folder {folder}: cannot read its checkpoint: {exc}") from exc
+    if note is None:
+        return 0
     try:
         old = parse_checkpoint(split_note(note)[0])
     except InvalidRequest as exc:
@@ -135,6 +223,7 @@ async def export_tiles(
     """
     checkpoint = parse_checkpoint(split_note(note)[0])
     size = checkpoint.size
+    folder.mkdir(parents=True, exist_ok=True)
     old = await _old_size(store, folder, checkpoint.origin, size)
     refs = list(new_tiles(old, size))
     hashes = [r for r in refs if r.kind == HASHES]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
+import stat
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,6 +24,7 @@ from memseal.cli.progress import ProgressLine
 from memseal.cli.trust import trust_text
 from memseal.ledger.errors import InvalidRequest, NotFound, StorageError, VerificationError
 from memseal.ledger.note import parse_vkey
+from memseal.ledger.tiles import max_file_size
 from memseal.ledger.tiles_verify import Fetch, verify_tiles
 
 __all__ = ["add_verbs", "tiles_fetcher", "verify_tiles_command"]
@@ -45,42 +48,77 @@ async def _tiles(args: argparse.Namespace) -> int:
     return OK
 
 
+def _too_large(where: str, path: str, limit: int) -> VerificationError:
+    return VerificationError(
+        f"{where}: {path} holds more than the {limit:,} bytes such a file can", step="tiles"
+    )
+
+
+def _url_fetcher(where: str, token: str | None) -> tuple[Fetch, Any]:
+    import httpx
+
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    client = httpx.Client(base_url=where.rstrip("/") + "/", headers=headers, timeout=60)
+
+    def fetch_url(path: str) -> bytes:
+        limit = max_file_size(path)
+        try:
+            with client.stream("GET", path) as response:
+                if response.status_code == 404:
+                    raise NotFound(f"{where} has no {path}")
+                if response.status_code in (401, 403):
+                    raise InvalidRequest(
+                        f"{where} refused {path} ({response.status_code}): give an auditor's "
+                        "token with --token-file, or ask for a public tlog"
+                    )
+                if response.status_code != 200:
+                    raise StorageError(f"{where}/{path} answered {response.status_code}")
+                # Streamed against the bound: an endless body is cut, not held.
+                body = bytearray()
+                for piece in response.iter_bytes():
+                    body += piece
+                    if len(body) > limit:
+                        raise _too_large(where, path, limit)
+                return bytes(body)
+        except httpx.HTTPError as exc:
+            raise StorageError(f"cannot fetch {path} from {where}: {exc}") from exc
+
+    return fetch_url, client
+
+
+def _read_file(folder: Path, path: str) -> bytes:
+    limit = max_file_size(path)
+    try:
+        # A link to a device or a pipe is no tile: stat before opening, non-blocking
+        # open (a FIFO would wait), and check the opened file again.
+        if not stat.S_ISREG(os.stat(folder / path).st_mode):
+            raise VerificationError(f"{folder}: {path} is not a regular file", step="tiles")
+        fd = os.open(folder / path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise NotFound(f"{folder} has no {path}") from exc
+    except OSError as exc:
+        raise VerificationError(f"{folder}: cannot read {path}: {exc}", step="tiles") from exc
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise VerificationError(f"{folder}: {path} is not a regular file", step="tiles")
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise _too_large(str(folder), path, limit)
+    return data
+
+
 def tiles_fetcher(where: str, token: str | None = None) -> tuple[Fetch, Any]:
-    """A fetch over a tiled log at a URL (``http(s)://``) or in a folder, and what to close."""
+    """A fetch over a tiled log at a URL (``http(s)://``) or in a folder, and what to close.
+
+    Each read stops at the most its file can hold (:func:`~memseal.ledger.tiles.max_file_size`)
+    and refuses more, naming the file.
+    """
     if where.startswith(("http://", "https://")):
-        import httpx
-
-        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-        client = httpx.Client(base_url=where.rstrip("/") + "/", headers=headers, timeout=60)
-
-        def fetch_url(path: str) -> bytes:
-            try:
-                response = client.get(path)
-            except httpx.HTTPError as exc:
-                raise StorageError(f"cannot fetch {path} from {where}: {exc}") from exc
-            if response.status_code == 404:
-                raise NotFound(f"{where} has no {path}")
-            if response.status_code in (401, 403):
-                raise InvalidRequest(
-                    f"{where} refused {path} ({response.status_code}): give an auditor's "
-                    "token with --token-file, or ask for a public tlog"
-                )
-            if response.status_code != 200:
-                raise StorageError(f"{where}/{path} answered {response.status_code}")
-            return response.content
-
-        return fetch_url, client
+        return _url_fetcher(where, token)
     folder = Path(where)
     if not folder.is_dir():
         raise InvalidRequest(f"--tiles {where}: neither an http(s) URL nor a folder")
-
-    def fetch_file(path: str) -> bytes:
-        try:
-            return (folder / path).read_bytes()
-        except FileNotFoundError as exc:
-            raise NotFound(f"{folder} has no {path}") from exc
-
-    return fetch_file, None
+    return functools.partial(_read_file, folder), None
 
 
 async def verify_tiles_command(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import psycopg
 import pytest
@@ -31,19 +32,22 @@ PLACE = "team:acme/agent:writer"
 @pytest.fixture
 async def url() -> AsyncIterator[str]:
     made, schema = fresh_url("reconnect")
+    # The store passes other URL parameters to libpq: naming the connections after the
+    # schema lets the test drop its own and leave the other tests' (run in parallel) alone.
     try:
-        yield made
+        yield f"{made}&application_name={schema}"
     finally:
         await drop_schemas([schema])
 
 
-async def _drop_every_connection_but_mine() -> int:
+async def _drop_every_connection_but_mine(url: str) -> int:
     assert POSTGRES
+    (name,) = parse_qs(urlsplit(url).query)["application_name"]
     async with await psycopg.AsyncConnection.connect(POSTGRES, autocommit=True) as conn:
         cur = await conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE usename = current_user AND datname = current_database() "
-            "AND pid <> pg_backend_pid()"
+            "WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (name,),
         )
         row = await cur.fetchone()
     assert row is not None
@@ -65,7 +69,7 @@ async def test_reads_and_writes_go_on_after_the_server_drops_the_connections(
             await run.call("memory_fetch", {"query": "deploy"})
         size = await memory.ledger.size()
 
-        assert await _drop_every_connection_but_mine() >= 3  # writer, reader, snapshots
+        assert await _drop_every_connection_but_mine(url) >= 3  # writer, reader, snapshots
         # Snapshot reads (the engine), the reader connection (the ledger), the writer.
         hits = (await memory.engine.fetch("deploy", mode="hybrid")).hits
         assert [h.item.id for h in hits] == [first.id]
@@ -73,15 +77,15 @@ async def test_reads_and_writes_go_on_after_the_server_drops_the_connections(
         second = await memory.engine.store(Learning(text="rollbacks need two"), namespace=PLACE)
         assert second.seq == size
 
-        await _drop_every_connection_but_mine()
+        await _drop_every_connection_but_mine(url)
         async with memory.run("r1", scope) as run:  # resumes: the memo read, then live
             await run.call("memory_fetch", {"query": "deploy"})
             await run.call("memory_store", {"learning": {"text": "written after the drop"}})
         for round in range(SCALE):  # MEMSEAL_ATTACK_SCALE: more drops, each mid-session
-            await _drop_every_connection_but_mine()
+            await _drop_every_connection_but_mine(url)
             await memory.engine.store(Learning(text=f"round {round} after a drop"), namespace=PLACE)
-        await _drop_every_connection_but_mine()
+        await _drop_every_connection_but_mine(url)
         assert await memory.ledger.inclusion_proof(0, size)  # the Merkle reads' connection
-        await _drop_every_connection_but_mine()
+        await _drop_every_connection_but_mine(url)
         summary = await memory.ledger.verify(memory.trust_root)
         assert summary.size == await memory.ledger.size() > size

@@ -179,70 +179,38 @@ class _TakenOver(Exception):
         self.message = message
 
 
-def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
-    sessions = _Sessions()
+class _Handlers:
+    """The MCP server's handlers over the service ``get_service`` returns (None: not started)."""
 
-    def who(ctx: Any) -> tuple[Any, Any, Any]:
-        service = get_service()
+    def __init__(self, get_service: Callable[[], Any]) -> None:
+        self._get_service = get_service
+        self._sessions = _Sessions()
+
+    def who(self, ctx: Any) -> tuple[Any, Any, Any]:
+        service = self._get_service()
         request = getattr(ctx, "request", None)
         principal = None if request is None else request.scope.get(PRINCIPAL_KEY)
         if service is None or principal is None:
             raise RuntimeError("no authenticated memseal principal on this MCP request")
         return service, principal, request
 
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-        service, principal, request = who(ctx)
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        service, principal, request = self.who(ctx)
         try:
             view = await _view_of(service, principal, request)
         except MemsealError as exc:
             raise MCPError(code=-32602, message=str(exc)) from exc
         return types.ListToolsResult(tools=_tools_of(service, principal, view))
 
-    async def call_past(
-        service: Any, principal: Any, request: Any, params: types.CallToolRequestParams
-    ) -> types.CallToolResult | None:
-        """The call over the URL's point (None: no point, a live call)."""
-        try:
-            view = await _view_of(service, principal, request)
-            if view is None:
-                return None
-            if request.headers.get("x-memseal-run") or _key_of(params) is not None:
-                raise InvalidRequest(_PAST_UNRECORDED)
-            arguments: Any = {} if params.arguments is None else params.arguments
-            result = await view.tools(principal.scope).call(params.name, arguments)
-        except MemsealError as exc:
-            return _error(f"error: {exc}")
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=to_text(result))], is_error=False
-        )
-
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        service, principal, request = who(ctx)
-        past = await call_past(service, principal, request, params)
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        service, principal, request = self.who(ctx)
+        past = await _call_past(service, principal, request, params)
         if past is not None:
             return past
-        arguments: Any = {} if params.arguments is None else params.arguments
-        run_id = request.headers.get("x-memseal-run")
-        session = request.headers.get("mcp-session-id")
-        if not run_id:
-            run_id = f"mcp-{session}" if session else None
         try:
-            # Checked first: a bad key takes no run over and writes nothing.
-            key = _key_of(params)
-            if key is not None and run_id is None:
-                raise InvalidRequest(
-                    f'`key` (_meta["{KEY_META}"]) needs a named run: send X-Memseal-Run'
-                )
-            if run_id is not None and session:
-                await sessions.enter(service, principal, session, run_id)
-            if run_id is None:
-                _, _, result = await service.call_tool(
-                    principal, params.name, arguments, run_id=None, step=None, revalidate=False
-                )
-            else:
-                _, result = await service.runs.call(
-                    run_id, principal.scope, params.name, arguments, key=key
-                )
+            result = await self._call_live(service, principal, request, params)
         except MemsealError as exc:
             return _error(f"error: {exc}")
         except Exception as exc:  # a session's takeover refusal carries a message
@@ -254,17 +222,65 @@ def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
             content=[types.TextContent(type="text", text=to_text(result))], is_error=False
         )
 
-    def lifecycle_of(ctx: Any) -> tuple[Any, Any, Callable[[], Awaitable[AsOfView | None]]]:
-        service, principal, request = who(ctx)
+    async def _call_live(
+        self, service: Any, principal: Any, request: Any, params: types.CallToolRequestParams
+    ) -> Any:
+        arguments: Any = {} if params.arguments is None else params.arguments
+        run_id = request.headers.get("x-memseal-run")
+        session = request.headers.get("mcp-session-id")
+        if not run_id:
+            run_id = f"mcp-{session}" if session else None
+        # Checked first: a bad key takes no run over and writes nothing.
+        key = _key_of(params)
+        if key is not None and run_id is None:
+            raise InvalidRequest(
+                f'`key` (_meta["{KEY_META}"]) needs a named run: send X-Memseal-Run'
+            )
+        if run_id is not None and session:
+            await self._sessions.enter(service, principal, session, run_id)
+        if run_id is None:
+            _, _, result = await service.call_tool(
+                principal, params.name, arguments, run_id=None, step=None, revalidate=False
+            )
+            return result
+        _, result = await service.runs.call(
+            run_id, principal.scope, params.name, arguments, key=key
+        )
+        return result
+
+    def lifecycle_of(self, ctx: Any) -> tuple[Any, Any, Callable[[], Awaitable[AsOfView | None]]]:
+        service, principal, request = self.who(ctx)
         return service.memory, principal, lambda: _view_of(service, principal, request)
 
+
+async def _call_past(
+    service: Any, principal: Any, request: Any, params: types.CallToolRequestParams
+) -> types.CallToolResult | None:
+    """The call over the URL's point (None: no point, a live call)."""
+    try:
+        view = await _view_of(service, principal, request)
+        if view is None:
+            return None
+        if request.headers.get("x-memseal-run") or _key_of(params) is not None:
+            raise InvalidRequest(_PAST_UNRECORDED)
+        arguments: Any = {} if params.arguments is None else params.arguments
+        result = await view.tools(principal.scope).call(params.name, arguments)
+    except MemsealError as exc:
+        return _error(f"error: {exc}")
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=to_text(result))], is_error=False
+    )
+
+
+def _http_server(get_service: Callable[[], Any]) -> Server[Any]:
+    handlers = _Handlers(get_service)
     return Server(
         "memseal",
         version="0.1.0",
         instructions="Memory tools; every call is a signed ledger entry.",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        **_lifecycle_handlers(lifecycle_of),
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        **_lifecycle_handlers(handlers.lifecycle_of),
     )
 
 

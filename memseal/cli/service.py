@@ -158,11 +158,39 @@ def _withdraw(folder: Path, token_id: str) -> None:
         store.close()
 
 
+def _banner(
+    args: argparse.Namespace, url: str, made: tuple[str, str] | None, shown: str | None
+) -> None:
+    """What ``serve`` prints once it holds the start-up lock (``shown``: a store URL, if any)."""
+    from memseal.service.workers import parse_worker
+
+    folder = Path(args.data)
+    if made is not None:
+        print(f"admin token (shown once, stored hashed): {made[0]}", flush=True)
+        print(
+            f"make an agent token: memseal tokens add --data {folder} --role agent "
+            "--place team:acme/agent:writer",
+            flush=True,
+        )
+    if not shown:
+        print(f"memseal serving {folder} at {url}", flush=True)
+    else:
+        print(f"memseal serving {shown} (keys and tokens in {folder}) at {url}", flush=True)
+    print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
+    print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
+    print(f"  OpenAPI: {url}/docs", flush=True)
+    opened = "public" if args.tlog_public else "auditor and admin tokens"
+    print(f"  tlog:    {url}/tlog/checkpoint  (C2SP tlog-tiles; {opened})", flush=True)
+    for witness in args.witness:
+        print(f"  witness: {witness.partition(',')[0]}", flush=True)
+    for worker in args.worker:
+        print(f"  worker:  {parse_worker(worker).describe()}", flush=True)
+
+
 async def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memseal.service.app import create_app
-    from memseal.service.workers import parse_worker
 
     folder = Path(args.data)
     store, shown = store_display(args)
@@ -185,26 +213,7 @@ async def _serve(args: argparse.Namespace) -> int:
         # On a thread: another process may hold the lock for as long as its start-up takes.
         await asyncio.to_thread(lock.acquire)
         made = _first_admin(folder)
-        if made is not None:
-            print(f"admin token (shown once, stored hashed): {made[0]}", flush=True)
-            print(
-                f"make an agent token: memseal tokens add --data {folder} --role agent "
-                "--place team:acme/agent:writer",
-                flush=True,
-            )
-        if store is None:
-            print(f"memseal serving {folder} at {url}", flush=True)
-        else:
-            print(f"memseal serving {shown} (keys and tokens in {folder}) at {url}", flush=True)
-        print(f"  tools:   GET {url}/v1/tools  (Authorization: Bearer TOKEN)", flush=True)
-        print(f"  MCP:     {url}/mcp  (streamable HTTP, same bearer token)", flush=True)
-        print(f"  OpenAPI: {url}/docs", flush=True)
-        opened = "public" if args.tlog_public else "auditor and admin tokens"
-        print(f"  tlog:    {url}/tlog/checkpoint  (C2SP tlog-tiles; {opened})", flush=True)
-        for witness in args.witness:
-            print(f"  witness: {witness.partition(',')[0]}", flush=True)
-        for worker in args.worker:
-            print(f"  worker:  {parse_worker(worker).describe()}", flush=True)
+        _banner(args, url, made, None if store is None else shown)
         app = _Startup(made_app, lock)
         config = uvicorn.Config(
             app,
@@ -395,13 +404,8 @@ async def _tokens(args: argparse.Namespace) -> int:
         store.close()
 
 
-def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``serve``, ``mcp`` and ``tokens`` to the ``memseal`` parser."""
-    serve = verbs.add_parser(
-        "serve",
-        parents=[store_options()],
-        help="the HTTP service (and MCP over streamable HTTP); makes the data folder if missing",
-    )
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s own options (the store's come from :func:`store_options`)."""
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8420)
     serve.add_argument(
@@ -455,6 +459,16 @@ def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "signed bodies: kinds, namespaces, item ids; never a payload)",
     )
     serve.add_argument("--log-level", default="warning")
+
+
+def add_verbs(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``serve``, ``mcp`` and ``tokens`` to the ``memseal`` parser."""
+    serve = verbs.add_parser(
+        "serve",
+        parents=[store_options()],
+        help="the HTTP service (and MCP over streamable HTTP); makes the data folder if missing",
+    )
+    _serve_options(serve)
     serve.set_defaults(run=_serve)
 
     mcp = verbs.add_parser(

@@ -37,6 +37,7 @@ from .trust import trust_rank
 
 __all__ = [
     "FACETS",
+    "Defer",
     "Derived",
     "Detail",
     "Execute",
@@ -50,6 +51,8 @@ __all__ = [
 ]
 
 Execute = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+#: Inserts one row into ``table (col, ...)``, perhaps later (:meth:`WriteTxn.defer`).
+Defer = Callable[[str, tuple[Any, ...]], None]
 
 _MOD: Final = 1 << 256
 _ROW: Final = b"memseal/engine/row/v1\x00"
@@ -174,10 +177,13 @@ class Projection:
         keyring: Keyring,
         sql: EngineSql,
         saved: tuple[str | None, str | None] | None = None,
+        defer: Defer | None = None,
     ) -> None:
         """The projection as this transaction sees it; ``saved`` is the row of
-        :attr:`SAVED` when the caller read it just now, in this transaction."""
+        :attr:`SAVED` when the caller read it just now, in this transaction; ``defer``
+        lets the writer put the rows of a group's commands in one INSERT a table."""
         self._x = execute
+        self._defer = defer
         self._keyring = keyring
         self._sql = sql
         if saved is None:
@@ -211,12 +217,19 @@ class Projection:
 
     # -- rows -------------------------------------------------------------------
 
-    def _insert(self, table: str, row: Sequence[Any]) -> None:
-        marks = ", ".join("?" * len(row))
-        self._x(f"INSERT INTO {table} ({', '.join(HASHED[table])}) VALUES ({marks})", row)
+    def _insert(self, table: str, row: tuple[Any, ...]) -> None:
+        if self._defer is not None:
+            self._defer(f"{table} ({', '.join(HASHED[table])})", row)
+        else:
+            marks = ", ".join("?" * len(row))
+            self._x(f"INSERT INTO {table} ({', '.join(HASHED[table])}) VALUES ({marks})", row)
         self.total = (self.total + row_digest(table, row)) % _MOD
 
-    def _insert_many(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+    def _insert_many(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        if self._defer is not None:
+            for row in rows:
+                self._insert(table, row)
+            return
         # One statement for all the rows: on PostgreSQL each statement is a round trip.
         for start in range(0, len(rows), 100):
             part = rows[start : start + 100]
@@ -282,7 +295,13 @@ class Projection:
             d.content,
         )
         self._insert("engine_items", row)
-        self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags, d.words)
+        if self._defer is not None and self._sql.name == "sqlite":
+            # SQLite's FTS5 indexes the text itself: its row goes with the group's.
+            self._defer(
+                "engine_fts (rowid, text, title, tags)", (seq, d.text, payload.title, d.tags)
+            )
+        else:
+            self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags, d.words)
         self._insert_many("engine_facets", [(seq, facet, value) for facet, value in d.facets])
         self._insert_many("engine_dates", [(seq, ref) for ref in d.refs])
         return True

@@ -75,7 +75,11 @@ def store_command(
             return Stored(id=item, replayed=True, seq=found)
         appended = txn.append(prepared.draft)
         projection = Projection(
-            txn.execute, keyring, for_dialect(txn.dialect), saved=(position, total)
+            txn.execute,
+            keyring,
+            for_dialect(txn.dialect),
+            saved=(position, total),
+            defer=txn.defer,
         )
         projection.stored(
             appended.seq,
@@ -120,7 +124,7 @@ def trust_command(
             "trust_changed", event_body(event), payload_value(payload), mentions=[target]
         )
         appended = txn.append(draft)
-        projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
+        projection = Projection(txn.execute, keyring, for_dialect(txn.dialect), defer=txn.defer)
         projection.trust(appended.seq, appended.at, event, payload)
         projection.save()
         return TrustChange(id=target, trust=level, previous=previous, seq=appended.seq)

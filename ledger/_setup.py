@@ -259,6 +259,20 @@ class StoreSetup(ABC, Generic[TxnT, ConnT, ReaderT]):
         self._writable()
         return await self._group.exclusive(work)
 
+    def _run_grouped(self, txn: TxnT, batch: list[Job[ConnT]]) -> bool:
+        """The group's commands as one unit (:meth:`LogTxn.run_grouped`), then the commit
+        hooks; False, with the outcomes unset, when a command failed: the caller rolls the
+        transaction back and runs :meth:`_run_group`."""
+        txn.adopt_current_key(self._key_source)
+        outcomes = txn.run_grouped([job.command for job in batch])
+        if outcomes is None:
+            return False
+        for job, outcome in zip(batch, outcomes, strict=True):
+            job.outcome = outcome
+        for hook in self._commit_hooks:
+            hook(txn)
+        return True
+
     def _run_group(self, txn: TxnT, batch: list[Job[ConnT]]) -> None:
         """The group's commands, each in its savepoint, then the commit hooks."""
         txn.adopt_current_key(self._key_source)

@@ -12,11 +12,22 @@ The Merkle tree grows in the same transaction: never a stored entry without
 its hashes. The right edge (one complete subtree per set bit of the size) is
 read once per group; each append then merges its leaf into it, giving the
 stored hashes it writes in order (:meth:`LogTxn._grow_edge`).
+
+A group runs first as one unit (:meth:`LogTxn.run_grouped`): no savepoint per
+command, and the rows of its inserts (:meth:`LogTxn.defer`) held back and
+written as one multi-row INSERT per table at the end of the group. Per call a
+savepoint and one statement per table were most of SQLite's share of a
+recorded store (issue 41). A statement that names a table with rows held back
+writes them first, so every command reads what the ones before it wrote. If
+anything in the group raises, the adapter rolls the transaction back and runs
+the group again call by call (:meth:`LogTxn.run_command`, a savepoint each,
+the held rows written at each command's end): one bad call still fails alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -36,9 +47,30 @@ from .merkle import node_hash, stored_hash_index
 from .note import NoteSigner
 from .store import Appended, Command, StoredCheckpoint
 
-__all__ = ["KeySource", "LogTxn", "Mark"]
+__all__ = ["ROWS_PER_INSERT", "GroupRetry", "KeySource", "LogTxn", "Mark"]
 
 Mark = tuple[int, bytes | None, NoteSigner, list[tuple[int, bytes]] | None]
+#: Rows a multi-row INSERT carries: SQLite binds at most 32,766 parameters a statement.
+ROWS_PER_INSERT = 500
+_WORD = re.compile(r"\w+")
+#: The words of each statement text seen (the texts are the code's own: a few dozen).
+_words: dict[str, frozenset[str]] = {}
+
+
+def _words_of(sql: str) -> frozenset[str]:
+    found = _words.get(sql)
+    if found is None:
+        found = _words[sql] = frozenset(_WORD.findall(sql))
+    return found
+
+
+class GroupRetry(BaseException):
+    """A nested unit failed while the group ran as one unit: nothing of it can be
+    rolled back alone, so the whole group goes again call by call.
+
+    A BaseException, so that a command's own ``except Exception`` does not keep it."""
+
+
 KeySource = Callable[[str], NoteSigner | None]
 """Finds the signer of a key id (hex) this process has not loaded yet, or None."""
 
@@ -68,6 +100,9 @@ class LogTxn(ABC, Generic[ConnT]):
     _RELEASE: ClassVar[str]
     #: The SQL the adapter's ``execute`` takes (see :class:`~.store.WriteTxn`).
     dialect: ClassVar[str]
+    #: Whether :meth:`defer` holds rows back (an adapter whose ``execute`` flushes
+    #: them before any statement naming their table); otherwise it inserts at once.
+    _DEFERS: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -82,6 +117,9 @@ class LogTxn(ABC, Generic[ConnT]):
         self._key = signer.key_id.hex()
         self._clock = clock
         self._hooks = hooks
+        #: Rows held back, by table: (the INSERT's target with its columns, rows).
+        self._held: dict[str, tuple[str, list[tuple[Any, ...]]]] = {}
+        self._grouped = False
         # Read inside the write transaction, after the writer lock: never a cached head.
         head = self.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
         self._size: int = 0 if not head else head[0][0] + 1
@@ -104,6 +142,49 @@ class LogTxn(ABC, Generic[ConnT]):
         SQLite runs each statement at once: nothing is ever pending.
         """
 
+    def defer(self, into: str, row: tuple[Any, ...]) -> None:
+        """Insert ``row`` into ``into`` (``table (col, ...)``), at the latest when the
+        command ends or a statement names the table (see the module docstring)."""
+        if not self._DEFERS:
+            marks = ", ".join("?" * len(row))
+            self.execute(f"INSERT INTO {into} VALUES ({marks})", row)
+            return
+        table = into.split(" ", 1)[0]
+        held = self._held.get(table)
+        if held is None:
+            self._held[table] = (into, [row])
+        elif held[0] == into:
+            held[1].append(row)
+        else:  # another column list: what is held goes first, in order
+            self._flush_tables((table,))
+            self._held[table] = (into, [row])
+
+    def flush(self) -> None:
+        """Write every row held back (one multi-row INSERT per table and 500 rows)."""
+        self._flush_tables(tuple(self._held))
+
+    def _touch(self, sql: str) -> None:
+        """Write the held rows of the tables ``sql`` names, before it runs."""
+        if self._held:
+            named = _words_of(sql).intersection(self._held)
+            if named:
+                self._flush_tables(tuple(named))
+
+    def _flush_tables(self, tables: Sequence[str]) -> None:
+        for table in tables:
+            into, rows = self._held.pop(table)
+            for start in range(0, len(rows), ROWS_PER_INSERT):
+                part = rows[start : start + ROWS_PER_INSERT]
+                one = "(" + ", ".join("?" * len(part[0])) + ")"
+                self._raw(
+                    f"INSERT INTO {into} VALUES {', '.join([one] * len(part))}",
+                    [v for row in part for v in row],
+                )
+
+    def _raw(self, sql: str, params: Sequence[Any]) -> None:
+        """Run one statement as is: no held rows written before it (the flush's own)."""
+        self.execute(sql, params)
+
     def _roll_back(self, name: str, mark: Mark) -> Exception | None:
         """Roll the unit of savepoint ``name`` back, rows and log state; the error of a
         statement sent ahead inside it, if one failed.
@@ -122,6 +203,8 @@ class LogTxn(ABC, Generic[ConnT]):
             self._sql(self._RELEASE.format(name))
             self._settle()
         finally:
+            # Held rows were all written inside the unit (it flushed as it began).
+            self._held.clear()
             self.reset(mark)
         return first
 
@@ -255,6 +338,15 @@ class LogTxn(ABC, Generic[ConnT]):
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
         """A nested unit inside a command: rolled back alone (rows and log state) if it raises."""
+        if self._grouped:
+            # No savepoint while the group runs as one unit: a unit that fails sends the
+            # group back to run call by call, where it has one.
+            try:
+                yield
+            except BaseException as exc:
+                raise GroupRetry from exc
+            return
+        self.flush()  # held rows from before the unit are not the unit's to roll back
         # What was sent ahead before the unit settles outside it: an earlier statement's
         # error fails the unit it belongs to, under its own name, not this one.
         self._settle()
@@ -288,6 +380,7 @@ class LogTxn(ABC, Generic[ConnT]):
         mark = self.mark()
         try:
             value = command(self)
+            self.flush()
             self._settle()
         except BaseException as exc:
             first = self._roll_back("command", mark)
@@ -295,6 +388,21 @@ class LogTxn(ABC, Generic[ConnT]):
             return (False, translate(failure))
         self._sql(self._RELEASE.format("command"))
         return (True, value)
+
+    def run_grouped(self, commands: Sequence[Command[Any]]) -> list[tuple[bool, Any]] | None:
+        """Run ``commands`` as one unit, no savepoints, held rows written at the end;
+        their outcomes, or None when anything raised: the adapter then rolls the whole
+        transaction back and runs the group again call by call (:meth:`run_command`)."""
+        self._grouped = True
+        try:
+            values = [command(self) for command in commands]
+            self.flush()
+            self._settle()
+        except BaseException:  # every failure is retried call by call
+            return None
+        finally:
+            self._grouped = False
+        return [(True, value) for value in values]
 
     def _grow_edge(self, seq: int, digest: bytes) -> list[bytes]:
         """Merge leaf ``seq`` into the right edge; the stored hashes it adds, in order."""

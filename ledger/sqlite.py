@@ -3,8 +3,9 @@
 Writes go through the shared group-commit writer (:mod:`._writer` explains
 why a thread of our own rather than aiosqlite, which crosses to its database
 thread once per statement): a group of commands runs in one ``BEGIN
-IMMEDIATE`` transaction, each in ``SAVEPOINT command`` (:mod:`._txn`), in one
-crossing. Reads go through aiosqlite, which is fine for them.
+IMMEDIATE`` transaction, in one crossing: as one unit with its rows held back
+and inserted a table at a time, or, when that fails, again with each command in
+``SAVEPOINT command`` (:mod:`._txn`). Reads go through aiosqlite, which is fine for them.
 
 Durability: WAL with ``synchronous=FULL``, so a commit returns only after
 the WAL is fsynced; :meth:`SqliteLogStore.run` resolves after the commit.
@@ -113,76 +114,50 @@ def _connect_writer(path: Path) -> sqlite3.Connection:
     return conn
 
 
-#: Rows a multi-row INSERT carries: SQLite binds at most 32,766 parameters a statement.
-_ROWS_PER_INSERT = 500
-
-
-def _insert_rows(conn: sqlite3.Connection, into: str, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert ``rows`` with one multi-row statement per 500 rather than one step a row.
-
-    ``executemany`` steps the statement once a row, and every step lets go of the GIL
-    and waits to take it back from the event loop's thread: on a busy process that wait,
-    not SQLite, was most of the writer's time (issue 17). Same rows, same transaction.
-    """
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        part = rows[start : start + _ROWS_PER_INSERT]
-        marks = ", ".join(["(" + ", ".join("?" * len(part[0])) + ")"] * len(part))
-        conn.execute(f"INSERT INTO {into} VALUES {marks}", [v for row in part for v in row])
-
-
 class SqliteTxn(LogTxn[sqlite3.Connection]):
     """The open write transaction handed to each command (see :class:`WriteTxn`)."""
 
     _ROLLBACK_TO = "ROLLBACK TO {}"
     _RELEASE = "RELEASE {}"
     dialect = "sqlite"
+    # Every statement goes through ``execute`` or ``_run``, which write held rows first.
+    _DEFERS = True
 
     def _write_entry(
         self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
     ) -> None:
-        conn = self.conn
-        conn.execute(
-            "INSERT INTO entries (seq, leaf, hash, sig) VALUES (?, ?, ?, ?)",
-            (seq, leaf, digest, signature),
-        )
-        self._grow_tree(seq, digest)
+        self.defer("entries (seq, leaf, hash, sig)", (seq, leaf, digest, signature))
+        base = stored_hash_count(seq)
+        for i, h in enumerate(self._grow_edge(seq, digest)):
+            self.defer("tree (idx, hash)", (base + i, h))
         if draft.payload is not None:
-            conn.execute(
-                "INSERT INTO payloads (seq, salt, data) VALUES (?, ?, ?)",
-                (seq, draft.salt, draft.payload),
-            )
-            if draft.mentions:
-                _insert_rows(conn, "mentions (ref, seq)", [(ref, seq) for ref in draft.mentions])
+            self.defer("payloads (seq, salt, data)", (seq, draft.salt, draft.payload))
+            for ref in draft.mentions:
+                self.defer("mentions (ref, seq)", (ref, seq))
         for earlier in draft.redacts:
-            conn.execute("DELETE FROM payloads WHERE seq = ?", (earlier,))
-            conn.execute("DELETE FROM mentions WHERE seq = ?", (earlier,))
+            self.execute("DELETE FROM payloads WHERE seq = ?", (earlier,))
+            self.execute("DELETE FROM mentions WHERE seq = ?", (earlier,))
             # Which signed entry erased it: replay marks forgotten texts with that seq.
-            conn.execute(
+            self.execute(
                 "INSERT OR IGNORE INTO redactions (seq, by_seq) VALUES (?, ?)", (earlier, seq)
             )
         for earlier, residue, mentions in draft.kept:
             # What the forget left of this payload: the texts it did not forget (entry.py).
-            conn.execute(
-                "INSERT INTO payloads (seq, salt, data) VALUES (?, ?, ?)",
-                (earlier, RESIDUE_SALT, residue),
-            )
-            conn.executemany(
-                "INSERT INTO mentions (ref, seq) VALUES (?, ?)",
-                [(ref, earlier) for ref in mentions],
-            )
-
-    def _grow_tree(self, seq: int, digest: bytes) -> None:
-        # The Merkle tree grows in the same transaction (see ``_txn``).
-        new = self._grow_edge(seq, digest)
-        base = stored_hash_count(seq)
-        _insert_rows(self.conn, "tree (idx, hash)", [(base + i, x) for i, x in enumerate(new)])
+            self.defer("payloads (seq, salt, data)", (earlier, RESIDUE_SALT, residue))
+            for ref in mentions:
+                self.defer("mentions (ref, seq)", (ref, earlier))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """The rows of one statement inside the transaction."""
+        """The rows of one statement inside the transaction (held rows it names first)."""
+        self._touch(sql)
         return self.conn.execute(sql, params).fetchall()
+
+    def _raw(self, sql: str, params: Sequence[Any]) -> None:
+        self.conn.execute(sql, params)
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
         """Stored Merkle hashes by index, as of this transaction; StorageError if one is missing."""
+        self._touch("tree")
         return _read_tree(self.conn, indexes)
 
 
@@ -363,7 +338,13 @@ class SqliteLogStore(StoreSetup[SqliteTxn, sqlite3.Connection, aiosqlite.Connect
             raise StorageError(f"cannot begin a write transaction: {_said(exc)}") from exc
         try:
             txn = SqliteTxn(conn, self.signer, self._clock, self._hooks)
-            self._run_group(txn, batch)
+            if not self._run_grouped(txn, batch):
+                # Something in the group failed: none of it stands, and the group runs
+                # again call by call, so only the call that failed fails.
+                conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                txn = SqliteTxn(conn, self.signer, self._clock, self._hooks)
+                self._run_group(txn, batch)
             conn.execute("COMMIT")
             self._signer = txn.signer
         except BaseException:

@@ -120,6 +120,12 @@ class WriteTxn(Protocol):
         """Run one statement of the adapter's own dialect inside the transaction."""
         ...
 
+    def defer(self, into: str, row: tuple[Any, ...]) -> None:
+        """Insert ``row`` into ``into`` (``table (col, ...)``) before the command ends, or
+        before a statement naming the table runs: with the group's other rows, in one
+        multi-row INSERT, where the adapter can."""
+        ...
+
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested unit of the command, rolled back alone (rows and log state) if it raises."""
         ...

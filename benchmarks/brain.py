@@ -30,8 +30,8 @@ from collections import Counter
 from pathlib import Path
 
 import memseal
+from memseal.apps.lifecycle import Brain
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import Brain
 
 SCOPE = ToolScope.placed_at("team:bench/brain:corpus")
 BUDGET = 400

@@ -74,10 +74,7 @@ from currency_data import DEV, Question, Statement, User
 from currency_held import HELD
 
 import memseal
-from memseal.engine import HashingEmbedder
-from memseal.engine.embedders import default_embedder
-from memseal.tools import MemoryTools
-from memseal.tools.lifecycle import (
+from memseal.apps.lifecycle import (
     SESSION_START,
     AgentMemory,
     ContextPack,
@@ -85,6 +82,9 @@ from memseal.tools.lifecycle import (
     MemoryLayout,
     holistic_recall,
 )
+from memseal.engine import HashingEmbedder
+from memseal.engine.embedders import default_embedder
+from memseal.tools import MemoryTools
 
 K = 5
 LAYOUT = MemoryLayout(tenant="eval")

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import memseal
+from memseal.apps.lifecycle import AgentMemory, Brain, ContextPack, JobQueue, MemoryLayout
 from memseal.engine import HashingEmbedder
-from memseal.tools.lifecycle import AgentMemory, Brain, ContextPack, JobQueue, MemoryLayout
 
 LAYOUT = MemoryLayout(tenant="acme")
 AGENT, THREAD = "helper", "t1"

@@ -16,8 +16,8 @@ import asyncio
 from pathlib import Path
 
 import memseal
+from memseal.apps.lifecycle import Brain
 from memseal.engine import Reach
-from memseal.tools.lifecycle import Brain
 
 BRAIN = memseal.ToolScope.placed_at("team:acme/brain:handbook")
 # An agent that reads the whole brain (and writes nothing of its own here).

@@ -17,6 +17,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal
 
+from memseal.apps.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
 from memseal.engine import Engine
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError, VerificationError
 from memseal.ledger.keys import (
@@ -31,7 +32,6 @@ from memseal.ledger.log import Ledger
 from memseal.ledger.note import VerifierKey
 from memseal.ledger.opening import LogLocation, check_keys, record_location
 from memseal.replay.evidence import read_proof
-from memseal.replay.evidence.as_of import PYTHON_NAMES, AsOfView, ViewCache, resolve_point
 from memseal.replay.runs._mentions import check_facet_mentions
 from memseal.replay.runs.identity import ScopeIdentity
 from memseal.replay.runs.provenance import DerivedCheck

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from memseal.replay.evidence.as_of import AsOfTools, AsOfView
+from memseal.apps.as_of import AsOfTools, AsOfView
 from memseal.tools import Runner, ToolScope, Toolset, ToolSpec, runner_for
 
 from ._recorded_tools import RecordedTools, RecordedToolset

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
+from memseal.apps._as_of_build import AS_OF_DDL
+from memseal.apps.as_of import ViewCache
 from memseal.engine import ANN_MIN, Answerer, Embedder, Engine, default_embedder
 from memseal.engine.currency import check_currency
 from memseal.engine.embedders import check_embedder
@@ -38,8 +40,6 @@ from memseal.ledger.opening import (
 )
 from memseal.ledger.store import SqlStore
 from memseal.ledger.transparency import CheckpointPolicy
-from memseal.replay.evidence._as_of_build import AS_OF_DDL
-from memseal.replay.evidence.as_of import ViewCache
 from memseal.replay.runs.memo import ddl_for as memo_ddl_for
 
 from ._memory import Memory

@@ -111,31 +111,47 @@ _MOVED: dict[str, str] = {
     "divergence": "runs.divergence",
     "bundle": "evidence.bundle",
     "read_proof": "evidence.read_proof",
-    "as_of": "evidence.as_of",
     "regress": "regress.regress",
     "replayer": "regress.replayer",
     "pytest_plugin": "regress.pytest_plugin",
+}
+
+#: The as-of views left replay for memseal.apps (issue 40): their old names, under
+#: this package, and the module each is now. Names, never imports: replay imports
+#: nothing above it.
+_LIFTED: dict[str, str] = {
+    "as_of": "memseal.apps.as_of",
+    "evidence.as_of": "memseal.apps.as_of",
 }
 
 
 class _MovedLoader(_abc.Loader):
     def __init__(self, target: str) -> None:
         self._target = target
+        self._spec: _machinery.ModuleSpec | None = None
 
     def create_module(self, spec: _machinery.ModuleSpec) -> _types.ModuleType:
-        return _importlib.import_module(self._target)
+        module = _importlib.import_module(self._target)
+        self._spec = module.__spec__
+        return module
 
     def exec_module(self, module: _types.ModuleType) -> None:
-        """The moved module ran when it was imported under its own name."""
+        # The module ran under its own name; the import machinery has just put the
+        # old name's spec on it, and its own spec goes back.
+        module.__spec__ = self._spec
 
 
 class _MovedFinder(_abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: object = None, target: object = None
     ) -> _machinery.ModuleSpec | None:
-        prefix, _, name = fullname.rpartition(".")
+        if not fullname.startswith(__name__ + "."):
+            return None
+        name = fullname[len(__name__) + 1 :]
+        if name in _LIFTED:
+            return _machinery.ModuleSpec(fullname, _MovedLoader(_LIFTED[name]))
         # "regress" is both a floor and the old module: the floor (a package) wins.
-        if prefix != __name__ or name not in _MOVED or name == "regress":
+        if name not in _MOVED or name == "regress":
             return None
         return _machinery.ModuleSpec(fullname, _MovedLoader(f"{__name__}.{_MOVED[name]}"))
 

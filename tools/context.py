@@ -28,7 +28,7 @@ is skipped and logged (logger ``memseal.tools.context``); an empty engine
 the reach (from the :class:`ContextSpec`, or from the scope when compiling
 for a :class:`MemoryTools`) and to the trust floor.
 
-context.md is one preset of :class:`~memseal.tools.lifecycle.ContextPack`,
+context.md is one preset of :class:`~memseal.tools.packs.ContextPack`,
 ``context_md``: :func:`context_pack` reads and fits the pack (each answered
 brief a prose section citing the ids its answer cites, then the learnings
 section, every item with its id and trust) and
@@ -53,7 +53,7 @@ from memseal.engine.trust import check_min_trust
 from memseal.ledger.entry import format_time
 from memseal.ledger.errors import InvalidRequest
 
-from .lifecycle.pack import CHARS_PER_TOKEN, ContextPack, PackItem, PackSection
+from .packs import CHARS_PER_TOKEN, ContextPack, PackItem, PackSection
 from .scope import ToolScope
 
 __all__ = [

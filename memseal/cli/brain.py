@@ -13,13 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from memseal.apps.lifecycle import DEFAULT_BUDGET, Brain, MemoryLayout
 from memseal.cli.options import OK, USAGE, store_options, store_url
 from memseal.cli.progress import ProgressLine
 from memseal.engine import Namespace
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import open
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import DEFAULT_BUDGET, Brain, MemoryLayout
 
 __all__ = ["add_verbs", "brain_place"]
 

@@ -18,10 +18,10 @@ from typing import Any, Final
 
 import msgspec
 
+from memseal.apps.as_of import parse_count
 from memseal.cli.options import OK, USAGE, open_data, store_options, store_url
 from memseal.engine import Namespace, Reach
 from memseal.ledger.errors import InvalidRequest
-from memseal.replay.evidence.as_of import parse_count
 from memseal.tools import ToolScope
 
 __all__ = ["CLI_NAMES", "add_verbs", "count_option"]

@@ -32,10 +32,10 @@ import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+from memseal.apps.lifecycle import DEFAULT_MAX_ATTEMPTS, JobInfo, JobOutcome, JobQueue
 from memseal.cli.options import OK, USAGE, store_options, store_url
 from memseal.memory import Memory, open
 from memseal.service.workers import WorkerScope, parse_worker
-from memseal.tools.lifecycle import DEFAULT_MAX_ATTEMPTS, JobInfo, JobOutcome, JobQueue
 
 __all__ = ["add_verbs", "job_line", "outcome_line"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -26,10 +26,10 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
+from memseal.apps.lifecycle import JobQueue
 from memseal.engine import Embedder
 from memseal.ledger.errors import InvalidRequest, MemsealError
 from memseal.memory import open as open_memory
-from memseal.tools.lifecycle import JobQueue
 from memseal.witness.client import WitnessRelay, parse_witness_option
 
 from .errors import ApiError, error_body, from_memseal
@@ -81,21 +81,62 @@ def create_app(
     auditors and admins; ``tlog_public`` opens its checkpoint and hash tiles to anyone
     (they disclose no content), ``tlog_public_entries`` its entry bundles too.
     """
-    if isinstance(max_body, bool) or not isinstance(max_body, int):
-        raise InvalidRequest("`max_body` must be a number of bytes")
-    if not MIN_TOOL_BODY_BYTES <= max_body <= MAX_TOOL_BODY_BYTES:
-        raise InvalidRequest(
-            f"`max_body` must be {MIN_TOOL_BODY_BYTES:,} to {MAX_TOOL_BODY_BYTES:,} bytes, "
-            f"not {max_body:,}"
-        )
+    _check_limits(max_body, worker_interval)
     queues = _worker_layouts(workers)
-    if isinstance(worker_interval, bool) or not isinstance(worker_interval, int | float):
-        raise InvalidRequest("`worker_interval` must be a number of seconds")
-    if not 0 < worker_interval <= 3_600:
-        raise InvalidRequest("`worker_interval` must be more than 0 and at most 3600 seconds")
     data = Path(folder)
-    mcp_manager: Any = None
     targets = [parse_witness_option(w) for w in witnesses]
+
+    lifespan = _lifespan(
+        data,
+        tokens=tokens,
+        store=store,
+        embedder=embedder,
+        checkpoint_interval=checkpoint_interval,
+        targets=targets,
+        queues=queues,
+        worker_interval=worker_interval,
+    )
+    app = FastAPI(
+        title="memseal",
+        version="0.1.0",
+        summary="Agent memory in which every tool call is an Ed25519-signed ledger entry.",
+        lifespan=lifespan,
+        responses=ERRORS,
+        docs_url=None,
+        redoc_url=None,
+        # Every route refuses a point of the log unless it takes one (history.AsOf).
+        dependencies=[Depends(refuse_undeclared_point)],
+    )
+    app.state.tlog = TlogAccess(public=tlog_public, public_entries=tlog_public_entries)
+    app.state.mcp_manager = None
+    _handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.include_router(lifecycle.router)
+    _doc_pages(app)
+    _console(app)
+    if mcp:
+        from .mcp import mcp_route
+
+        route, app.state.mcp_manager = mcp_route(lambda: getattr(app.state, "service", None))
+        app.router.routes.append(route)
+
+    app.add_middleware(Guard, tool_limit=max_body)
+    return app
+
+
+def _lifespan(
+    data: Path,
+    *,
+    tokens: TokenStore | None,
+    store: str | None,
+    embedder: Embedder | Literal["default"] | None,
+    checkpoint_interval: float | None,
+    targets: list[Any],
+    queues: list[WorkerScope],
+    worker_interval: float,
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's start-up and shutdown: the memory opened, witnesses and workers started."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -115,8 +156,8 @@ def create_app(
             else None
         )
         try:
-            if mcp_manager is not None:
-                async with mcp_manager.run():
+            if app.state.mcp_manager is not None:
+                async with app.state.mcp_manager.run():
                     yield
             else:
                 yield
@@ -138,32 +179,22 @@ def create_app(
                 if tokens is None:
                     token_store.close()
 
-    app = FastAPI(
-        title="memseal",
-        version="0.1.0",
-        summary="Agent memory in which every tool call is an Ed25519-signed ledger entry.",
-        lifespan=lifespan,
-        responses=ERRORS,
-        docs_url=None,
-        redoc_url=None,
-        # Every route refuses a point of the log unless it takes one (history.AsOf).
-        dependencies=[Depends(refuse_undeclared_point)],
-    )
-    app.state.tlog = TlogAccess(public=tlog_public, public_entries=tlog_public_entries)
-    _handlers(app)
-    for router in ROUTERS:
-        app.include_router(router)
-    app.include_router(lifecycle.router)
-    _doc_pages(app)
-    _console(app)
-    if mcp:
-        from .mcp import mcp_route
+    return lifespan
 
-        route, mcp_manager = mcp_route(lambda: getattr(app.state, "service", None))
-        app.router.routes.append(route)
 
-    app.add_middleware(Guard, tool_limit=max_body)
-    return app
+def _check_limits(max_body: object, worker_interval: object) -> None:
+    """Refuse a body limit or worker interval out of range, naming it, before anything opens."""
+    if isinstance(max_body, bool) or not isinstance(max_body, int):
+        raise InvalidRequest("`max_body` must be a number of bytes")
+    if not MIN_TOOL_BODY_BYTES <= max_body <= MAX_TOOL_BODY_BYTES:
+        raise InvalidRequest(
+            f"`max_body` must be {MIN_TOOL_BODY_BYTES:,} to {MAX_TOOL_BODY_BYTES:,} bytes, "
+            f"not {max_body:,}"
+        )
+    if isinstance(worker_interval, bool) or not isinstance(worker_interval, int | float):
+        raise InvalidRequest("`worker_interval` must be a number of seconds")
+    if not 0 < worker_interval <= 3_600:
+        raise InvalidRequest("`worker_interval` must be more than 0 and at most 3600 seconds")
 
 
 def _worker_layouts(workers: Iterable[str]) -> list[WorkerScope]:
@@ -321,11 +352,14 @@ def _doc_pages(app: FastAPI) -> None:
 #: Where the web console's files are served from (``/`` serves its page too).
 CONSOLE: Final = "/console"
 
-#: The console's pages may load only this server's own files and talk only to it: no
-#: inline script, no other origin, so a text shown by the console can never run.
+#: The console's pages may load only this server's own files: no inline script, no other
+#: origin's, so a text shown by the console can never run. They may also read a static
+#: mirror of the log's tiles (Verify here), over HTTPS or on this machine; the console
+#: sends its token only to this server.
 _CONSOLE_POLICY: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+    "connect-src 'self' https: http://127.0.0.1:* http://localhost:*; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'"
 )
 
 

@@ -31,9 +31,9 @@ import msgspec
 from fastapi import Depends, Query, Request
 from starlette.datastructures import QueryParams
 
+from memseal.apps.as_of import AsOfView, parse_count
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import Memory
-from memseal.replay.evidence.as_of import AsOfView, parse_count
 
 from .tokens import Principal
 

@@ -51,8 +51,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from memseal.apps.as_of import AsOfTools, AsOfView
 from memseal.ledger.errors import InvalidRequest, MemsealError, NotFound
-from memseal.replay.evidence.as_of import AsOfTools, AsOfView
 from memseal.replay.runs._sent import check_key
 from memseal.tools import AsyncToolset, to_text
 
@@ -365,7 +365,7 @@ def _lifecycle_handlers(lookup: Lookup) -> dict[str, Any]:
 async def _brief(memory: Any, principal: Any, view: AsOfView | None = None) -> str:
     """The briefing of the principal's scope; its one read recorded in a fresh run (with
     a view: read over it, unrecorded)."""
-    from memseal.tools.lifecycle import PastReader, briefing
+    from memseal.apps.lifecycle import PastReader, briefing
 
     if view is not None:
         past = PastReader(view.tools(principal.scope))

@@ -32,10 +32,10 @@ from typing import Final, cast
 
 import msgspec
 
+from memseal.apps.lifecycle import DEFAULT_MAX_ATTEMPTS, MemoryLayout, RetryPolicy
 from memseal.engine import Namespace, Trust
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import DEFAULT_MAX_ATTEMPTS, MemoryLayout, RetryPolicy
 
 from .tokens import parse_reach, reach_text
 

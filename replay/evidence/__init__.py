@@ -1,10 +1,10 @@
-"""memseal.replay.evidence: what a run leaves to be checked offline, and the past it shows.
+"""memseal.replay.evidence: what a run leaves to be checked offline.
 
 Session bundles (``bundle.py``: export, format, verify, the reads section)
-and read proofs (``read_proof.py``: make, verify, compare), the temporary log
-a recorded read is re-derived in (``_temp_log.py``), and the memory as of a
-past point (``as_of.py``). It stands on :mod:`memseal.replay.runs` and never
-imports :mod:`memseal.replay.regress`.
+and read proofs (``read_proof.py``: make, verify, compare), and the temporary
+log a recorded read is re-derived in (``_temp_log.py``). It stands on
+:mod:`memseal.replay.runs` and never imports :mod:`memseal.replay.regress`;
+the memory as of a past point moved up to :mod:`memseal.apps.as_of`.
 """
 
 from .bundle import FORMAT as BUNDLE_FORMAT

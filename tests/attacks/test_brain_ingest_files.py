@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import Brain, IngestReport
+from memseal.apps.lifecycle._files import read_inside
 from memseal.memory import Memory
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import Brain, IngestReport
-from memseal.tools.lifecycle._files import read_inside
 
 PLACE = "team:acme/brain:handbook"
 SCOPE = ToolScope.placed_at(PLACE)
@@ -236,7 +236,7 @@ async def test_a_folder_swapped_for_a_link_mid_ingest_leads_no_read_outside(
         reads.append(args)
         return read_inside(*args, **kwargs)
 
-    monkeypatch.setattr("memseal.tools.lifecycle.brain.read_inside", swapping)
+    monkeypatch.setattr("memseal.apps.lifecycle.brain.read_inside", swapping)
     report = await _ingest(memory, docs)
     assert len(reads) == 2 and report.documents == 2
     texts = await _texts(memory)

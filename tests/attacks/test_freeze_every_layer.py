@@ -24,10 +24,10 @@ import mcp
 import pytest
 from _runs_support import ServerThread
 
+from memseal.apps.lifecycle import AgentMemory, JobQueue, MemoryLayout
 from memseal.memory import Memory
 from memseal.service.mcp import stdio_server_for
 from memseal.tools import Refusal, mcp_server
-from memseal.tools.lifecycle import AgentMemory, JobQueue, MemoryLayout
 
 LIVE = MemoryLayout(tenant="acme")
 AGENT = "writer"

@@ -15,8 +15,8 @@ from pathlib import Path
 from integration.test_service_support import ServerThread, assert_error
 
 import memseal
+from memseal.apps.lifecycle import MemoryLayout
 from memseal.engine import Reach
-from memseal.tools.lifecycle import MemoryLayout
 
 AT = "2026-12-01T09:00:00Z"
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 
+from memseal.apps.lifecycle import Brain, JobQueue, chunk_text, doc_tag
 from memseal.engine import Reach
 from memseal.memory import Memory
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import Brain, JobQueue, chunk_text, doc_tag
 
 BRAIN = ToolScope.placed_at("team:acme/brain:handbook")
 AGENT = "team:acme/agent:writer"

@@ -12,11 +12,11 @@ from typing import Any
 import msgspec
 from attack_db import rows, run
 
+from memseal.apps.lifecycle import JobQueue, ModelExtractor, RetryPolicy
 from memseal.engine import Reach
 from memseal.ledger.errors import StorageError
 from memseal.memory import Memory
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import JobQueue, ModelExtractor, RetryPolicy
 
 AGENT = "team:acme/agent:writer"
 SCOPE = ToolScope.placed_at(AGENT, reach=Reach.subtree(AGENT))

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 import memseal
+from memseal.apps.lifecycle import AgentMemory, MemoryLayout
 from memseal.engine import HashingEmbedder
-from memseal.tools.lifecycle import AgentMemory, MemoryLayout
 
 MESSAGES = [
     "Hi, my name is Ana.",

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import memseal
+from memseal.apps.lifecycle import JobQueue, MemoryLayout
 from memseal.engine import Reach
 from memseal.memory import STORE_ENV
-from memseal.tools.lifecycle import JobQueue, MemoryLayout
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYOUT = MemoryLayout(tenant="acme")

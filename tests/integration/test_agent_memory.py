@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import AgentMemory, ContextPack, MemoryLayout
 from memseal.engine import HashingEmbedder, Reach
 from memseal.ledger.errors import InvalidRequest, ReplayDivergence
 from memseal.memory import STORE_ENV
-from memseal.tools.lifecycle import AgentMemory, ContextPack, MemoryLayout
 
 LAYOUT = MemoryLayout(tenant="acme")
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -17,8 +17,8 @@ import pytest
 
 import memseal
 from memseal import InvalidRequest, Reach, ToolScope, Unsupported
+from memseal.apps._as_of_build import ViewLog
 from memseal.engine import HashingEmbedder
-from memseal.replay.evidence._as_of_build import ViewLog
 
 READS = {"memory_recall", "memory_fetch", "memory_list", "memory_get", "memory_explore"}
 

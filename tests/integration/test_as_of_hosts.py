@@ -23,7 +23,7 @@ from test_service_support import ServerThread, assert_error
 
 import memseal
 from memseal import InvalidRequest, ToolScope, Unsupported
-from memseal.tools.lifecycle import AgentMemory, MemoryLayout
+from memseal.apps.lifecycle import AgentMemory, MemoryLayout
 
 READS = {"memory_recall", "memory_fetch", "memory_list", "memory_get", "memory_explore"}
 BIN = Path(sys.executable).parent

@@ -1,7 +1,7 @@
 """A view's projection, read off the live one, equals a rebuild of the log prefix, row by row.
 
 The view at size N is built from the live projection cut back to ``seq < N``
-(replay/_as_of_build.py). The reference here is the slow way it replaced: the
+(memseal/apps/_as_of_build.py). The reference here is the slow way it replaced: the
 prefix's engine entries copied, with their payloads as they are now, into a
 temporary log and its projection rebuilt from them. Every projection table and
 full-text ranking is compared at every size of a history with stores in two

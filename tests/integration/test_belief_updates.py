@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import JobOutcome, JobQueue
 from memseal.engine import Reach
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import JobOutcome, JobQueue
 
 AGENT = "team:acme/agent:writer"
 SCOPE = ToolScope.placed_at(AGENT, reach=Reach.subtree(AGENT))

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import Brain, doc_tag
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import Brain, doc_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMSEAL = Path(sys.executable).parent / "memseal"
@@ -216,7 +216,7 @@ _CRASHING_INGEST = """
 import asyncio, os, signal, sys
 from pathlib import Path
 import memseal
-from memseal.tools.lifecycle import Brain
+from memseal.apps.lifecycle import Brain
 
 KILL_AFTER = int(sys.argv[3])
 

@@ -17,11 +17,11 @@ import msgspec
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import Belief, JobQueue, RetryPolicy, SourceTurn
+from memseal.apps.lifecycle._retry import stamp
 from memseal.engine import Reach
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import Belief, JobQueue, RetryPolicy, SourceTurn
-from memseal.tools.lifecycle._retry import stamp
 
 MEMSEAL = Path(sys.executable).parent / "memseal"
 AGENT = "team:acme/agent:writer"

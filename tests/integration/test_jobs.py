@@ -24,10 +24,10 @@ import msgspec
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import Belief, JobQueue, SourceTurn
 from memseal.engine import Reach
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import Belief, JobQueue, SourceTurn
 
 MEMSEAL = Path(sys.executable).parent / "memseal"
 AGENT = "team:acme/agent:writer"
@@ -198,7 +198,7 @@ _CRASHING_JOB = textwrap.dedent(
     import asyncio, json, os, signal, sys
     import memseal
     from memseal.engine import Reach
-    from memseal.tools.lifecycle import JobQueue
+    from memseal.apps.lifecycle import JobQueue
 
     AGENT = "team:acme/agent:writer"
     SCOPE = memseal.ToolScope.placed_at(AGENT, reach=Reach.subtree(AGENT))

@@ -84,7 +84,7 @@ def test_an_admin_requeues_a_failed_job_over_http(tmp_path: Path) -> None:
     from test_service_support import ServerThread, assert_error
 
     import memseal
-    from memseal.tools.lifecycle import JobQueue, MemoryLayout, RetryPolicy
+    from memseal.apps.lifecycle import JobQueue, MemoryLayout, RetryPolicy
 
     data = tmp_path / "data"
 

@@ -15,10 +15,10 @@ import msgspec
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import AgentMemory, Brain, JobQueue, MemoryLayout
 from memseal.engine import HashingEmbedder, Reach
 from memseal.ledger.errors import InvalidRequest
 from memseal.memory import STORE_ENV
-from memseal.tools.lifecycle import AgentMemory, Brain, JobQueue, MemoryLayout
 
 LAYOUT = MemoryLayout(tenant="acme")
 AT = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

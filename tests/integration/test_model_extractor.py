@@ -16,11 +16,11 @@ import msgspec
 import pytest
 
 import memseal
+from memseal.apps.lifecycle import JobQueue, ModelExtractor, RetryPolicy
 from memseal.engine import Reach
 from memseal.ledger.errors import StorageError
 from memseal.memory import STORE_ENV
 from memseal.tools import ToolScope
-from memseal.tools.lifecycle import JobQueue, ModelExtractor, RetryPolicy
 
 AGENT = "team:acme/agent:writer"
 SCOPE = ToolScope.placed_at(AGENT, reach=Reach.subtree(AGENT))

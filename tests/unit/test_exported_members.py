@@ -1,8 +1,8 @@
-"""The public surface of memseal and its four layers, pinned.
+"""The public surface of memseal, its four layers and its apps, pinned.
 
-Each layer package, and each package inside one (``memseal.tools.lifecycle``,
-the agent memory lifecycle; the replay floors ``runs``, ``evidence`` and
-``regress``), re-exports its public names from ``__init__.py``
+Each layer package, ``memseal.apps``, and each package inside one
+(``memseal.apps.lifecycle``, the agent memory lifecycle; the replay floors
+``runs``, ``evidence`` and ``regress``), re-exports its public names from ``__init__.py``
 and lists them in ``__all__``. This pins those lists, so adding, dropping or renaming a
 public name is a deliberate edit here and not a side effect of a refactor
 (the same check httpx keeps in ``tests/test_exported_members.py``).
@@ -220,7 +220,8 @@ PINNED: dict[str, list[str]] = {
         "spec_for",
         "to_text",
     ],
-    "memseal.tools.lifecycle": [
+    "memseal.apps": [],
+    "memseal.apps.lifecycle": [
         "BRAIN_TAG",
         "DEFAULT_BUDGET",
         "DEFAULT_MAX_ATTEMPTS",
@@ -397,11 +398,11 @@ def test_every_public_name_in_the_package_is_in_all(name: str) -> None:
     assert sorted(public - set(module.__all__)) == []
 
 
-LAYERS = ("memseal.ledger", "memseal.engine", "memseal.tools", "memseal.replay")
+LAYERS = ("memseal.ledger", "memseal.engine", "memseal.tools", "memseal.replay", "memseal.apps")
 
 
 def test_every_package_of_a_layer_is_pinned() -> None:
-    # A package inside a layer (the lifecycle inside the tools) is public surface too:
+    # A package inside a layer (the lifecycle inside the apps) is public surface too:
     # one added without a pinned list here would change its names unnoticed.
     found = set(LAYERS)
     for layer in LAYERS:
@@ -415,4 +416,4 @@ def test_every_package_of_a_layer_is_pinned() -> None:
 def test_the_lifecycle_names_are_the_ones_its_docs_and_readme_use() -> None:
     # The names a host writes (README's agent loop, docs/lifecycle.md) are among the pins.
     for name in ("MemoryLayout", "Brain", "AgentMemory", "ContextPack", "JobQueue", "briefing"):
-        assert name in PINNED["memseal.tools.lifecycle"]
+        assert name in PINNED["memseal.apps.lifecycle"]

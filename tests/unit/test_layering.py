@@ -1,4 +1,9 @@
-"""Imports go one way: ledger <- engine <- tools <- replay <- memseal.
+"""Imports go one way: ledger <- engine <- tools <- replay <- memseal.apps <- memseal.
+
+``memseal.apps`` (the lifecycle, the as-of views) is the floor of applications
+above replay: it may import every layer below and itself, never the top
+(``memseal.memory``, the service, the CLI, the integrations, the ``memseal``
+package face), and nothing below imports it.
 
 Inside replay, three floors go one way too: ``replay.runs`` <- ``replay.evidence``
 <- ``replay.regress``. A floor may import the layers below replay, itself and
@@ -23,15 +28,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ORDER = ["ledger", "engine", "tools", "replay"]
+ORDER = ["ledger", "engine", "tools", "replay", "apps"]
 FLOORS = ["runs", "evidence", "regress"]  # inside replay/, the lowest first
 WEB = {"fastapi", "uvicorn", "starlette", "httpx"}
 _DYNAMIC = {"import_module", "__import__"}
 
 
+def _folder(layer: str, root: Path = ROOT) -> Path:
+    """Where ``layer``'s files are: a folder at the root, or memseal/apps for the apps."""
+    return root / "memseal" / "apps" if layer == "apps" else root / layer
+
+
 def _package_of(path: Path, layer: str, root: Path = ROOT) -> list[str]:
     """The dotted package a file of ``layer`` lives in, as the import system sees it."""
-    parts = ["memseal", layer, *path.relative_to(root / layer).parts]
+    parts = ["memseal", layer, *path.relative_to(_folder(layer, root)).parts]
     parts[-1] = parts[-1].removesuffix(".py")
     # A package's __init__ is the package; any other module's package is its parent.
     return parts[:-1]
@@ -92,7 +102,7 @@ def _offence(name: str, layer: str) -> str | None:
 
 def _offenders(layer: str, root: Path = ROOT) -> list[str]:
     found = []
-    for path in sorted((root / layer).rglob("*.py")):
+    for path in sorted(_folder(layer, root).rglob("*.py")):
         for name in sorted(_imports(path, _package_of(path, layer, root))):
             why = _offence(name, layer)
             if why is not None:
@@ -155,7 +165,7 @@ def test_the_ledger_imports_no_web_framework() -> None:
 def _planted(tmp_path: Path, layer: str, source: str, name: str = "planted.py") -> list[str]:
     """Run the checker on a tree whose ``layer`` holds one file, ``name``, of ``source``."""
     root = tmp_path / f"tree{len(list(tmp_path.iterdir()))}"
-    path = root / layer / name
+    path = _folder(layer, root) / name
     path.parent.mkdir(parents=True)
     path.write_text(source, encoding="utf-8")
     return _offenders(layer, root)
@@ -164,9 +174,10 @@ def _planted(tmp_path: Path, layer: str, source: str, name: str = "planted.py") 
 def test_the_checker_catches_the_top_layer_imported_inside_a_function(tmp_path: Path) -> None:
     source = "def update():\n    from memseal.memory import open\n    return open\n"
     for layer in ORDER:
+        where = _folder(layer, Path()).as_posix()
         assert _planted(tmp_path, layer, source) == [
-            f"{layer}/planted.py imports memseal.memory: above this layer",
-            f"{layer}/planted.py imports memseal.memory.open: above this layer",
+            f"{where}/planted.py imports memseal.memory: above this layer",
+            f"{where}/planted.py imports memseal.memory.open: above this layer",
         ]
 
 
@@ -208,6 +219,50 @@ def test_the_checker_lets_a_layer_import_itself_and_the_layers_below(tmp_path: P
     )
     assert _planted(tmp_path, "replay", source) == []
     assert _planted(tmp_path, "tools", "from memseal.replay import Run\n") != []
+
+
+def test_the_apps_import_every_layer_below_and_themselves(tmp_path: Path) -> None:
+    assert (ROOT / "memseal" / "apps" / "__init__.py").is_file()
+    source = (
+        "from memseal.ledger.entry import Entry\nfrom memseal.engine import Engine\n"
+        "from memseal.tools import ToolScope\nfrom memseal.replay.runs import Run\n"
+        "from memseal.replay.evidence._temp_log import parse_time\n"
+        "from memseal.replay.regress import regress\nfrom memseal.apps.as_of import AsOfView\n"
+        "from .as_of import ViewCache\nfrom . import lifecycle\n"
+    )
+    assert _planted(tmp_path, "apps", source) == []
+    assert _planted(tmp_path, "apps", "from ..as_of import AsOfView\n", "lifecycle/x.py") == []
+
+
+def test_the_checker_catches_the_apps_reaching_the_top(tmp_path: Path) -> None:
+    cases = {
+        "from memseal.memory import Memory\n": "memseal.memory",
+        "from memseal._memory import Memory\n": "memseal._memory",
+        "import memseal\n": "memseal",
+        "from memseal import open\n": "memseal",
+        "from memseal.service.app import create_app\n": "memseal.service.app",
+        "def f():\n    from memseal.cli import main\n": "memseal.cli",
+        "from memseal.integrations import langchain\n": "memseal.integrations",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memseal import Memory\n": (
+            "memseal"
+        ),
+        "from ...memory import Memory\n": "memseal.memory",
+    }
+    for source, name in cases.items():
+        found = _planted(tmp_path, "apps", source, "lifecycle/planted.py")
+        assert any(f" imports {name}:" in line for line in found), (source, found)
+
+
+def test_the_checker_catches_a_lower_layer_importing_the_apps(tmp_path: Path) -> None:
+    cases = {
+        "tools": "from memseal.apps.lifecycle.pack import ContextPack\n",
+        "replay": "def f():\n    from memseal.apps.as_of import AsOfView\n",
+        "engine": "import memseal.apps\n",
+        "ledger": "import importlib\nimportlib.import_module('memseal.apps.lifecycle')\n",
+    }
+    for layer, source in cases.items():
+        found = _planted(tmp_path, layer, source)
+        assert any(" imports memseal.apps" in line for line in found), (layer, found)
 
 
 def _planted_floor(tmp_path: Path, floor: str, source: str) -> list[str]:

@@ -34,9 +34,9 @@ import msgspec
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from memseal.apps.as_of import AsOfView
 from memseal.engine import Engine
 from memseal.ledger.errors import NotFound
-from memseal.replay.evidence.as_of import AsOfView
 
 from ..deps import Auditor, MemoryDep, ServiceDep
 from ..history import AsOf

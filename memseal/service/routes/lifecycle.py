@@ -11,7 +11,7 @@ naming the reach, never served a narrower session in silence. Post-turn
 and compaction write, so they need a token with writes.
 
 Each request opens the session's runs, makes its recorded calls (keyed by
-moment and turn, as :class:`~memseal.tools.lifecycle.AgentMemory` keys
+moment and turn, as :class:`~memseal.apps.lifecycle.AgentMemory` keys
 them) and releases them: a request repeated after a lost answer gets the
 recorded answer. Two requests of one session at the same moment: the
 second is a 409 (the runs are leased by one caller at a time).
@@ -45,9 +45,9 @@ from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
+from memseal.apps.lifecycle import AgentMemory, ContextPack, JobQueue, MemoryLayout
 from memseal.engine import Namespace, Reach
 from memseal.ledger.errors import InvalidRequest
-from memseal.tools.lifecycle import AgentMemory, ContextPack, JobQueue, MemoryLayout
 
 from ..deps import Admin, Agent, MemoryDep, arguments
 from ..errors import ApiError

@@ -1,7 +1,7 @@
 """context.md, byte for byte: the documents today's contract gives for one fixed memory.
 
 The goldens were written by the context.md compiler before it became a preset of
-:class:`~memseal.tools.lifecycle.ContextPack`; the ids (keyed by each engine's
+:class:`~memseal.apps.lifecycle.ContextPack`; the ids (keyed by each engine's
 secret) are put back in by name. A change of one byte here is a change of contract.
 """
 

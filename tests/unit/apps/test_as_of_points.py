@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from memseal.apps.as_of import _when, parse_count, parse_rfc3339
 from memseal.cli.main import main
 from memseal.ledger.errors import InvalidRequest
-from memseal.replay.evidence.as_of import _when, parse_count, parse_rfc3339
 
 
 @pytest.mark.parametrize(

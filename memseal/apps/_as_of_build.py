@@ -67,8 +67,7 @@ from memseal.ledger.log import Ledger
 from memseal.ledger.note import NoteSigner
 from memseal.ledger.opening import LogLocation, log_store
 from memseal.ledger.store import Execute, SqlStore, WriteTxn
-
-from ._temp_log import parse_time
+from memseal.replay.evidence._temp_log import parse_time
 
 __all__ = ["AS_OF_DDL", "CAPACITY", "Built", "Erased", "ViewCache", "ViewLog"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from memseal.apps.lifecycle import Belief, RuleExtractor, SourceTurn, parse_turns
 from memseal.ledger.errors import InvalidRequest
-from memseal.tools.lifecycle import Belief, RuleExtractor, SourceTurn, parse_turns
 
 
 async def _beliefs(*said: tuple[str, str]) -> list[Belief]:

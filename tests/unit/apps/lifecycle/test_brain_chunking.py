@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memseal.apps.lifecycle import chunk_id, chunk_text, kind_of
 from memseal.ledger.errors import InvalidRequest
-from memseal.tools.lifecycle import chunk_id, chunk_text, kind_of
 
 _LINES = st.one_of(
     st.text(alphabet="abc XYZ.,é漢\t", min_size=0, max_size=90),

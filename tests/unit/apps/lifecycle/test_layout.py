@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from memseal.apps.lifecycle import MemoryLayout
 from memseal.engine import Reach
 from memseal.ledger.errors import InvalidRequest
-from memseal.tools.lifecycle import MemoryLayout
 
 
 def test_the_tree_of_a_tenant() -> None:

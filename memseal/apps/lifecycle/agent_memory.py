@@ -58,9 +58,9 @@ from memseal.engine import Reach
 from memseal.engine._dates import extract_refs, resolve
 from memseal.ledger.entry import format_time
 from memseal.ledger.errors import InvalidRequest
+from memseal.tools.policy import check_unfrozen
+from memseal.tools.scope import ToolScope
 
-from ..policy import check_unfrozen
-from ..scope import ToolScope
 from ._summary import ExtractiveSummariser, FoldedTurn
 from .briefing import briefing
 from .jobs import JobQueue

@@ -19,8 +19,8 @@ from typing import Any, Final
 
 from memseal.engine.items import MAX_TAGS
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError
+from memseal.tools.scope import ToolScope
 
-from ..scope import ToolScope
 from ._extract import Belief, Extractor, SourceTurn, parse_turns
 from ._job_records import JobInfo, digest, tag
 from ._model_extract import is_deterministic, planned, recorded_plan

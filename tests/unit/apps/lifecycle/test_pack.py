@@ -10,10 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memseal.engine import Engine, Reach
-from memseal.ledger.errors import InvalidRequest
-from memseal.tools import MemoryTools
-from memseal.tools.lifecycle import (
+from memseal.apps.lifecycle import (
     PRE_TURN,
     ContextPack,
     MemoryLayout,
@@ -24,7 +21,10 @@ from memseal.tools.lifecycle import (
     fit,
     holistic_recall,
 )
-from memseal.tools.lifecycle.pack import expand
+from memseal.apps.lifecycle.pack import expand
+from memseal.engine import Engine, Reach
+from memseal.ledger.errors import InvalidRequest
+from memseal.tools import MemoryTools
 
 LAYOUT = MemoryLayout(tenant="acme")
 

@@ -60,9 +60,9 @@ import msgspec
 
 from memseal.engine import Reach
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound
+from memseal.tools.policy import check_unfrozen
+from memseal.tools.scope import ToolScope
 
-from ..policy import check_unfrozen
-from ..scope import ToolScope
 from ._belief_build import Attempt, BeliefBuild, list_all
 from ._extract import Extractor, RuleExtractor
 from ._job_records import (

@@ -46,8 +46,8 @@ import msgspec
 from memseal.engine import Reach
 from memseal.engine.items import MAX_DOCUMENT_CHARS, MAX_IDS, MAX_TITLE_CHARS
 from memseal.ledger.errors import InvalidRequest
+from memseal.tools.scope import ToolScope
 
-from ..scope import ToolScope
 from ._chunking import DEFAULT_BUDGET, Chunk, DocKind, chunk_text, kind_of
 from ._files import held_folder, read_inside, read_named, walk_folder
 

@@ -1,4 +1,4 @@
-"""memseal.tools.lifecycle: the agent memory lifecycle over the tools and runs.
+"""memseal.apps.lifecycle: the agent memory lifecycle over the tools and runs.
 
 * :class:`MemoryLayout` (``layout``): a tenant's standard tree and the scope
   of each role in it;

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memseal.apps.lifecycle import MemoryLayout, PackItem, SectionSpec, briefing, count_tokens, fit
 from memseal.engine import Engine
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import MemoryTools, ToolScope
-from memseal.tools.lifecycle import MemoryLayout, PackItem, SectionSpec, briefing, count_tokens, fit
 from memseal.tools.specs import spec_for
 
 LAYOUT = MemoryLayout(tenant="acme", default_trust="verified")

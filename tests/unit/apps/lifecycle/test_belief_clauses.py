@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memseal.tools.lifecycle import Belief, RuleExtractor, SourceTurn
+from memseal.apps.lifecycle import Belief, RuleExtractor, SourceTurn
 
 
 async def _read(*said: str) -> list[Belief]:

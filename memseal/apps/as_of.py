@@ -41,6 +41,7 @@ from memseal.engine import Engine
 from memseal.engine.trust import trust_rank
 from memseal.ledger.errors import InvalidRequest, Unsupported, VerificationError
 from memseal.ledger.store import SqlStore
+from memseal.replay.evidence._temp_log import parse_time
 from memseal.replay.runs.calls import TOOL_CALL, decode_tool_call
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import TOOL_NAMES, TRAITS
@@ -48,7 +49,6 @@ from memseal.tools.policy import offered
 from memseal.tools.specs import ToolSpec, spec_for
 
 from ._as_of_build import Built, Erased, ViewCache
-from ._temp_log import parse_time
 
 __all__ = [
     "PYTHON_NAMES",

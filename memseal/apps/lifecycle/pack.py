@@ -34,7 +34,6 @@ moved to Lisbon"), so :mod:`._phrasings` still adds a few first-person forms.
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Final, Literal, Protocol
@@ -42,9 +41,19 @@ from typing import Any, Final, Literal, Protocol
 import msgspec
 
 from memseal.engine import ITEM_KINDS, LEARNING_KINDS, Trust
-from memseal.engine.aboutness import SOMEONE, About, about
+from memseal.engine.aboutness import About, about
 from memseal.engine.trust import check_min_trust
 from memseal.ledger.errors import InvalidRequest
+from memseal.tools.packs import (
+    CHARS_PER_TOKEN,
+    REACHES,
+    ContextPack,
+    PackItem,
+    PackSection,
+    ReachName,
+    count_tokens,
+    render_markdown,
+)
 
 from ._current import Judged, Ranked, changed_line, judge, summary_lines
 from ._phrasings import phrased
@@ -70,22 +79,12 @@ __all__ = [
     "holistic_recall",
 ]
 
-ReachName = Literal["own", "team", "brain", "thread"]
-#: The reaches a pack may read, in the order sections are usually shown.
-REACHES: Final[tuple[ReachName, ...]] = ("thread", "own", "team", "brain")
 MAX_ITEM_CHARS: Final = 800
-#: What a budget counts a token as: four characters (context.md's count, and every pack's).
-CHARS_PER_TOKEN: Final = 4
 #: The tag a compaction summary carries: the seq of the newest turn it folded.
 THROUGH_TAG: Final = "through:"
 #: The tag of a belief about another person (``about:Tomas``): whose fact it is.
 ABOUT_TAG: Final = "about:"
 _LIMIT_MAX: Final = 50
-
-
-def count_tokens(text: str) -> int:
-    """The tokens ``text`` counts for a budget: four characters a token, rounded up."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 class Recorder(Protocol):
@@ -160,109 +159,6 @@ def _check_budget(value: object, field: str = "budget_tokens") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
         raise InvalidRequest(f"`{field}` must be a whole number from 0 to 1000000")
     return value
-
-
-class PackItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One memory in a pack, with what a model needs to weigh it (its JSON leaves out
-    the fields left unset, as a fetch hit's does)."""
-
-    id: str
-    kind: str
-    text: str
-    trust: str
-    observed_at: str
-    ledger_ref: int
-    confidence: float | None = None
-    score: float | None = None
-    #: The seq of the newest statement the item holds: its own entry's, or for a
-    #: compaction summary the newest turn it folded (what supersession compares).
-    as_of: int = 0
-    #: The text only supposes ("if I ever moved..."): no fact (:mod:`memseal.engine.aboutness`).
-    hypothetical: bool = False
-    #: Whose fact: None for the user's, else the other person's name or "someone".
-    subject: str | None = None
-    #: The id of a newer memory about the same subject (the read's mark: a pack leaves
-    #: the item out when it shows the newer one).
-    superseded_by: str | None = None
-
-
-class PackSection(msgspec.Struct, frozen=True, kw_only=True):
-    """A section: the reach it was read from, its title and the items kept.
-
-    A prose section (context.md's briefs: a recall's answer) has no items but an
-    ``answer`` and the ids it ``cites``.
-    """
-
-    reach: ReachName
-    title: str
-    items: tuple[PackItem, ...]
-    answer: str | None = None
-    cites: tuple[str, ...] = ()
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        """The ids this section cites."""
-        return (*self.cites, *(item.id for item in self.items))
-
-
-class ContextPack(msgspec.Struct, frozen=True, kw_only=True):
-    """What holistic recall hands a model: budgeted sections citing ids and trust.
-
-    ``tokens`` is :func:`count_tokens` of :meth:`markdown`, always at most
-    ``budget_tokens``; ``dropped`` counts the items left out for the
-    budget; ``superseded`` lists the ids dropped for a newer statement.
-    """
-
-    preset: str
-    title: str
-    query: str
-    budget_tokens: int
-    tokens: int
-    sections: tuple[PackSection, ...]
-    superseded: tuple[str, ...] = ()
-    dropped: int = 0
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        """Every id the pack cites, in the order it shows them."""
-        return tuple(i for section in self.sections for i in section.ids)
-
-    @property
-    def empty(self) -> bool:
-        """Whether the pack holds nothing."""
-        return not self.sections
-
-    def markdown(self) -> str:
-        """The pack as markdown (what the budget bounds); empty when the pack is."""
-        return render_markdown(self.title, self.sections)
-
-    def to_json(self) -> bytes:
-        """The pack as JSON (its msgspec form)."""
-        return msgspec.json.encode(self)
-
-
-def _line(item: PackItem) -> str:
-    label = item.kind if item.confidence is None else f"{item.kind}, {item.confidence:g}"
-    marks = [item.trust]
-    if item.hypothetical:
-        marks.append("hypothetical")
-    if item.subject is not None:
-        marks.append("about someone else" if item.subject == SOMEONE else f"about {item.subject}")
-    if item.superseded_by is not None:
-        marks.append(f"replaced by {item.superseded_by}")
-    return f"- ({label}; {'; '.join(marks)}) {item.text} [{item.id}]"
-
-
-def render_markdown(title: str, sections: Sequence[PackSection]) -> str:
-    """The markdown of a pack's sections (empty when there are none)."""
-    shown = [s for s in sections if s.items or s.answer]
-    if not shown:
-        return ""
-    parts = [f"# {title}"]
-    for section in shown:
-        body = section.answer if section.answer else "\n".join(_line(i) for i in section.items)
-        parts.append(f"## {section.title}\n{body}")
-    return "\n\n".join(parts) + "\n"
 
 
 # -- what a question asks about: the words that state it ---------------------------------

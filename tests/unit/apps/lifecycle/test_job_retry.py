@@ -7,9 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from msgspec.structs import replace as msgspec_replace
 
-from memseal.ledger.errors import InvalidRequest
-from memseal.tools.lifecycle import RetryPolicy
-from memseal.tools.lifecycle._retry import (
+from memseal.apps.lifecycle import RetryPolicy
+from memseal.apps.lifecycle._retry import (
     FailureMark,
     RequeueMark,
     attempt_run,
@@ -19,6 +18,7 @@ from memseal.tools.lifecycle._retry import (
     jitter_of,
     job_state,
 )
+from memseal.ledger.errors import InvalidRequest
 
 JOB = "a" * 32
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -46,8 +46,7 @@ import msgspec
 
 from memseal.engine import Namespace, Reach, Trust
 from memseal.ledger.errors import InvalidRequest
-
-from ..scope import ToolScope
+from memseal.tools.scope import ToolScope
 
 __all__ = ["DEFAULT_BRAIN", "MemoryLayout", "check_name"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memseal.tools.lifecycle import ExtractiveSummariser, FoldedTurn
-from memseal.tools.lifecycle._current import summary_lines
+from memseal.apps.lifecycle import ExtractiveSummariser, FoldedTurn
+from memseal.apps.lifecycle._current import summary_lines
 
 
 def _turn(seq: int, said: str, day: str = "2026-02-03") -> FoldedTurn:

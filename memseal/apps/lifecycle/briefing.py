@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from memseal.engine.trust import READABLE
 from memseal.ledger.errors import InvalidRequest
+from memseal.tools.scope import ToolScope
 
-from ..scope import ToolScope
 from .pack import ContextPack, count_tokens
 
 __all__ = ["BriefingSource", "briefing"]

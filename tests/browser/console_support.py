@@ -66,13 +66,19 @@ class Server:
     tokens: dict[str, str] = field(default_factory=dict)
     #: ``URL,VKEY`` of the witnesses to send checkpoints to (``serve --witness``).
     witnesses: tuple[str, ...] = ()
+    #: ``serve --tlog-public``: the tiles' checkpoint and hash tiles need no token.
+    tlog_public: bool = False
     _server: Any = None
     _thread: Any = None
 
     def start(self) -> Server:
         self.admin = first_admin(self.folder) or ""
         app = create_app(
-            self.folder, embedder=None, checkpoint_interval=None, witnesses=self.witnesses
+            self.folder,
+            embedder=None,
+            checkpoint_interval=None,
+            witnesses=self.witnesses,
+            tlog_public=self.tlog_public,
         )
         self.url, self._server, self._thread = serve_in_thread(app)
         return self

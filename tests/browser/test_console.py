@@ -38,7 +38,8 @@ def test_agent_at_acme_never_sees_acme_corp_items_in_the_page_or_its_requests(
     seen = responses(page)
     sign_in(page, server, server.tokens["agent"], "#/memory")
     page.get_by_role("table", name="Items in your reach").wait_for()
-    assert nav_links(page) == ["Runs", "Memory"]  # no ledger, verify or token pages
+    # No ledger or token pages; Verify here reads only what the server's tiles make public.
+    assert nav_links(page) == ["Verify here", "Runs", "Memory"]
     main = page.locator("main").inner_text()
     assert ACME_TEXT in main and REJECT_TEXT in main
     page.get_by_role("searchbox", name="Search").fill("roadmap globex")
@@ -50,7 +51,7 @@ def test_agent_at_acme_never_sees_acme_corp_items_in_the_page_or_its_requests(
         assert CORP_TEXT not in body and "acme-corp" not in body
     # Its ledger routes are the API's to refuse, not the console's to hide.
     page.goto(f"{server.url}/#/ledger")
-    assert nav_links(page) == ["Runs", "Memory"]
+    assert nav_links(page) == ["Verify here", "Runs", "Memory"]
 
 
 def test_auditor_sees_only_its_tenants_runs_and_payloads(
@@ -271,5 +272,7 @@ def test_console_files_forbid_inline_script_and_other_origins(server: Server, pa
     answer = httpx.get(f"{server.url}{path}", timeout=30)
     assert answer.status_code == 200
     policy = answer.headers["content-security-policy"]
-    assert "script-src 'self'" in policy and "connect-src 'self'" in policy
+    assert "script-src 'self'" in policy
+    # Other origins only to read a tiles mirror (Verify here), never to load code from.
+    assert "connect-src 'self' https: http://127.0.0.1:* http://localhost:*;" in policy
     assert CORP not in answer.text

@@ -5,7 +5,9 @@ import { errorBox, field, h } from "./ui.js";
 const PAGES = [
   { path: "overview", title: "Overview", roles: ["auditor", "admin"], load: () => import("./overview.js") },
   { path: "ledger", title: "Ledger", roles: ["auditor", "admin"], load: () => import("./ledger.js") },
-  { path: "verify", title: "Verify here", roles: ["auditor", "admin"], load: () => import("./verify.js") },
+  // An agent's Verify page reads the log's tiles only, when the server makes them public;
+  // it is never an agent's first page.
+  { path: "verify", title: "Verify here", roles: ["agent", "auditor", "admin"], landing: ["auditor", "admin"], load: () => import("./verify.js") },
   { path: "runs", title: "Runs", roles: ["agent", "auditor", "admin"], load: () => import("./runs.js") },
   { path: "memory", title: "Memory", roles: ["agent", "auditor", "admin"], load: () => import("./memory.js") },
   { path: "tokens", title: "Tokens", roles: ["admin"], load: () => import("./tokens.js") },
@@ -58,7 +60,7 @@ async function route() {
   if (!me) return;
   const [path, ...rest] = location.hash.replace(/^#\/?/, "").split("/");
   const pages = pagesFor(me.role);
-  const page = pages.find((p) => p.path === path) || pages[0];
+  const page = pages.find((p) => p.path === path) || pages.find((p) => !p.landing || p.landing.includes(me.role));
   renderNav(page.path);
   document.title = `${page.title} · memseal`;
   main.replaceChildren(h("p", { class: "muted" }, "Loading…"));

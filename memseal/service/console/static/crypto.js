@@ -371,6 +371,11 @@ export function checkPayload(seq, payloadB64, saltHex, signedHash, leafText) {
 // the decoded entry and its text (payloads: checkPayload, with the entry's payload_hash).
 export async function verifyEntry(seq, leafB64, sigB64, prevHex, keys) {
   const leaf = b64decode(leafB64, `entry ${seq}'s bytes`);
+  return verifyEntryBytes(seq, leaf, b64decode(sigB64, `entry ${seq}'s signature`), prevHex, keys);
+}
+
+// verifyEntry on raw bytes, as the tiles carry them (an entry bundle and its signatures).
+export async function verifyEntryBytes(seq, leaf, sig, prevHex, keys) {
   let entry;
   let text;
   try {
@@ -387,9 +392,18 @@ export async function verifyEntry(seq, leafB64, sigB64, prevHex, keys) {
   }
   const k = keys.get(entry.key);
   if (!k) throw new Failure("unknown key", `signed by key ${entry.key}, which is not trusted here`, seq);
-  const sig = b64decode(sigB64, `entry ${seq}'s signature`);
   if (sig.length !== 64 || !(await ed25519Verify(k.key, sig, concat(ENTRY_CONTEXT, lh)))) {
     throw new Failure("signature", `the Ed25519 signature by key ${entry.key} does not verify`, seq);
   }
   return { leafHash: lh, entry, text, key: k };
+}
+
+// The key history: a key_rotated entry hands over from its signer to the key its body names,
+// and from there on only the new key signs. Returns the new key, or null for other kinds.
+export async function handOver(checked, keys) {
+  if (checked.entry.kind !== "key_rotated") return null;
+  const next = await parseVkey(String(checked.entry.body && checked.entry.body.vkey));
+  keys.delete(checked.key.id);
+  keys.set(next.id, next);
+  return next;
 }

@@ -1,12 +1,14 @@
 // Verify here: the checkpoint, a range of entries, an entry's inclusion and the consistency
 // of two checkpoints, checked in this browser from the keys the user pins. The server only
 // supplies bytes; its own verdict is never read.
-import { api, query } from "./api.js";
+import { ApiError, api, query } from "./api.js";
 import {
-  Failure, b64decode, checkPayload, cosignatures, ed25519Available, hex, leafHash, parseConsistency, parseNote, parseTlogProof,
-  parseVkey, parseWitnessVkey, treeRoot, verifyCheckpoint, verifyCosignatures, verifyConsistency, verifyEntry, verifyInclusion, equal,
+  Failure, checkPayload, cosignatures, ed25519Available, equal, handOver, hex, parseConsistency, parseNote, parseTlogProof,
+  treeRoot, verifyCheckpoint, verifyCosignatures, verifyConsistency, verifyEntry, verifyInclusion,
 } from "./crypto.js";
-import { errorBox, field, h } from "./ui.js";
+import { checkList, trustedKeys, witnessKeys } from "./checks.js";
+import { tilesSection } from "./verifytiles.js";
+import { field, h } from "./ui.js";
 
 const PINNED = "memseal.pinned";
 const KEPT = "memseal.kept";
@@ -25,60 +27,6 @@ function kept() {
   }
 }
 
-async function trustedKeys(text) {
-  const keys = new Map();
-  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
-    const k = await parseVkey(line);
-    keys.set(k.id, k);
-  }
-  if (!keys.size) throw new Failure("key", "paste or pin at least one vkey (memseal keys show)");
-  return keys;
-}
-
-// The witness keys the user trusts, kept apart from the log's: a witness key is never
-// accepted as a log key, nor a log key as a witness's.
-async function witnessKeys(text) {
-  const keys = new Map();
-  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
-    const k = await parseWitnessVkey(line);
-    keys.set(k.id, k);
-  }
-  return keys;
-}
-
-function describe(err) {
-  if (err instanceof Failure) {
-    return err.seq === null || err.seq === undefined ? `${err.check}: ${err.message}` : `seq ${err.seq}: ${err.check}: ${err.message}`;
-  }
-  return `error: ${err && err.message ? err.message : err}`;
-}
-
-function checkList(label) {
-  const list = h("ol", { class: "checks", "aria-label": label });
-  const verdict = h("div", { "aria-live": "polite" });
-  return {
-    list,
-    verdict,
-    ok(text) {
-      list.append(h("li", { class: "ok" }, `✓ ${text}`));
-    },
-    note(text) {
-      list.append(h("li", { class: "muted" }, `– ${text}`));
-    },
-    fail(err) {
-      list.append(h("li", { class: "bad" }, `✗ ${describe(err)}`));
-      verdict.replaceChildren(h("div", { class: "verdict bad", role: "alert", "data-verdict": "fail" }, `Verification FAILED: ${describe(err)}`));
-    },
-    pass(text) {
-      verdict.replaceChildren(h("div", { class: "verdict ok", role: "status", "data-verdict": "pass" }, text));
-    },
-    reset() {
-      list.replaceChildren();
-      verdict.replaceChildren();
-    },
-  };
-}
-
 export async function render() {
   const root = h("section", { "aria-labelledby": "verify-title" }, h("h2", { id: "verify-title" }, "Verify here"));
   root.append(
@@ -91,7 +39,14 @@ export async function render() {
     );
     return root;
   }
-  const info = await api("/v1/ledger");
+  // A token that reads no ledger route (an agent's) is offered the tiles alone, which the
+  // server may make public (serve --tlog-public): the API's answer decides, not the role.
+  let info = null;
+  try {
+    info = await api("/v1/ledger");
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 403)) throw err;
+  }
 
   // 1. The keys the user trusts: pasted or pinned, never taken from the server silently.
   const keysBox = h("textarea", { rows: 3, spellcheck: "false" });
@@ -101,12 +56,12 @@ export async function render() {
     h("h3", {}, "Trusted keys"),
     field("Trusted vkeys (one a line)", keysBox),
     h("button", { type: "button", onclick: () => { localStorage.setItem(PINNED, keysBox.value.trim()); keyNote.textContent = "Pinned in this browser."; } }, "Pin these keys"),
-    h("button", {
+    info ? h("button", {
       type: "button", class: "quiet",
       onclick: () => { keysBox.value = info.trust_root; keyNote.textContent = "Filled in from the server: this trusts the server for its key. Compare it with the vkey you got out of band."; },
-    }, "Use the server's trust root"),
+    }, "Use the server's trust root") : null,
     keyNote,
-    h("p", { class: "muted" }, `The server says its first key is ${info.trust_root} and its current key ${info.vkey}.`),
+    info ? h("p", { class: "muted" }, `The server says its first key is ${info.trust_root} and its current key ${info.vkey}.`) : null,
   );
   const witnessBox = h("textarea", { rows: 2, spellcheck: "false" });
   witnessBox.value = localStorage.getItem(WITNESSES) || "";
@@ -117,6 +72,12 @@ export async function render() {
     witnessNote,
     h("p", { class: "muted" }, "A witness key (cosignature/v1, type 0x04; memseal witness init prints it) is checked against the checkpoint's cosignature lines: each witness given here must cosign it."),
   );
+
+  const tiles = tilesSection(keysBox, witnessBox, info ? info.origin : null);
+  if (!info) {
+    root.append(tiles, h("p", { class: "muted" }, "The checks through the ledger API (a range of entries, an inclusion, a kept checkpoint's consistency) need an auditor's or admin's token; this token may read only what the server makes public."));
+    return root;
+  }
 
   // 2. The checkpoint and a range of entries.
   // A large ledger starts on its last 1,000 entries (set From seq to 0 for all of it).
@@ -161,13 +122,8 @@ export async function render() {
           const want = last === null ? start : last.seq + 1;
           if (e.seq !== want) throw new Failure("chain", `the server answered seq ${e.seq} where ${want} was due`, want);
           const r = await verifyEntry(e.seq, e.entry, e.signature, prev, keys);
-          if (r.entry.kind === "key_rotated") {
-            // The old key hands over: from here on only the new key signs.
-            const next = await parseVkey(String(r.entry.body && r.entry.body.vkey));
-            keys.delete(r.key.id);
-            keys.set(next.id, next);
-            checks.ok(`seq ${e.seq}: key rotated from ${r.key.id} to ${next.id}`);
-          }
+          const next = await handOver(r, keys);
+          if (next) checks.ok(`seq ${e.seq}: key rotated from ${r.key.id} to ${next.id}`);
           // 2b. The payload, when this token may read it, against the signed payload_hash.
           if (e.payload) payloads[checkPayload(e.seq, e.payload, e.salt, r.entry.payload_hash, r.text)] += 1;
           else if (e.payload_withheld) payloads.withheld += 1;
@@ -227,6 +183,9 @@ export async function render() {
     checks.list,
     cpText,
   );
+
+  // 2b. The same from the log's static tiles (this server's /tlog/ or a mirror).
+  root.append(tiles);
 
   // 3. Inclusion of one entry.
   const seqIn = h("input", { type: "number", min: 0 });

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar, cast
 from memseal.apps.as_of import AsOfTools, AsOfView
 from memseal.tools import Runner, ToolScope, Toolset, ToolSpec, runner_for
 
+from ._options import OpenOptions
 from ._recorded_tools import RecordedTools, RecordedToolset
 from .memory import Memory, _open
 
@@ -97,7 +98,7 @@ class SyncMemory:
         )
         self._thread.start()
         try:
-            self._memory: Memory = self._call(_open(path, **options))
+            self._memory: Memory = self._call(_open(path, OpenOptions(**options)))
         except BaseException:
             self._stop()
             raise

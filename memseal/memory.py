@@ -13,7 +13,7 @@ import contextlib
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, tzinfo
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -21,17 +21,15 @@ from typing import Any, Literal, TypeVar
 from memseal.apps._as_of_build import AS_OF_DDL
 from memseal.apps.as_of import ViewCache
 from memseal.engine import ANN_MIN, Answerer, Embedder, Engine, default_embedder
-from memseal.engine.currency import check_currency
-from memseal.engine.embedders import check_embedder
-from memseal.engine.recall import check_answerer
+from memseal.ledger.choice import DATA_ENV as DATA_ENV
+from memseal.ledger.choice import FOLDER_STORE as FOLDER_STORE
+from memseal.ledger.choice import STORE_ENV, choose_store
 from memseal.ledger.errors import InvalidRequest, StorageError
 from memseal.ledger.folder import DATABASE, LOCATION
-from memseal.ledger.location import is_database_url, parse_database_url
 from memseal.ledger.log import Ledger
 from memseal.ledger.opening import (
     Location,
     LogLocation,
-    choose_location,
     log_store,
     open_log,
     read_location,
@@ -43,6 +41,7 @@ from memseal.ledger.transparency import CheckpointPolicy
 from memseal.replay.runs.memo import ddl_for as memo_ddl_for
 
 from ._memory import Memory
+from ._options import Clock, OpenOptions, _utcnow
 from ._recorded_tools import RecordedAsyncToolset, RecordedCall, RecordedTools, RecordedToolset
 
 __all__ = [
@@ -63,43 +62,15 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: The environment variable naming the store when ``store=`` is not given.
-STORE_ENV = "MEMSEAL_STORE"
-#: ``store=`` naming the data folder's own SQLite file, whatever ``MEMSEAL_STORE`` says.
-FOLDER_STORE = "sqlite"
-#: The data folder (keys) for ``memseal.open(URL)``, which names only the database.
-DATA_ENV = "MEMSEAL_DATA"
-Clock = Callable[[], datetime]
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
 
 # One model per process: it is read-only after loading, and loading takes a moment.
 _shared_default_embedder = functools.cache(default_embedder)
 
 
-def _choose_store(path: str | Path, store: object) -> LogLocation:
-    """Where the log of ``path`` lives: ``store``, else ``MEMSEAL_STORE`` (the edge reads
-    the environment; see the module docstring)."""
-    field = "store"
-    if store == FOLDER_STORE:
-        # The folder's own SQLite file, whatever the environment names (the migrate's source).
-        store = None
-    elif store is None and not is_database_url(path):
-        from_env = os.environ.get(STORE_ENV, "")
-        if from_env and not is_database_url(from_env):
-            raise InvalidRequest(f"{STORE_ENV} must be a postgresql:// URL (or unset)")
-        if from_env:
-            store, field = from_env, STORE_ENV
-    return choose_location(
-        path,
-        store,
-        data=os.environ.get(DATA_ENV, ""),
-        store_field=field,
-        data_hint=f"set {DATA_ENV} to the folder",
-    )
+def _choose_store(path: str | Path, store: object, *, keys: bool = True) -> LogLocation:
+    """Where the log of ``path`` lives (the edge hands :func:`choose_store` the
+    environment; see the module docstring)."""
+    return choose_store(path, store, env=os.environ, keys=keys).location
 
 
 def _schema(store: SqlStore) -> None:
@@ -110,55 +81,22 @@ def _schema(store: SqlStore) -> None:
     store.add_schema(AS_OF_DDL)
 
 
-async def _open(
-    path: str | Path,
-    *,
-    store: str | None = None,
-    key_name: str | None = None,
-    create: bool = True,
-    clock: Clock = _utcnow,
-    origin: str | None = None,
-    checkpoint_every: int | None = 1000,
-    checkpoint_interval: float | None = 60.0,
-    embedder: Embedder | Literal["default"] | None = "default",
-    zone: tzinfo = UTC,
-    answerer: Answerer | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    ann: int | None = ANN_MIN,
-    ranks_as: str | None = None,  # a re-recording on SQLite of reads PostgreSQL ranked
-    currency: bool = True,
-) -> Memory:
+async def _open(path: str | Path, options: OpenOptions) -> Memory:
     if not isinstance(path, str | Path):
         raise InvalidRequest(f"`path` must be a folder path, not {type(path).__name__}")
-    where = _choose_store(path, store)
-    if origin is not None and (not isinstance(origin, str) or not origin.strip()):
-        raise InvalidRequest("`origin` must be non-empty text")
+    where = _choose_store(path, options.store)
     # Every option is checked before anything is created: a refused open writes nothing.
-    CheckpointPolicy(
-        origin=origin or "memseal", every=checkpoint_every, interval=checkpoint_interval
-    )
-    if not callable(clock):
-        raise InvalidRequest("`clock` must be a callable returning an aware datetime")
-    if progress is not None and not callable(progress):
-        raise InvalidRequest("`progress` must be a callable taking (done, total) or None")
-    if ann is not None and (isinstance(ann, bool) or not isinstance(ann, int) or ann < 0):
-        raise InvalidRequest("`ann` must be a count of memories (0 or more) or None")
-    if key_name is not None and not isinstance(key_name, str):
-        raise InvalidRequest("`key_name` must be text")
-    check_currency(currency)
-    if not isinstance(zone, tzinfo):
-        raise InvalidRequest("`zone` must be a tzinfo (e.g. zoneinfo.ZoneInfo('Europe/Paris'))")
-    # Checked, and the default model loaded (it takes a moment), before anything is made.
-    wanted, answerer = check_embedder(embedder), check_answerer(answerer)
+    options.check()
+    # The default model is loaded (it takes a moment) before anything is made.
+    o, wanted = options, options.embedder
     chosen = (await asyncio.to_thread(_shared_default_embedder)) if wanted == "default" else wanted
     opened = await open_log(
-        where, key_name=key_name, create=create, clock=clock, origin=origin, schema=_schema
+        where, key_name=o.key_name, create=o.create, clock=o.clock, origin=o.origin, schema=_schema
     )
     db = opened.store
     try:
-        policy = CheckpointPolicy(
-            origin=opened.origin, every=checkpoint_every, interval=checkpoint_interval
-        )
+        every, interval = o.checkpoint_every, o.checkpoint_interval
+        policy = CheckpointPolicy(origin=opened.origin, every=every, interval=interval)
     except BaseException:
         await db.close()
         raise
@@ -168,14 +106,14 @@ async def _open(
             ledger,
             db,
             opened.keys.secret,
-            clock=clock,
+            clock=o.clock,
             embedder=chosen,
-            zone=zone,
-            answerer=answerer,
-            progress=progress,
-            ann=ann,
-            ranks_as=ranks_as,
-            currency=currency,
+            zone=o.zone,
+            answerer=o.answerer,
+            progress=o.progress,
+            ann=o.ann,
+            ranks_as=o.ranks_as,
+            currency=o.currency,
         )
     except BaseException:
         await ledger.close()
@@ -187,7 +125,7 @@ async def _open(
         await ledger.close()
         raise
     ledger.start()
-    views = ViewCache(db, opened.keys.secret, embedder=chosen, zone=zone, answerer=answerer)
+    views = ViewCache(db, opened.keys.secret, embedder=chosen, zone=o.zone, answerer=o.answerer)
     return Memory(where, opened.keys, ledger, engine, opened.history, views=views)
 
 
@@ -254,24 +192,22 @@ def open(
     turns off the currency rule: reads no longer put a newer memory above an older one
     about the same subject, nor mark hits (docs/engine.md, "What is current").
     """
-    return _Opening(
-        lambda: _open(
-            path,
-            store=store,
-            key_name=key_name,
-            create=create,
-            clock=clock,
-            origin=origin,
-            checkpoint_every=checkpoint_every,
-            checkpoint_interval=checkpoint_interval,
-            embedder=embedder,
-            zone=zone,
-            answerer=answerer,
-            progress=progress,
-            ann=ann,
-            currency=currency,
-        )
+    options = OpenOptions(
+        store=store,
+        key_name=key_name,
+        create=create,
+        clock=clock,
+        origin=origin,
+        checkpoint_every=checkpoint_every,
+        checkpoint_interval=checkpoint_interval,
+        embedder=embedder,
+        zone=zone,
+        answerer=answerer,
+        progress=progress,
+        ann=ann,
+        currency=currency,
     )
+    return _Opening(lambda: _open(path, options))
 
 
 @contextlib.asynccontextmanager
@@ -281,14 +217,9 @@ async def open_audit(path: str | Path, *, store: str | None = None) -> AsyncIter
     ``path`` is a data folder (its SQLite file, or the store ``store`` or
     ``MEMSEAL_STORE`` names) or a PostgreSQL URL itself: an audit needs no keys.
     """
-    if is_database_url(path):
-        if store is not None:
-            raise InvalidRequest("give the PostgreSQL URL once: as `path` or as `store`")
-        where = LogLocation(folder=Path("."), url=parse_database_url(str(path), "path"))
-    else:
-        where = _choose_store(path, store)
-        if where.url is None and not where.folder.is_dir():
-            raise StorageError(f"no memseal data folder at {where.folder}")
+    where = _choose_store(path, store, keys=False)
+    if where.url is None and not where.folder.is_dir():
+        raise StorageError(f"no memseal data folder at {where.folder}")
     opened = log_store(where)
     await opened.open()
     try:

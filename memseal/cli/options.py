@@ -17,8 +17,8 @@ import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from memseal.ledger.location import parse_database_url
-from memseal.memory import STORE_ENV, Memory, open
+from memseal.ledger.choice import STORE_ENV, StoreChoice, choose_store, given_store
+from memseal.memory import Memory, open
 
 __all__ = [
     "DEFAULT_DATA",
@@ -68,13 +68,13 @@ def store_options() -> argparse.ArgumentParser:
     return parent
 
 
-def _given(args: argparse.Namespace) -> tuple[str | None, str]:
-    """The store text as given (``--store``, else ``$MEMSEAL_STORE``) and what gave it."""
-    flag = getattr(args, "store", None)
-    if flag:
-        return flag, "--store"
+def _choice(args: argparse.Namespace) -> StoreChoice:
+    """The store the verb works on: ``--store``, else ``$MEMSEAL_STORE``, else the
+    ``--data`` folder's SQLite file (one chooser for the library and every verb)."""
     # The only read of the environment in the CLI: every verb comes through here.
-    return os.environ.get(STORE_ENV) or None, STORE_ENV
+    folder = Path(getattr(args, "data", DEFAULT_DATA))
+    flag = getattr(args, "store", None) or None
+    return choose_store(folder, flag, env=os.environ, field="--store", folder_word=None)
 
 
 def store_url(args: argparse.Namespace) -> str | None:
@@ -84,24 +84,23 @@ def store_url(args: argparse.Namespace) -> str | None:
     Raises InvalidRequest, naming ``--store`` or ``MEMSEAL_STORE``, for a value that is
     not a usable PostgreSQL URL.
     """
-    url, field = _given(args)
-    if url is not None:
-        parse_database_url(url, field)
-    return url
+    return _choice(args).text
 
 
 def store_display(args: argparse.Namespace) -> tuple[str | None, str]:
     """:func:`store_url`, and how to name it to people: the URL without its password,
     or the data folder when there is no store."""
-    url, field = _given(args)
-    if url is None:
+    choice = _choice(args)
+    if choice.url is None:
         return None, str(args.data)
-    return url, parse_database_url(url, field).display
+    return choice.text, choice.url.display
 
 
 def named_urls(args: argparse.Namespace) -> list[str]:
     """Every store URL this command was given, whose passwords its messages must hide."""
-    named = [_given(args)[0], getattr(args, "path", None), getattr(args, "target", None)]
+    flag = getattr(args, "store", None) or None
+    given = given_store(flag, os.environ, field="--store")[0]
+    named = [given, getattr(args, "path", None), getattr(args, "target", None)]
     return [url for url in named if isinstance(url, str)]
 
 

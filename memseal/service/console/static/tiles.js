@@ -296,7 +296,7 @@ export async function verifyTiles(reader, keys, { origin = null, kept: keptFor =
       await checkBundle(reader, index, width, state, on);
       on.progress(index * WIDTH + width, size);
     }
-    on.ok(`entries 0 to ${size - 1}: bytes, chain and Ed25519 signatures along the key history (${size} entries, ${Math.ceil(size / WIDTH)} bundles)`);
+    if (size) on.ok(`entries 0 to ${size - 1}: bytes, chain and Ed25519 signatures along the key history (${size} entries, ${Math.ceil(size / WIDTH)} bundles)`);
   } else {
     if (unpinned) {
       throw bad("checkpoint", "checkpoint", `no key pinned here signs the checkpoint, and without the entry bundles (${refused.message}) no key_rotated entry can hand a later key over: pin the log's current key`);

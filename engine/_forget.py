@@ -151,35 +151,7 @@ def forget_command(
         projection = Projection(txn.execute, keyring, for_dialect(txn.dialect))
         for start in range(0, len(targets), FORGET_CHUNK):
             chunk = tuple(targets[start : start + FORGET_CHUNK])
-            marks = ",".join("?" * len(chunk))
-            # The ledger's own index of which payloads mention these ids, read in this
-            # transaction so a payload written a moment ago is not missed.
-            # Payloads that show one of these items' facet values (explore buckets) go
-            # too: a value can be as personal as the text (a tag, a path, a url). Not
-            # the closed facets: "fact" or "document" is nobody's secret.
-            facet_refs = sorted(
-                {
-                    keyring.facet_ref(facet, value)
-                    for facet, value in txn.execute(
-                        "SELECT f.facet, f.value FROM engine_facets f JOIN engine_items i "
-                        f"ON i.seq = f.seq WHERE i.id IN ({marks})",
-                        chunk,
-                    )
-                    if facet not in CLOSED_FACETS
-                }
-            )
-            refs = [*chunk, *facet_refs]
-            redacts = sorted(
-                {
-                    row[0]
-                    for start_ref in range(0, len(refs), 500)
-                    for row in txn.execute(
-                        "SELECT DISTINCT seq FROM mentions WHERE ref IN "
-                        f"({','.join('?' * len(refs[start_ref : start_ref + 500]))})",
-                        refs[start_ref : start_ref + 500],
-                    )
-                }
-            )
+            redacts = _redactions(txn, keyring, chunk)
             kept = _residues(txn, redacts, set(chunk))
             event = MemoryForgotten(items=chunk)
             payload = None if why is None else payload_value(why)
@@ -209,6 +181,39 @@ def forget_command(
         )
 
     return command, release
+
+
+def _redactions(txn: WriteTxn, keyring: Keyring, chunk: tuple[str, ...]) -> list[int]:
+    """The seqs of the payloads a forget of ``chunk`` (item ids) must redact."""
+    marks = ",".join("?" * len(chunk))
+    # The ledger's own index of which payloads mention these ids, read in this
+    # transaction so a payload written a moment ago is not missed.
+    # Payloads that show one of these items' facet values (explore buckets) go
+    # too: a value can be as personal as the text (a tag, a path, a url). Not
+    # the closed facets: "fact" or "document" is nobody's secret.
+    facet_refs = sorted(
+        {
+            keyring.facet_ref(facet, value)
+            for facet, value in txn.execute(
+                "SELECT f.facet, f.value FROM engine_facets f JOIN engine_items i "
+                f"ON i.seq = f.seq WHERE i.id IN ({marks})",
+                chunk,
+            )
+            if facet not in CLOSED_FACETS
+        }
+    )
+    refs = [*chunk, *facet_refs]
+    return sorted(
+        {
+            row[0]
+            for start_ref in range(0, len(refs), 500)
+            for row in txn.execute(
+                "SELECT DISTINCT seq FROM mentions WHERE ref IN "
+                f"({','.join('?' * len(refs[start_ref : start_ref + 500]))})",
+                refs[start_ref : start_ref + 500],
+            )
+        }
+    )
 
 
 def _targets(

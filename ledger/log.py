@@ -338,40 +338,13 @@ class Ledger:
         total = (await self.store.head()).size
         notes = [(c.size, c.note) for c in await self.store.checkpoints()]
         notes += [(_note_size(text), text) for text in checkpoints]
-        loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max(1, count), thread_name_prefix="memseal-verify") as pool:
             verifier = LedgerVerifier(
                 keys, executor=pool if count > 1 else None, workers=count, observe=observe
             )
             verifier.expect_checkpoints(notes)
 
-            async def feed(records: list[Record]) -> None:
-                first, last = records[0].seq, records[-1].seq
-                tree = await self.store.tree_range(
-                    stored_hash_count(first), stored_hash_count(last + 1)
-                )
-                await loop.run_in_executor(None, verifier.feed, records, tree)
-                if progress is not None:
-                    progress(verifier.size, total)
-
-            # One chunk is checked (its per-record checks on the pool, the chunk before in
-            # order on the executor) while the next is read: reading no longer waits for
-            # checking, nor checking for reading. Chunks are still fed one at a time, in order.
-            checking: asyncio.Task[None] | None = None
-            try:
-                async for chunk in self.store.scan_chunks(0, total, _CHUNK):
-                    if checking is not None:
-                        await checking
-                    checking = asyncio.ensure_future(feed(chunk))
-                if checking is not None:
-                    await checking
-                    checking = None
-                await loop.run_in_executor(None, verifier.flush)
-            finally:
-                if checking is not None and not checking.done():
-                    checking.cancel()
-                    with contextlib.suppress(BaseException):
-                        await checking
+            await self._feed_all(verifier, total, progress)
             if verifier.size != total:
                 raise VerificationError(
                     f"the log has {total} entries but only {verifier.size} could be read",
@@ -381,6 +354,45 @@ class Ledger:
             summary = verifier.finish()
         if progress is not None:
             progress(total, total)
+        await self._check_rows_outside(verifier, total)
+        return summary
+
+    async def _feed_all(
+        self, verifier: LedgerVerifier, total: int, progress: Progress | None
+    ) -> None:
+        """Read the log in chunks and feed each to ``verifier`` in order, then flush it."""
+        loop = asyncio.get_running_loop()
+
+        async def feed(records: list[Record]) -> None:
+            first, last = records[0].seq, records[-1].seq
+            tree = await self.store.tree_range(
+                stored_hash_count(first), stored_hash_count(last + 1)
+            )
+            await loop.run_in_executor(None, verifier.feed, records, tree)
+            if progress is not None:
+                progress(verifier.size, total)
+
+        # One chunk is checked (its per-record checks on the pool, the chunk before in
+        # order on the executor) while the next is read: reading no longer waits for
+        # checking, nor checking for reading. Chunks are still fed one at a time, in order.
+        checking: asyncio.Task[None] | None = None
+        try:
+            async for chunk in self.store.scan_chunks(0, total, _CHUNK):
+                if checking is not None:
+                    await checking
+                checking = asyncio.ensure_future(feed(chunk))
+            if checking is not None:
+                await checking
+                checking = None
+            await loop.run_in_executor(None, verifier.flush)
+        finally:
+            if checking is not None and not checking.done():
+                checking.cancel()
+                with contextlib.suppress(BaseException):
+                    await checking
+
+    async def _check_rows_outside(self, verifier: LedgerVerifier, total: int) -> None:
+        """No stored row past the log's end, and no payload a signed entry redacted."""
         stray, size = await self._stray_rows(total)
         if stray:
             what, where = stray[0]
@@ -397,7 +409,6 @@ class Ledger:
                 seq=still[0],
                 step="redaction",
             )
-        return summary
 
     async def _stray_rows(self, size: int) -> tuple[list[tuple[str, int]], int]:
         """Rows outside the log, and the log size they lie outside of.

@@ -37,7 +37,7 @@ import contextlib
 import inspect
 import secrets
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import msgspec
 from nacl.signing import VerifyKey
@@ -99,6 +99,22 @@ def new_run_id() -> str:
     return f"run-{secrets.token_hex(8)}"
 
 
+def _check_arguments(*, run_id: object, mode: object, oneshot: bool, lifecycle: object) -> None:
+    """Refuse a run's id, mode or lifecycle kind, naming the argument, before anything opens."""
+    if lifecycle is not None and (
+        not isinstance(lifecycle, str)
+        or not 1 <= len(lifecycle) <= 64
+        or not lifecycle.isprintable()
+    ):
+        raise InvalidRequest("`lifecycle` must be 1 to 64 printable characters")
+    if not isinstance(run_id, str) or not 1 <= len(run_id) <= 200 or not run_id.isprintable():
+        raise InvalidRequest("`run_id` must be 1 to 200 printable characters")
+    if mode not in MODES:
+        raise InvalidRequest(f"`mode` {mode!r} is not one of {', '.join(MODES)}")
+    if oneshot and mode != "record":
+        raise InvalidRequest("a one-shot run records its single call: mode must be record")
+
+
 class Run(LiveCalls):
     """One durable run (see the module docstring). Build it with ``memory.run(...)``."""
 
@@ -119,20 +135,11 @@ class Run(LiveCalls):
         owner: str = "",
         lifecycle: str | None = None,
     ) -> None:
-        if lifecycle is not None and (
-            not isinstance(lifecycle, str)
-            or not 1 <= len(lifecycle) <= 64
-            or not lifecycle.isprintable()
-        ):
-            raise InvalidRequest("`lifecycle` must be 1 to 64 printable characters")
+        _check_arguments(run_id=run_id, mode=mode, oneshot=oneshot, lifecycle=lifecycle)
         #: The lifecycle kind signed into the run's ``run_started`` entry (None: a plain run).
         self.lifecycle = lifecycle
-        if not isinstance(run_id, str) or not 1 <= len(run_id) <= 200 or not run_id.isprintable():
-            raise InvalidRequest("`run_id` must be 1 to 200 printable characters")
-        if mode not in MODES:
-            raise InvalidRequest(f"`mode` {mode!r} is not one of {', '.join(MODES)}")
         self.run_id = run_id
-        self.mode: Mode = mode
+        self.mode: Mode = cast(Mode, mode)  # one of MODES: checked above
         self.fork = fork
         self.changes: list[Change] = []
         self._tools = tools
@@ -150,9 +157,10 @@ class Run(LiveCalls):
         # Who opened the run in this process (a memory's token): named when another
         # Run object of this process asks for the same lease.
         self._owner = owner
-        if oneshot and mode != "record":
-            raise InvalidRequest("a one-shot run records its single call: mode must be record")
         self._holder = secrets.token_hex(16)
+        self._init_bookkeeping()
+
+    def _init_bookkeeping(self) -> None:
         # Which step each call gets: positional and keyed steps, steps given back by a
         # failed call and handed out again (re-issues). A keyed step no keyed call of this
         # Run object has claimed yet is not skipped by the unkeyed numbering, so an

@@ -5,8 +5,6 @@ memory model), ``memseal.tools`` (model-facing tools) and ``memseal.replay``
 (durable runs); imports go one way, in that order.
 """
 
-# Registers the runtime adapters (toolset.to_openai_agents() ...) with the tools layer.
-from memseal import integrations as _integrations  # noqa: F401
 from memseal._sync_memory import SyncMemory, open_sync
 from memseal.engine import Namespace, Reach
 from memseal.errors import (

@@ -30,7 +30,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -52,7 +52,6 @@ __all__ = [
     "Tool",
     "ToolSource",
     "Toolset",
-    "register_runtime",
     "runner_for",
 ]
 
@@ -68,6 +67,12 @@ Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 _LANGCHAIN_MISSING: Final = (
     "to_langchain() needs langchain-core; install it with `pip install memseal[langchain]`"
 )
+_OPENAI_AGENTS_MISSING: Final = (
+    "to_openai_agents() needs openai-agents; install it with `pip install memseal[openai-agents]`"
+)
+_PYDANTIC_AI_MISSING: Final = (
+    "to_pydantic_ai() needs pydantic-ai-slim; install it with `pip install memseal[pydantic-ai]`"
+)
 
 # The id LangChain handed the tool being run (a ToolCall's ``id``), for its call's key. A
 # context variable, not an argument: an argument would show in the schema the model reads.
@@ -78,22 +83,6 @@ _LANGCHAIN_CALL_ID: Final[contextvars.ContextVar[object]] = contextvars.ContextV
 
 # The default of `call`: a tool call object alone, or a name whose arguments were left out.
 _OMITTED: Any = object()
-
-# The runtime adapters that live above this layer (memseal.integrations registers each when
-# memseal is imported): a port, so that this layer names no module above it.
-_RUNTIMES: Final[dict[str, Callable[..., list[Any]]]] = {}
-
-
-def register_runtime(name: str, build: Callable[..., list[Any]]) -> None:
-    """Make ``build(toolset, **options)`` what ``to_<name>()`` calls (memseal.integrations)."""
-    _RUNTIMES[name] = build
-
-
-def _runtime(name: str) -> Callable[..., list[Any]]:
-    build = _RUNTIMES.get(name)
-    if build is None:  # only if memseal.integrations failed to import, which raises first
-        raise ImportError(f"no adapter for {name}: import memseal.integrations")
-    return build
 
 
 class ToolSource(Protocol):
@@ -264,7 +253,11 @@ class _Definitions:
         See :func:`memseal.integrations.openai_agents.function_tools` (extra
         ``memseal[openai-agents]``); ImportError without the package.
         """
-        return _runtime("openai_agents")(self, strict=strict, **options)
+        try:  # the adapter imports the SDK, an extra: only when asked
+            from ._openai_agents import function_tools
+        except ImportError as exc:
+            raise ImportError(_OPENAI_AGENTS_MISSING) from exc
+        return function_tools(cast("AsyncToolset | Toolset", self), strict=strict, **options)
 
     def mcp_tools(self) -> list[dict[str, Any]]:
         """MCP ``Tool`` definitions (wire form: ``inputSchema``, ``annotations``).
@@ -364,7 +357,11 @@ class AsyncToolset(tuple[AsyncTool, ...], _Definitions):
         with the ``error:`` text (memseal.integrations.pydantic_ai). Raises ImportError
         when pydantic-ai-slim is not installed.
         """
-        return _runtime("pydantic_ai")(self)
+        try:  # the adapter imports pydantic_ai, an extra: only when asked
+            from ._pydantic_ai import tools
+        except ImportError as exc:
+            raise ImportError(_PYDANTIC_AI_MISSING) from exc
+        return list(tools(self))
 
     def to_langchain(self) -> list[Any]:
         """One ``langchain_core.tools.StructuredTool`` per tool, bound as a coroutine.

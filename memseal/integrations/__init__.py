@@ -11,40 +11,8 @@
   ``pydantic_ai.Tool`` objects keyed by the ``tool_call_id``, reached as
   ``toolset.to_pydantic_ai()``.
 
-The toolsets live in a lower layer that never imports this package, so this package
-registers the two toolset methods' bodies with it (``register_runtime``) when memseal is
-imported; each runtime is imported only when its method is called.
+The last two need nothing above the toolsets, so their code lives beside them in
+``memseal.tools`` (as ``to_langchain``'s does) and the toolset methods import it when
+called; the modules here only give it its public name. LangGraph's needs runs and the
+store, so it lives here. Importing this package imports no runtime.
 """
-
-from typing import Any
-
-from memseal.tools.toolset import register_runtime
-
-
-def _openai_agents(toolset: Any, **options: Any) -> list[Any]:
-    # Imported when asked: the SDK is an extra (memseal[openai-agents]).
-    try:
-        from memseal.integrations.openai_agents import function_tools
-    except ImportError as exc:
-        raise ImportError(
-            "to_openai_agents() needs openai-agents; install it with "
-            "`pip install memseal[openai-agents]`"
-        ) from exc
-    return function_tools(toolset, **options)
-
-
-def _pydantic_ai(toolset: Any) -> list[Any]:
-    try:
-        import pydantic_ai  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(
-            "to_pydantic_ai() needs pydantic-ai-slim; install it with "
-            "`pip install memseal[pydantic-ai]`"
-        ) from exc
-    from memseal.integrations.pydantic_ai import tools
-
-    return list(tools(toolset))
-
-
-register_runtime("openai_agents", _openai_agents)
-register_runtime("pydantic_ai", _pydantic_ai)

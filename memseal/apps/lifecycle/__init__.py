@@ -17,10 +17,12 @@
   a model extractor plugs in (``_model_extract``), its outputs recorded in the
   job's run and replayed from it.
 
-It composes tools and recall and reaches runs and memories through small
-protocols (:class:`Recorder`, :class:`RunOpener`, :class:`RecordingMemory`)
-that the replay layer's ``Run`` and ``memseal.open``'s memory satisfy, so
-imports still go one way. See docs/lifecycle.md.
+It sits on the apps floor (:mod:`memseal.apps`): it composes tools and recall
+over the replay layer's ``Run`` and the as-of views (:mod:`memseal.apps.as_of`)
+it imports. The memory it works on is the top layer's ``memseal.Memory``, which
+imports the apps, so the lifecycle takes it through two small ports
+(:class:`RunOpener`, :class:`RecordingMemory`) rather than by name. See
+docs/lifecycle.md.
 """
 
 from ._chunking import DEFAULT_BUDGET, Chunk, chunk_id, chunk_text, kind_of
@@ -34,10 +36,7 @@ from .agent_memory import (
     ExtractiveSummariser,
     FoldedTurn,
     PastReader,
-    PastTools,
-    PastView,
     RunOpener,
-    SessionRun,
     Summariser,
     refers_to_of,
 )
@@ -101,8 +100,6 @@ __all__ = [
     "PackPreset",
     "PackSection",
     "PastReader",
-    "PastTools",
-    "PastView",
     "QueueStatus",
     "RecordedCalls",
     "Recorder",
@@ -113,7 +110,6 @@ __all__ = [
     "RuleExtractor",
     "RunOpener",
     "SectionSpec",
-    "SessionRun",
     "SourceTurn",
     "Summariser",
     "briefing",

@@ -54,10 +54,12 @@ from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
+from memseal.apps.as_of import AsOfTools, AsOfView
 from memseal.engine import Reach
 from memseal.engine._dates import extract_refs, resolve
 from memseal.ledger.entry import format_time
 from memseal.ledger.errors import InvalidRequest
+from memseal.replay.runs import Run
 from memseal.tools.policy import check_unfrozen
 from memseal.tools.scope import ToolScope
 
@@ -84,10 +86,7 @@ __all__ = [
     "ExtractiveSummariser",
     "FoldedTurn",
     "PastReader",
-    "PastTools",
-    "PastView",
     "RunOpener",
-    "SessionRun",
     "Summariser",
     "refers_to_of",
 ]
@@ -98,21 +97,13 @@ _TURN_PAGES: Final = 20
 _MESSAGE_CHARS: Final = 16_000
 
 
-class SessionRun(Recorder, Protocol):
-    """A recorded run (the replay layer's ``Run`` is one): keyed calls, then close."""
-
-    async def close(self, *, check: bool = True) -> None:
-        """Release the run (in strict mode: fail if recorded calls were never replayed)."""
-
-    def specs(self) -> Sequence[Any]:
-        """The specs of the tools the run's scope offers."""
-
-    def toolset(self) -> Any:
-        """The run's tools for a model runtime (OpenAI, Anthropic, LangChain, MCP)."""
-
-
 class RunOpener(Protocol):
-    """What opens the runs (``memseal.open(...)``'s memory is one)."""
+    """What opens the runs: ``memseal.open(...)``'s memory.
+
+    A port and not ``memseal.Memory`` itself: that class is the top layer, which
+    imports the apps, so naming it here would close an import circle (the layering
+    test forbids it). The runs it opens are the replay layer's own :class:`Run`.
+    """
 
     def run(
         self,
@@ -121,35 +112,16 @@ class RunOpener(Protocol):
         *,
         mode: str = "resume",
         lifecycle: str | None = None,
-    ) -> SessionRun:
+    ) -> Run:
         """A run named ``run_id`` bound to ``scope``, opened in ``mode`` (``lifecycle``
         signed into its ``run_started`` entry: what the run is to the lifecycle)."""
-
-
-class PastTools(Protocol):
-    """The read tools of a view of the past (the replay layer's ``AsOfTools``)."""
-
-    def specs(self) -> Sequence[Any]:
-        """The specs of the read tools offered."""
-
-    def call(self, name: str, arguments: Mapping[str, Any]) -> Awaitable[Any]:
-        """Run a read tool over the past, unrecorded."""
-
-
-class PastView(Protocol):
-    """The memory as of a point (``await memory.as_of(N)``: the replay layer's ``AsOfView``)."""
-
-    size: int
-
-    def tools(self, scope: ToolScope | None = None) -> PastTools:
-        """The read tools over the view for one host-fixed scope."""
 
 
 class PastReader:
     """A :class:`Recorder` (and briefing source) over a view's read tools: nothing is
     recorded, so a call's key names nothing and is dropped."""
 
-    def __init__(self, tools: PastTools) -> None:
+    def __init__(self, tools: AsOfTools) -> None:
         self._tools = tools
 
     def specs(self) -> Sequence[Any]:
@@ -272,7 +244,7 @@ class AgentMemory:
             "brain": layout.brain_reader(),
         }
         self.scopes: Mapping[ReachName, ToolScope] = scopes
-        self._runs: dict[ReachName, SessionRun] = {
+        self._runs: dict[ReachName, Run] = {
             reach: memory.run(
                 f"{self.session}/{reach}", scope, mode=mode, lifecycle=f"session/{reach}"
             )
@@ -280,14 +252,14 @@ class AgentMemory:
         }
         #: The model's own tools: the agent writer scope, every call recorded in
         #: ``<session>/model`` (hand ``tools.toolset()`` to the model).
-        self.tools: SessionRun = memory.run(
+        self.tools: Run = memory.run(
             f"{self.session}/model",
             layout.agent_writer(agent),
             mode=mode,
             lifecycle="session/model",
         )
         self.jobs = jobs
-        self._queue: SessionRun | None = None
+        self._queue: Run | None = None
         if jobs is not None:
             # A queue whose jobs cannot read this thread would queue builds that only fail.
             thread_node = layout.thread(agent, thread)
@@ -317,11 +289,11 @@ class AgentMemory:
         readers: dict[str, Recorder] = dict(self._runs.items())
         return readers
 
-    def past_readers(self, view: PastView) -> Mapping[str, Recorder]:
+    def past_readers(self, view: AsOfView) -> Mapping[str, Recorder]:
         """The reader of each reach over ``view``: the same scopes, read-only, unrecorded."""
         return {reach: PastReader(view.tools(scope)) for reach, scope in self.scopes.items()}
 
-    def _readers(self, as_of: PastView | None) -> tuple[Mapping[str, Recorder], bool]:
+    def _readers(self, as_of: AsOfView | None) -> tuple[Mapping[str, Recorder], bool]:
         """The readers of a moment, and whether its calls are keyed (recorded)."""
         if as_of is None:
             return self.readers, True
@@ -350,7 +322,7 @@ class AgentMemory:
         *,
         pack: ContextPack | None = None,
         budget_tokens: int = 2_000,
-        as_of: PastView | None = None,
+        as_of: AsOfView | None = None,
     ) -> str:
         """The system prompt for the model's tools (see :func:`briefing`), with ``pack``
         (the session-start brief, say) at its end; recorded as ``brief/holds``. With
@@ -366,7 +338,7 @@ class AgentMemory:
     # -- the four moments -----------------------------------------------------------------
 
     async def start(
-        self, *, budget_tokens: int | None = None, as_of: PastView | None = None
+        self, *, budget_tokens: int | None = None, as_of: AsOfView | None = None
     ) -> ContextPack:
         """The session-start brief (a :data:`SESSION_START` pack, recorded as ``start``);
         with ``as_of``, the brief the session would have started with then (unrecorded)."""
@@ -385,7 +357,7 @@ class AgentMemory:
         turn: int,
         at: datetime | None = None,
         budget_tokens: int | None = None,
-        as_of: PastView | None = None,
+        as_of: AsOfView | None = None,
     ) -> ContextPack:
         """The context for ``message`` at ``turn`` (recorded as ``pre/<turn>``); with
         ``as_of``, the context the memory as of that view gives (unrecorded).
@@ -495,21 +467,7 @@ class AgentMemory:
             key=f"{base}/summary",
         )
         previous = last["items"][0] if last["items"] else None
-        through = _through(previous)
-        entries: list[dict[str, Any]] = []
-        cursor: str | None = None
-        for page in range(_TURN_PAGES):
-            args: dict[str, Any] = {"filter": {"kinds": ["conversation"]}, "limit": 50}
-            if cursor is not None:
-                args["cursor"] = cursor
-            listed = await thread.call("memory_list", args, key=f"{base}/turns/{page}")
-            entries.extend(listed["items"])
-            cursor = listed.get("next_cursor")
-            if cursor is None or any(e["ledger_ref"] <= through for e in listed["items"]):
-                break
-        fresh = sorted(
-            (e for e in entries if e["ledger_ref"] > through), key=lambda e: e["ledger_ref"]
-        )
+        fresh = await _unfolded(thread, base, _through(previous))
         folding = fresh[: max(len(fresh) - keep, 0)]
         if not folding:
             return Compacted(summary_id=None, folded=(), tokens=0, build=None)
@@ -522,16 +480,7 @@ class AgentMemory:
             )
             for e in folding
         ]
-        text = await self.summariser.summarise(
-            None if previous is None else previous["text"], turns, budget_tokens
-        )
-        if not isinstance(text, str):
-            raise InvalidRequest("the summariser must return text")
-        tokens = count_tokens(text)
-        if tokens > budget_tokens:
-            raise InvalidRequest(
-                f"the summariser returned {tokens} tokens; the budget is {budget_tokens}"
-            )
+        text, tokens = await self._summarise(previous, turns, budget_tokens)
         folded = tuple(t.id for t in turns)
         if not text.strip():
             text = f"({len(folded)} turns folded; nothing stated)"
@@ -566,14 +515,46 @@ class AgentMemory:
             ),
         )
 
+    async def _summarise(
+        self, previous: Mapping[str, Any] | None, turns: Sequence[FoldedTurn], budget_tokens: int
+    ) -> tuple[str, int]:
+        """The summariser's new summary and its tokens; InvalidRequest when it is not
+        text or is over the budget (a host's summariser is checked, not trusted)."""
+        text = await self.summariser.summarise(
+            None if previous is None else previous["text"], turns, budget_tokens
+        )
+        if not isinstance(text, str):
+            raise InvalidRequest("the summariser must return text")
+        tokens = count_tokens(text)
+        if tokens > budget_tokens:
+            raise InvalidRequest(
+                f"the summariser returned {tokens} tokens; the budget is {budget_tokens}"
+            )
+        return text, tokens
 
-def _view(value: object) -> PastView:
+
+async def _unfolded(thread: Run, base: str, through: int) -> list[dict[str, Any]]:
+    """The thread's turns newer than seq ``through``, oldest first, listed under keys
+    from ``base`` (paging stops at the first page that reaches ``through``)."""
+    entries: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for page in range(_TURN_PAGES):
+        args: dict[str, Any] = {"filter": {"kinds": ["conversation"]}, "limit": 50}
+        if cursor is not None:
+            args["cursor"] = cursor
+        listed = await thread.call("memory_list", args, key=f"{base}/turns/{page}")
+        entries.extend(listed["items"])
+        cursor = listed.get("next_cursor")
+        if cursor is None or any(e["ledger_ref"] <= through for e in listed["items"]):
+            break
+    return sorted((e for e in entries if e["ledger_ref"] > through), key=lambda e: e["ledger_ref"])
+
+
+def _view(value: object) -> AsOfView:
     """``value`` as a view of the past; InvalidRequest naming ``as_of`` for anything else."""
-    if not callable(getattr(value, "tools", None)) or not isinstance(
-        getattr(value, "size", None), int
-    ):
+    if not isinstance(value, AsOfView):
         raise InvalidRequest("`as_of` must be a view of the memory: `await memory.as_of(N)`")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _through(summary: Mapping[str, Any] | None) -> int:

@@ -74,7 +74,12 @@ Progress = Callable[[int, int], None]
 
 
 class RecordedCalls(Protocol):
-    """Recorded tools bound to a run (``memseal.RecordedTools``): the recorder port."""
+    """Recorded tools bound to a run (``memseal.RecordedTools``): the recorder port.
+
+    A port and not ``RecordedTools`` itself: that class, like ``memseal.Memory``
+    which makes it, is the top layer, which imports the apps (naming it here would
+    close an import circle the layering test forbids).
+    """
 
     def call(
         self,
@@ -93,7 +98,10 @@ class RecordedCalls(Protocol):
 
 
 class RecordingMemory(Protocol):
-    """What the lifecycle needs of ``memseal.Memory``: recorded tools for a scope and run."""
+    """What the lifecycle needs of ``memseal.Memory``: recorded tools for a scope and run.
+
+    A port for the reason :class:`RecordedCalls` is one: ``Memory`` is the top layer.
+    """
 
     def tools(
         self,

@@ -26,7 +26,12 @@ __all__ = ["BriefingSource", "briefing"]
 
 
 class BriefingSource(Protocol):
-    """A recorded run (or recorded tools) for the scope being briefed."""
+    """A recorded run (or recorded tools) for the scope being briefed.
+
+    A port with several implementations: the replay layer's ``Run`` (a session's
+    model tools), ``PastReader`` (a view of the past) and the top layer's
+    ``RecordedTools`` (the MCP server's brief, one fresh run per read).
+    """
 
     def specs(self) -> Sequence[Any]:
         """The specs of the tools the scope offers."""

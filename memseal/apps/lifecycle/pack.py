@@ -92,6 +92,10 @@ class Recorder(Protocol):
 
     ``key`` names the call within the run, so a resumed session gets the
     recorded result of the same moment, and never a second live write.
+
+    A port with several implementations: the replay layer's ``Run``, the
+    unrecorded ``PastReader`` over a view of the past, and ``memory.tools(...)``
+    (the top layer's ``RecordedTools``), which a job queue reads its status through.
     """
 
     def call(

@@ -144,8 +144,10 @@ async def rank_page(
             items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
             hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
             if asked.rule is not None:
+                reading = asked.rule.reading
                 hits = [
-                    _marked(hit, marks.get(hit.item.seq), window.get(hit.item.seq)) for hit in hits
+                    _marked(hit, marks.get(hit.item.seq), window.get(hit.item.seq), reading)
+                    for hit in hits
                 ]
             return seen, len(ranked), hits, same
 
@@ -204,11 +206,13 @@ def _vectors_of(execute: Execute, embedder: str, contents: list[str]) -> dict[st
     return found
 
 
-def _marked(hit: Hit, superseded_by: str | None, seen: Candidate | None) -> Hit:
-    """``hit`` with the rule's marks: what replaced it, and what its text is about
-    (kept in the read memo under the key the rule saw it by, when it saw it)."""
+def _marked(hit: Hit, superseded_by: str | None, seen: Candidate | None, reading: int) -> Hit:
+    """``hit`` with the rule's marks: what replaced it, and what its text is about as
+    the rule's ``reading`` reads it (kept in the read memo under the key the rule saw it
+    by, when it saw it)."""
     text = hit.item.text
-    found = kept("about", None if seen is None else seen.key, lambda: about(text))
+    key = None if seen is None else seen.key
+    found = kept(f"about{reading}", key, lambda: about(text, reading))
     return Hit(
         item=hit.item,
         score=hit.score,

@@ -18,13 +18,16 @@ Per sentence (:func:`sentences`):
   conditional or an unreal mood: ``if``, ``suppose``, ``imagine``, ``what
   if``, ``in case``, ``wish``, ``someday``, ``thinking of``, or a modal
   after its subject (``I would``, ``we might``, ``I'd``, ``I could``), but
-  not a stated want ("I would like", "I'd prefer");
+  not a stated want ("I would like", "I'd prefer") nor, from reading 2, a
+  hedge on what is stated ("I suppose", "we guess", "I'd say": the speaker
+  still states it);
 - the **subject** is the first one the sentence names: the speaker (``I``,
   ``we``, ``my X and I``) is ``None``; a relation (``my brother``, ``my
   friend``, ``his``, ``she``) is the person it names ("my brother Tomas",
   "Ana, my sister") or ``"someone"``; a pronoun after a named person earlier
   in the same text is that person. "My manager is Priya" names the user's
-  manager: the user's fact.
+  manager: the user's fact, from reading 2 also when a short qualifier stands
+  between ("my manager at Acme is Priya", "my manager's name is Priya").
 
 Over a whole text (:func:`about`): a conversation's user lines are read
 when it has any (an assistant's line states nothing about the user). The
@@ -42,10 +45,14 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["MAX_CHARS", "SOMEONE", "About", "Sentence", "about", "sentences"]
+__all__ = ["MAX_CHARS", "READING", "SOMEONE", "About", "Sentence", "about", "sentences"]
 
 #: The characters of a text :func:`about` reads (the rest is not weighed).
 MAX_CHARS: Final = 4_000
+#: The reading new reads follow. Each reading is frozen (the currency rule's versions
+#: name theirs, and reads that carry what a text is about are re-derived): reading 1
+#: as the rule's version 1 read; reading 2 adds the hedges and the qualified relations.
+READING: Final = 2
 #: The subject of a fact about another person whose name the text does not give.
 SOMEONE: Final = "someone"
 
@@ -85,18 +92,32 @@ _QUESTION_OPENING: Final = re.compile(
     rf"|often|far|old)\b)|{_AUX}\s+(?:i|you|we|he|she|they|it|my|your|our|the|there|anyone)\b)",
     re.I,
 )
-_CONDITIONAL: Final = re.compile(
-    r"\b(?:if|suppose|supposing|imagine|imagining|hypothetically|theoretically|in theory"
+#: "I suppose", "we guess": the speaker hedging what they state, not supposing it.
+_HEDGED: Final = r"(?<!\bi\s)(?<!\bwe\s)"
+_CONDITIONAL_WORDS: Final = (
+    r"|supposing|imagine|imagining|hypothetically|theoretically|in theory"
     r"|in case|what if|wish|wished|wonder|wondering|someday|some day|one day|dream of"
-    r"|dreaming of|dreamt of|thinking of|thinking about|considering|fantasi[sz]e)\b",
-    re.I,
+    r"|dreaming of|dreamt of|thinking of|thinking about|considering|fantasi[sz]e)\b"
 )
-_WANTS: Final = r"(?!\s+(?:really\s+)?(?:like|love|prefer|rather|enjoy|appreciate)\b)"
-_MODAL: Final = re.compile(
-    r"\b(?:i|we|you|he|she|they|it)(?:\s+(?:would|might|could|may)\b|'d\b)(?!\s+(?:have\s+)?"
-    r"(?:been|had)\b)" + _WANTS,
-    re.I,
-)
+#: A stated want ("I would like") supposes nothing; from reading 2 nor does a hedge
+#: ("I'd say", "I would guess").
+_WANTS: Final = "like|love|prefer|rather|enjoy|appreciate"
+
+
+def _modal(wants: str) -> re.Pattern[str]:
+    return re.compile(
+        r"\b(?:i|we|you|he|she|they|it)(?:\s+(?:would|might|could|may)\b|'d\b)(?!\s+(?:have\s+)?"
+        rf"(?:been|had)\b)(?!\s+(?:really\s+)?(?:{wants})\b)",
+        re.I,
+    )
+
+
+#: Per reading: the conditional words and the unreal modal.
+_CONDITIONAL: Final = {
+    1: re.compile(r"\b(?:if|suppose" + _CONDITIONAL_WORDS, re.I),
+    2: re.compile(rf"\b(?:if|{_HEDGED}suppose" + _CONDITIONAL_WORDS, re.I),
+}
+_MODAL: Final = {1: _modal(_WANTS), 2: _modal(_WANTS + "|say|guess|think")}
 
 _RELATIONS: Final = (
     r"(?:brother|sister|sibling|mother|mom|mum|father|dad|parents?|wife|husband|partner"
@@ -129,12 +150,22 @@ _RELATION: Final = re.compile(
 )
 _APPOSITIVE: Final = re.compile(rf"\b(?P<name>{_NAME}),\s+my\s+{_ADJECTIVES}{_RELATIONS}\b", re.I)
 _PRONOUN: Final = re.compile(r"\b(?:he|she|he's|she's|his|her|him)\b", re.I)
-#: "my manager is Priya", "my new boss is now Dana": who the user's relation is (theirs).
-_IDENTITY: Final = re.compile(rf"^\s*(?:is|was|'s|are)\s+(?:now\s+|called\s+|named\s+)*{_NAME}")
+#: Per reading, who the user's relation is, their fact: "my manager is Priya", "my new
+#: boss is now Dana"; from reading 2 also with a short qualifier of the relation (where,
+#: which) between it and the verb, in the clause: "my manager at Acme is Priya", "my
+#: boss's name is Dana".
+_IDENTITY: Final = {
+    1: re.compile(rf"^\s*(?:is|was|'s|are)\s+(?:now\s+|called\s+|named\s+)*{_NAME}"),
+    2: re.compile(
+        r"^(?:(?:'s)?\s+name"
+        r"|\s+(?:at|in|on|from|over|back|for|here|there|these|this|now)\b[^,;:()]{0,40}?)?"
+        rf"\s*(?:is|was|'s|are)\s+(?:now\s+|still\s+|called\s+|named\s+)*{_NAME}"
+    ),
+}
 _WITH_SELF: Final = re.compile(r"^\s*(?:,\s*)?(?:and|&)\s+(?:i|me|myself)\b", re.I)
 
 
-def _subject(sentence: str, named: str | None) -> str | None:
+def _subject(sentence: str, named: str | None, reading: int) -> str | None:
     """The first subject ``sentence`` names (see the module docstring)."""
     # (place, rank, subject): at one place ("my brother ..."), the relation outranks "my".
     found: list[tuple[int, int, str | None]] = []
@@ -150,7 +181,7 @@ def _subject(sentence: str, named: str | None) -> str | None:
         if name in _NOT_NAMES:
             name = None
         rest = sentence[match.end() :]
-        if name is None and (_IDENTITY.match(rest) or _WITH_SELF.match(rest)):
+        if name is None and (_IDENTITY[reading].match(rest) or _WITH_SELF.match(rest)):
             found.append((match.start(), 0, None))
         else:
             found.append((match.start(), 0, name or SOMEONE))
@@ -181,10 +212,10 @@ def _statements(text: str) -> str:
     return "\n".join(kept)
 
 
-def sentences(text: str) -> tuple[Sentence, ...]:
+def sentences(text: str, reading: int = READING) -> tuple[Sentence, ...]:
     """The sentences of ``text`` (a conversation's user lines when it has any), each
-    read for question, hypothetical and subject; a pronoun takes the person named
-    before it."""
+    read for question, hypothetical and subject as ``reading`` reads them; a pronoun
+    takes the person named before it."""
     out: list[Sentence] = []
     named: str | None = None
     for match in _SENTENCE.finditer(_statements(text)):
@@ -192,8 +223,11 @@ def sentences(text: str) -> tuple[Sentence, ...]:
         if not any(ch.isalnum() for ch in said):
             continue
         question = said.endswith("?") or _QUESTION_OPENING.match(said) is not None
-        hypothetical = _CONDITIONAL.search(said) is not None or _MODAL.search(said) is not None
-        subject = _subject(said, named)
+        hypothetical = (
+            _CONDITIONAL[reading].search(said) is not None
+            or _MODAL[reading].search(said) is not None
+        )
+        subject = _subject(said, named, reading)
         if subject not in (None, SOMEONE):
             named = subject
         out.append(
@@ -202,9 +236,10 @@ def sentences(text: str) -> tuple[Sentence, ...]:
     return tuple(out)
 
 
-def about(text: str) -> About:
-    """Whether ``text`` only supposes, and whose fact it states (see the module docstring)."""
-    read = sentences(text)
+def about(text: str, reading: int = READING) -> About:
+    """Whether ``text`` only supposes, and whose fact it states, as ``reading`` reads it
+    (see the module docstring)."""
+    read = sentences(text, reading)
     stating = [s for s in read if s.states]
     supposing = [s for s in read if s.hypothetical]
     weighed = stating or supposing or list(read)

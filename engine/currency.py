@@ -83,14 +83,20 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     #: it in the read's ranking: a remark ranked far down that merely resembles the
     #: older one (a chat's "okay" turns) never climbs into the page over it.
     reach: int
+    #: How the rule reads what a text states and whose (:data:`.aboutness.READING`).
+    reading: int = 1
 
 
 #: Every version a recorded read may name; a version's constants never change.
 RULES: Final[Mapping[int, Rule]] = {
     1: Rule(version=1, window=32, cosine=0.45, lexical=0.4, shared=2, chars=2_000, reach=4),
+    # Reads hedges ("I suppose") as stated, and "my manager at Acme is Priya" as the user's.
+    2: Rule(
+        version=2, window=32, cosine=0.45, lexical=0.4, shared=2, chars=2_000, reach=4, reading=2
+    ),
 }
 #: The version new reads follow when the host keeps the rule on.
-VERSION: Final = 1
+VERSION: Final = 2
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -186,7 +192,9 @@ def _stems_of(cands: Sequence[Candidate], rule: Rule) -> list[frozenset[str]]:
 
 def _stating_of(cands: Sequence[Candidate], rule: Rule) -> list[About | None]:
     return kept_many(
-        f"stating{rule.chars}", [c.key for c in cands], lambda i: _stating(cands[i].text)
+        f"stating{rule.chars}/{rule.reading}",
+        [c.key for c in cands],
+        lambda i: _stating(cands[i].text, rule.reading),
     )
 
 
@@ -310,11 +318,11 @@ def _places(cands: Sequence[Candidate], score: Mapping[int, float]) -> list[floa
     return [float(place[c.seq]) for c in cands]
 
 
-def _stating(text: str) -> About | None:
+def _stating(text: str, reading: int) -> About | None:
     """What a text states and about whom; None when it only asks or supposes."""
-    if not any(s.states for s in sentences(text)):
+    if not any(s.states for s in sentences(text, reading)):
         return None
-    found = about(text)
+    found = about(text, reading)
     return None if found.hypothetical else found
 
 

@@ -18,6 +18,7 @@ from bundle_support import run_bundle
 
 import memseal
 from memseal.engine import HashingEmbedder
+from memseal.engine.currency import VERSION, following
 from memseal.replay.evidence.read_proof import verify_read
 from memseal.replay.regress.regress import regress
 
@@ -82,7 +83,7 @@ async def test_newer_facts_outrank_older_ones_and_every_read_proves(
     calls = {c.call.step: c.call for c in bundle.calls}
     assert calls[0].currency is msgspec.UNSET
     for k in range(len(READS)):
-        assert calls[4 + k].currency == (1 if currency else msgspec.UNSET)
+        assert calls[4 + k].currency == (VERSION if currency else msgspec.UNSET)
     report = await regress(bundle, embedder=HashingEmbedder())
     assert not report.changed, report.text()
 
@@ -92,3 +93,37 @@ async def test_a_bad_setting_is_refused_naming_it(tmp_path: Path) -> None:
         async with memseal.open(tmp_path / "d", embedder=None, currency="on"):  # type: ignore[arg-type]
             pass
     assert not (tmp_path / "d").exists()
+
+
+# Read 1 as another person's fact (a relation qualified before its name), the current
+# version as the user's own; a hedge read 1 as a supposition.
+QUALIFIED = "My boss over at the warehouse is Ngozi."
+HEDGED = "We rent a flat in Dundee now, I suppose."
+
+
+@pytest.mark.parametrize("version", [1, VERSION])
+async def test_a_read_recorded_under_an_earlier_version_proves_as_it_ran(
+    tmp_path: Path, store_url: str | None, version: int
+) -> None:
+    async with memseal.open(
+        tmp_path / "d", store=store_url, embedder=HashingEmbedder(), checkpoint_interval=None
+    ) as m:
+        async with m.run("r", SCOPE) as run:
+            for text in (QUALIFIED, HEDGED):
+                await run.call("memory_store", {"learning": {"text": text}})
+            with following(version):
+                seen = await run.call("memory_fetch", {"query": "boss warehouse flat Dundee"})
+        proof = await m.prove_read("r", 2)
+        bundle = await run_bundle(m, "r")
+        vkey = m.vkey
+    marks = {h["text"]: (h.get("subject"), h.get("hypothetical")) for h in seen["hits"]}
+    if version == 1:
+        assert marks == {QUALIFIED: ("someone", None), HEDGED: (None, True)}
+    else:
+        assert marks == {QUALIFIED: (None, None), HEDGED: (None, None)}
+    assert bundle.calls[2].call.currency == version
+    # Re-derived under the version the call signed, whatever this memseal's current one.
+    verified = await verify_read(proof, vkey)
+    assert verified.result == seen and verified.how == "byte for byte", verified.why
+    report = await regress(bundle, embedder=HashingEmbedder())
+    assert not report.changed, report.text()

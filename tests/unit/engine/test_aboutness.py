@@ -124,3 +124,63 @@ def test_deterministic_and_total(text: str) -> None:
     first = about(text)
     assert about(text) == first
     assert first.subject is None or first.subject == SOMEONE or first.subject[:1].isupper()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "My mentor at the hospital is Grace.",
+        "My landlady in Glasgow is Moira now.",
+        "My coach from the rowing club is still Henrik.",
+        "My doctor's name is Okafor.",
+        "My new boss over at the depot is Dmitri, he started on Monday.",
+    ],
+)
+def test_who_the_speakers_relation_is_is_the_speakers_fact(text: str) -> None:
+    # A qualifier between the relation and its name (where, which one) keeps the
+    # sentence about who the user's relation is: the user's fact, not the relation's.
+    assert about(text) == About()
+
+
+@pytest.mark.parametrize(
+    ("text", "subject"),
+    [
+        ("My sister in Leeds bought a flat.", SOMEONE),
+        ("My mentor at the lab is retiring.", SOMEONE),
+        ("My brother's wife is Carla.", SOMEONE),
+    ],
+)
+def test_a_qualified_relation_doing_something_stays_theirs(text: str, subject: str) -> None:
+    assert about(text) == About(subject=subject)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We're renting in Bristol these days, I suppose.",
+        "I suppose the gym is over for me.",
+        "Vegetarian again, I guess.",
+        "I think we're settled in Cork now.",
+        "I'd say I'm a morning person now.",
+        "We suppose the car is sold.",
+    ],
+)
+def test_a_hedge_states_what_it_hedges(text: str) -> None:
+    (sentence,) = sentences(text)
+    assert sentence.states
+    assert about(text) == About()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Suppose I retrained as a nurse.", "I suppose I could retrain as a nurse."],
+)
+def test_a_supposition_is_still_hypothetical(text: str) -> None:
+    assert about(text) == About(hypothetical=True)
+
+
+def test_reading_1_reads_as_before_the_hedges_and_qualified_relations() -> None:
+    # Reads recorded under the currency rule's version 1 re-derive with reading 1.
+    assert about("My mentor at the hospital is Grace.", 1) == About(subject=SOMEONE)
+    assert about("I suppose the gym is over for me.", 1) == About(hypothetical=True)
+    assert about("My mentor is Grace.", 1) == About()

@@ -8,7 +8,8 @@ signing: it loads (or, for a new ledger, makes) the folder's keys, refuses a
 folder whose key would sign a second ledger, finishes a key rotation a crash
 interrupted, checks ``keys/history`` against the signed chain of keys and fixes
 the checkpoint origin. Environment variables are the callers' business: nothing
-here reads them.
+here reads them (:mod:`.choice` weighs the environment the edge hands it, then
+calls :func:`choose_location`).
 """
 
 from __future__ import annotations

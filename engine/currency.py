@@ -260,10 +260,16 @@ def _linked_np(cands: Sequence[Candidate], rule: Rule, places: Sequence[float]) 
         close = _overlap_matrix(_stems_of(cands, rule), rule)
     texts: dict[str, int] = {}
     same = _np.array([texts.setdefault(c.text, len(texts)) for c in cands])
-    close = _np.triu(close, 1) & (same[:, None] != same[None, :])
-    # The newer (column) ranked close enough below the older (row), pair by pair.
-    for i, j in _np.argwhere(close).tolist():
-        close[i, j] = _near(places[j], places[i], rule)
+    # The newer (column) ranked close enough below the older (row): :func:`_near` for
+    # every pair (places are small whole numbers, so the differences are exact).
+    at = _np.array(places, dtype=_np.float64)
+    close = (
+        _np.triu(close, 1)
+        & (same[:, None] != same[None, :])
+        & (at[None, :] - at[:, None] <= rule.reach)
+    )
+    if not close.any():
+        return close
     # Whose fact each text in a similar pair states (-1: it states none).
     subjects: dict[str | None, int] = {}
     stated = [-1] * n
@@ -348,7 +354,9 @@ def current_first(
         moved, marks = _moved(head, cands, rule, places)
     if not marks:
         return list(ranked), {}
-    return [(seq, score[seq]) for seq in moved] + [p for p in ranked if p[0] not in score], marks
+    # The rest keep their places: only the window's first entries can be in the head.
+    rest = [p for p in ranked[: rule.window] if p[0] not in score]
+    return [(seq, score[seq]) for seq in moved] + rest + list(ranked[rule.window :]), marks
 
 
 def _moved(

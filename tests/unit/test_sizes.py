@@ -10,12 +10,32 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "memseal"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "memseal"
+# The layers live at the repository root (memseal/<layer> links to them); a walk of
+# memseal/ alone does not follow those links, so each layer's folder is walked itself.
+FOLDERS = [PACKAGE, *(ROOT / layer for layer in ("ledger", "engine", "tools", "replay"))]
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
+# Functions still over the limit, each to be split (issue 40). The list must stay exact:
+# a new offender fails the test, and so does a listed one that was split but not struck.
+KNOWN_LONG: frozenset[str] = frozenset(
+    {
+        "engine/_fetch.py rank_page",
+        "replay/evidence/_bundle_export.py _export",
+        "replay/evidence/_bundle_reads.py check_reads",
+        "replay/evidence/_bundle_reads.py prove_read_from_bundle",
+        "replay/evidence/_read_proof_make.py prove_read",
+        "replay/regress/regress.py _replay_calls",
+    }
+)
 
 
-def _too_long_functions(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+def _modules() -> list[Path]:
+    return sorted(path for folder in FOLDERS for path in folder.rglob("*.py"))
+
+
+def _too_long_functions(path: Path, root: Path = ROOT) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
     for node in ast.walk(tree):
@@ -30,16 +50,26 @@ def _too_long_functions(path: Path, root: Path = PACKAGE.parent) -> list[str]:
 
 def test_no_module_is_over_600_lines() -> None:
     over = [
-        f"{path.relative_to(PACKAGE.parent)} ({count} lines)"
-        for path in sorted(PACKAGE.rglob("*.py"))
+        f"{path.relative_to(ROOT)} ({count} lines)"
+        for path in _modules()
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     ]
     assert over == []
 
 
 def test_no_function_is_over_80_lines() -> None:
-    over = [name for path in sorted(PACKAGE.rglob("*.py")) for name in _too_long_functions(path)]
-    assert over == []
+    over = [name for path in _modules() for name in _too_long_functions(path)]
+    # Line numbers move with every edit: the known list names a function by file and name.
+    named = {
+        f"{where.partition(':')[0]} {name}" for where, _, name in (o.partition(" ") for o in over)
+    }
+    assert sorted(named - KNOWN_LONG) == [], "functions over 80 lines"
+    assert sorted(KNOWN_LONG - named) == [], "split: strike them from KNOWN_LONG"
+
+
+def test_the_walk_reaches_every_layer() -> None:
+    walked = {path.relative_to(ROOT).parts[0] for path in _modules()}
+    assert walked == {"memseal", "ledger", "engine", "tools", "replay"}
 
 
 def test_the_checks_see_an_offender(tmp_path: Path) -> None:

@@ -209,11 +209,19 @@ class Projection:
 
     def save(self) -> None:
         """Write the position and running state sum back (once, after the events)."""
-        self._x(
+        self._x(*self.save_statement())
+
+    def save_statement(self) -> tuple[str, tuple[str, str]]:
+        """The statement :meth:`save` runs, and its parameters."""
+        return (
             "INSERT INTO engine_meta (key, value) VALUES ('position', ?), ('state_sum', ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (str(self.position), f"{self.total:064x}"),
+            self.saved(),
         )
+
+    def saved(self) -> tuple[str, str]:
+        """The position and state sum as :attr:`SAVED` reads them back once saved."""
+        return (str(self.position), f"{self.total:064x}")
 
     # -- rows -------------------------------------------------------------------
 

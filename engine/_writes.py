@@ -43,6 +43,11 @@ from .trust import Trust, check_trust
 
 __all__ = ["Prepared", "embed", "prepare", "prepare_many", "store_command", "trust_command"]
 
+# What a store command keeps for the later ones of its group (WriteTxn.keep): the
+# projection's saved position and state sum, and the items this group stored (id: seq).
+_SAVED_STATE = "engine.saved_state"
+_STORED_ITEMS = "engine.stored_items"
+
 
 class Prepared(msgspec.Struct, frozen=True, kw_only=True):
     """A store, validated, encoded, derived and embedded before the writer."""
@@ -67,19 +72,28 @@ def store_command(
 
     def command(txn: WriteTxn) -> Stored:
         item = prepared.event.item
-        # The dedupe and the projection's saved state in one statement (one round trip).
-        ((found, position, total),) = txn.execute(
-            f"SELECT (SELECT seq FROM engine_items WHERE id = ?), {Projection.SAVED}", (item,)
-        )
+        saved: tuple[str | None, str | None] | None = txn.known(_SAVED_STATE)
+        stored: dict[str, int] = txn.known(_STORED_ITEMS) or {}
+        if saved is None:
+            # The dedupe and the projection's saved state in one statement (one round trip).
+            ((found, position, total),) = txn.execute(
+                f"SELECT (SELECT seq FROM engine_items WHERE id = ?), {Projection.SAVED}", (item,)
+            )
+            saved = (position, total)
+        elif item in stored:
+            found = stored[item]
+        else:
+            # The items held for this group's INSERT are in ``stored``: the read need not
+            # write them first.
+            rows = txn.read_past(
+                "SELECT seq FROM engine_items WHERE id = ?", (item,), "engine_items"
+            )
+            found = rows[0][0] if rows else None
         if found is not None:  # the same live memory: a replay, nothing appended
             return Stored(id=item, replayed=True, seq=found)
         appended = txn.append(prepared.draft)
         projection = Projection(
-            txn.execute,
-            keyring,
-            for_dialect(txn.dialect),
-            saved=(position, total),
-            defer=txn.defer,
+            txn.execute, keyring, for_dialect(txn.dialect), saved=saved, defer=txn.defer
         )
         projection.stored(
             appended.seq,
@@ -89,7 +103,11 @@ def store_command(
             prepared.derived,
             absent=True,
         )
-        projection.save()
+        # The state is written once a group: the last command's save stands.
+        txn.hold_last("engine_meta", *projection.save_statement())
+        txn.keep(_SAVED_STATE, projection.saved(), ("engine_meta",))
+        stored[item] = appended.seq
+        txn.keep(_STORED_ITEMS, stored, ("engine_items",))
         if prepared.vector is not None and embedder_id is not None:
             insert_vectors(txn, embedder_id, [(prepared.content, prepared.vector)], pg)
         return Stored(id=item, replayed=False, seq=appended.seq)

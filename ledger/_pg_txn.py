@@ -106,6 +106,7 @@ class PostgresTxn(LogTxn[Conn]):
         latest when its savepoint's unit ends (:meth:`LogTxn._settle`), so it
         rolls back the same unit as before.
         """
+        self._touch(sql)  # what the group kept about a table this writes is stale now
         if self.pipeline is not None and sends_ahead(sql):
             self._send(translate_placeholders(sql), list(params))
             return []

@@ -118,7 +118,11 @@ class LogTxn(ABC, Generic[ConnT]):
         self._clock = clock
         self._hooks = hooks
         #: Rows held back, by table: (the INSERT's target with its columns, rows).
-        self._held: dict[str, tuple[str, list[tuple[Any, ...]]]] = {}
+        self._held: dict[str, tuple[str, str, list[tuple[Any, ...]]]] = {}
+        #: Statements held back by table (:meth:`hold_last`), and values kept for the
+        #: group (:meth:`keep`) with the tables whose writes make them stale.
+        self._last: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        self._known: dict[str, tuple[frozenset[str], Any]] = {}
         self._grouped = False
         # Read inside the write transaction, after the writer lock: never a cached head.
         head = self.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
@@ -142,44 +146,84 @@ class LogTxn(ABC, Generic[ConnT]):
         SQLite runs each statement at once: nothing is ever pending.
         """
 
-    def defer(self, into: str, row: tuple[Any, ...]) -> None:
-        """Insert ``row`` into ``into`` (``table (col, ...)``), at the latest when the
-        command ends or a statement names the table (see the module docstring)."""
+    def defer(self, into: str, row: tuple[Any, ...], tail: str = "") -> None:
+        """Insert ``row`` into ``into`` (``table (col, ...)``, then ``tail``: an ``ON
+        CONFLICT`` clause), at the latest when the command ends or a statement names the
+        table (see the module docstring)."""
         if not self._DEFERS:
             marks = ", ".join("?" * len(row))
-            self.execute(f"INSERT INTO {into} VALUES ({marks})", row)
+            self.execute(f"INSERT INTO {into} VALUES ({marks}){tail}", row)
             return
         table = into.split(" ", 1)[0]
         held = self._held.get(table)
-        if held is None:
-            self._held[table] = (into, [row])
-        elif held[0] == into:
-            held[1].append(row)
-        else:  # another column list: what is held goes first, in order
+        if held is not None and held[0] == into and held[1] == tail:
+            held[2].append(row)
+            return
+        if held is not None:  # another statement: what is held goes first, in order
             self._flush_tables((table,))
-            self._held[table] = (into, [row])
+        self._held[table] = (into, tail, [row])
+
+    def hold_last(self, table: str, sql: str, params: tuple[Any, ...]) -> None:
+        """Run ``sql`` on ``table`` before the command ends or a statement names the table;
+        a later call for the same table replaces it (a statement a later one overwrites
+        whole: an upsert of fixed keys, such as the projection's saved state)."""
+        if not self._DEFERS:
+            self.execute(sql, params)
+            return
+        self._last[table] = (sql, params)
+
+    def known(self, key: str) -> Any:
+        """What a command of this group kept under ``key`` (:meth:`keep`), or None."""
+        found = self._known.get(key)
+        return None if found is None else found[1]
+
+    def keep(self, key: str, value: Any, tables: Sequence[str]) -> None:
+        """Keep ``value`` for the later commands of the group, until a statement that
+        writes one of ``tables`` runs or a unit rolls back (a lease read, the
+        projection's state: once a group rather than once a call)."""
+        self._known[key] = (frozenset(tables), value)
+
+    def read_past(self, sql: str, params: Sequence[Any], table: str) -> list[tuple[Any, ...]]:
+        """The rows of a read whose answer the rows held for ``table`` cannot change (its
+        caller keeps track of them): they stay held, for the group's one INSERT."""
+        held = self._held.pop(table, None)
+        try:
+            return self.execute(sql, params)
+        finally:
+            if held is not None:
+                self._held[table] = held
 
     def flush(self) -> None:
         """Write every row held back (one multi-row INSERT per table and 500 rows)."""
-        self._flush_tables(tuple(self._held))
+        self._flush_tables(tuple({*self._held, *self._last}))
 
     def _touch(self, sql: str) -> None:
-        """Write the held rows of the tables ``sql`` names, before it runs."""
-        if self._held:
-            named = _words_of(sql).intersection(self._held)
-            if named:
-                self._flush_tables(tuple(named))
+        """Before ``sql`` runs: write the held rows of the tables it names, and forget
+        what was kept about the tables it may write."""
+        if not (self._held or self._last or self._known):
+            return
+        words = _words_of(sql)
+        named = words.intersection(self._held) | words.intersection(self._last)
+        if named:
+            self._flush_tables(tuple(named))
+        if self._known and not sql.startswith("SELECT"):
+            stale = [key for key, (tables, _) in self._known.items() if tables & words]
+            for key in stale:
+                del self._known[key]
 
     def _flush_tables(self, tables: Sequence[str]) -> None:
         for table in tables:
-            into, rows = self._held.pop(table)
+            into, tail, rows = self._held.pop(table, ("", "", []))
             for start in range(0, len(rows), ROWS_PER_INSERT):
                 part = rows[start : start + ROWS_PER_INSERT]
                 one = "(" + ", ".join("?" * len(part[0])) + ")"
                 self._raw(
-                    f"INSERT INTO {into} VALUES {', '.join([one] * len(part))}",
+                    f"INSERT INTO {into} VALUES {', '.join([one] * len(part))}{tail}",
                     [v for row in part for v in row],
                 )
+            last = self._last.pop(table, None)
+            if last is not None:
+                self._raw(*last)
 
     def _raw(self, sql: str, params: Sequence[Any]) -> None:
         """Run one statement as is: no held rows written before it (the flush's own)."""
@@ -205,6 +249,8 @@ class LogTxn(ABC, Generic[ConnT]):
         finally:
             # Held rows were all written inside the unit (it flushed as it began).
             self._held.clear()
+            self._last.clear()
+            self._known.clear()
             self.reset(mark)
         return first
 

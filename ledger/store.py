@@ -120,10 +120,30 @@ class WriteTxn(Protocol):
         """Run one statement of the adapter's own dialect inside the transaction."""
         ...
 
-    def defer(self, into: str, row: tuple[Any, ...]) -> None:
-        """Insert ``row`` into ``into`` (``table (col, ...)``) before the command ends, or
-        before a statement naming the table runs: with the group's other rows, in one
-        multi-row INSERT, where the adapter can."""
+    def defer(self, into: str, row: tuple[Any, ...], tail: str = "") -> None:
+        """Insert ``row`` into ``into`` (``table (col, ...)``, then ``tail``: an ``ON
+        CONFLICT`` clause) before the command ends, or before a statement naming the
+        table runs: with the group's other rows, in one multi-row INSERT, where the
+        adapter can."""
+        ...
+
+    def hold_last(self, table: str, sql: str, params: tuple[Any, ...]) -> None:
+        """Run ``sql`` on ``table`` as :meth:`defer` inserts; a later call for the same
+        table replaces it (an upsert of fixed keys, written once a group)."""
+        ...
+
+    def known(self, key: str) -> Any:
+        """What an earlier command of this group kept under ``key``, or None."""
+        ...
+
+    def keep(self, key: str, value: Any, tables: Sequence[str]) -> None:
+        """Keep ``value`` for the group's later commands, until a statement writing one of
+        ``tables`` runs or a unit rolls back."""
+        ...
+
+    def read_past(self, sql: str, params: Sequence[Any], table: str) -> list[tuple[Any, ...]]:
+        """The rows of a read the rows held for ``table`` cannot change (the caller
+        tracks them): they stay held for the group's INSERT."""
         ...
 
     def savepoint(self) -> AbstractContextManager[None]:

@@ -306,6 +306,13 @@ class LiveCalls(RunLease):
             self._keyed[key] = step
             self._key_at[step] = key
 
+    def _check_lease(self, txn: WriteTxn) -> None:
+        """:func:`check_holder`, read once a group: kept until a statement writes ``runs``."""
+        lease = f"replay.lease.{self.run_id}"
+        if txn.known(lease) != self._holder:
+            check_holder(txn, self.run_id, self._holder)
+            txn.keep(lease, self._holder, ("runs",))
+
     def _live_command(
         self, call: CallDraft, ready: tuple[Draft, Any] | None, error: MemsealError | None
     ) -> Callable[[WriteTxn], tuple[Any, MemsealError | None]]:
@@ -325,7 +332,7 @@ class LiveCalls(RunLease):
                     )
                 txn.append(opening)
             else:
-                check_holder(txn, self.run_id, self._holder)
+                self._check_lease(txn)
             if guard and txn.execute(
                 "SELECT 1 FROM memos WHERE run_id = ? AND step = ?", (self.run_id, step)
             ):

@@ -237,10 +237,12 @@ def release(txn: WriteTxn, run_id: str, holder: str) -> None:
 
 def put_memo(txn: WriteTxn, row: MemoRow) -> None:
     """Record that a run's step is answered by the entry in ``row``."""
-    txn.execute(
-        "INSERT INTO memos (run_id, step, memo_key, seq) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (run_id, step) DO UPDATE SET memo_key = excluded.memo_key, seq = excluded.seq",
+    # Held for the group's one INSERT of memo rows; a later row of the same step wins.
+    txn.defer(
+        "memos (run_id, step, memo_key, seq)",
         (row.run_id, row.step, row.memo_key, row.seq),
+        " ON CONFLICT (run_id, step) DO UPDATE SET memo_key = excluded.memo_key,"
+        " seq = excluded.seq",
     )
 
 

@@ -29,17 +29,20 @@ async def test_hits_survive_a_failed_closing_write(
     async with opened as memory:
         async with memory.run("r1", SCOPE, mode="record") as run:
             await run.call(*CALL)
-        failures = [StorageError("disk full while letting go of the lease")]
+        # The disk stays full for the whole closing write: a writer group that fails is
+        # run again call by call, so a fault that cleared after one try would not surface.
+        full = [True]
         real = memo.release
 
         def release(*args: Any) -> None:
-            if failures:
-                raise failures.pop()
+            if full[0]:
+                raise StorageError("disk full while letting go of the lease")
             real(*args)
 
         monkeypatch.setattr(_lease, "release", release)
         with pytest.raises(StorageError, match="disk full"):
             async with memory.run("r1", SCOPE, mode="strict") as run:
                 await run.call(*CALL)
+        full[0] = False
     # The lease write rolled back with the hits beside it; the hits alone were written again.
     assert _hits(tmp_path) == [("r1", 0, 1)]

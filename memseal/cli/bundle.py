@@ -20,7 +20,6 @@ from memseal.cli.trust import trust_text
 from memseal.engine.embedders import Embedder
 from memseal.ledger.errors import InvalidRequest, KeyFileError, VerificationError
 from memseal.ledger.folder import DataFolder
-from memseal.ledger.keys import key_history
 from memseal.replay.evidence.bundle import (
     VerifiedBundle,
     decode_bundle,
@@ -28,6 +27,7 @@ from memseal.replay.evidence.bundle import (
     export_bundle,
     verify_bundle,
 )
+from memseal.replay.evidence.source import default_trust
 from memseal.replay.regress._update import DEFAULT_KEY_FOLDER, UpdateRefused, local_key, update
 from memseal.replay.regress.regress import DEFAULT_TOLERANCE, embedder_for, regress
 
@@ -157,14 +157,10 @@ async def _replay(args: argparse.Namespace) -> int:
     try:
         bundle = decode_bundle(data)
         if args.trust is not None:
-            trust = trust_text(args.trust)
-            whose = "the given key"
-        elif against is not None:
-            trust = key_history(against)[0].text
-            whose = f"the first key of {against}"
+            trust, whose = trust_text(args.trust), "the given key"
         else:
-            trust = bundle.keys[0] if bundle.keys else ""
-            whose = "the bundle's own first key (integrity only: pass --trust for identity)"
+            chosen = default_trust(bundle, against)
+            trust, whose = chosen.vkey, chosen.whose
         verified = verify_bundle(bundle, trust)
     except VerificationError as exc:
         return _failed(exc)

@@ -2,7 +2,8 @@
 
 ``regress.py`` re-executes a bundle's calls against today's code and reports
 what changed, ``replayer.py`` serves a bundle's recorded results to an agent
-(:class:`Replayer`), ``_reexec.py`` holds the entry sources both read,
+(:class:`Replayer`), ``_reexec.py`` holds the cursor map both share (their
+entries come from :mod:`memseal.replay.evidence.source`),
 ``_update.py`` re-records a bundle (``memseal replay --update``) and
 ``pytest_plugin.py`` is the pytest plugin. Nothing below imports this floor.
 """

@@ -10,7 +10,8 @@ first use), and records the run in it again:
    make the recorded item ids; from the bundle alone the local key's secret
    is used, so the run's own writes make new ids).
 2. The memory the run saw is re-applied into it entry by entry, with the
-   regression replay's pieces (:mod:`._reexec`: the same entry sources, and
+   regression replay's pieces (the entries of the same
+   :class:`~memseal.replay.evidence.source.EvidenceSource`, and
    :mod:`memseal.replay.evidence._temp_log`: the same temporary-log copying), so
    every call sees the state it observed.
    The old run's own entries are not copied: the new run's stand in for them
@@ -32,10 +33,11 @@ its own results. A bundle holding memory forgotten since (its text is erased
 everywhere) or a call whose arguments were erased cannot be re-recorded:
 :class:`UpdateRefused`. Nor, from the bundle alone, can a run that the new
 ids, or memory the bundle does not carry, would change (a store answered with
-an item held from before the run would make a second copy, say:
-``_check_self_contained`` before any work, ``_check_carried`` as each read is
-re-made); nor, with ``--against DIR``, a folder whose instance secret is not
-the recording's (``_check_secret``).
+an item held from before the run would make a second copy, say); nor, with
+``--against DIR``, a folder whose instance secret is not the recording's.
+The evidence decides each refusal it can before any work
+(:meth:`EvidenceSource.why_not_update`, :meth:`EvidenceSource.why_not_secret`);
+``_check_carried`` refuses as each read is re-made.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ import contextlib
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,14 +53,6 @@ import msgspec
 
 from memseal.engine import Engine
 from memseal.engine.embedders import Embedder
-from memseal.engine.events import (
-    Keyring,
-    MemoryForgotten,
-    MemoryStored,
-    decode_event,
-    decode_stored_payload,
-)
-from memseal.engine.items import Content, Conversation, Document, Learning
 from memseal.ledger import CheckpointPolicy
 from memseal.ledger.errors import InvalidRequest
 from memseal.ledger.folder import DataFolder
@@ -70,14 +63,14 @@ from memseal.ledger.store import SqlStore
 from memseal.replay.evidence._bundle_format import run_scope
 from memseal.replay.evidence._temp_log import Source, TempLog, clock_for, parse_time
 from memseal.replay.evidence.bundle import MEMORY_KINDS, Bundle, VerifiedBundle, export_bundle
-from memseal.replay.runs.calls import RUN_STARTED
+from memseal.replay.evidence.source import Entries, EvidenceSource
 from memseal.replay.runs.identity import ScopeIdentity
 from memseal.replay.runs.memo import ddl_for as memo_ddl_for
 from memseal.replay.runs.run import RECORDED_ERRORS, Run
 from memseal.tools import MemoryTools, ToolScope
 from memseal.tools.catalog import WRITE_TOOLS
 
-from ._reexec import BundleSource, Cursors, FolderSource, check_folder, open_against
+from ._reexec import Cursors
 from .regress import ranked_as
 
 __all__ = ["DEFAULT_KEY_FOLDER", "UpdateRefused", "Updated", "local_key", "update"]
@@ -124,38 +117,27 @@ async def update(
     embedder: Embedder | None = None,
 ) -> Updated:
     """Re-record the bundle's run under the local key in ``key_folder`` (module docstring)."""
-    for call in verified.calls:
-        if call.arguments is None:
-            why = (
-                "a failed call keeps no arguments"
-                if call.withheld is not None
-                else "its arguments were erased by a forget"
-            )
-            raise UpdateRefused(f"step {call.call.step} cannot be re-run: {why}")
+    source = EvidenceSource.of(verified, against)
+    refused = source.why_not_update()
+    if refused is not None:
+        raise UpdateRefused(refused)
     scope = run_scope(verified)
     notes: list[str] = []
-    folder_source: FolderSource | None = None
-    secret: bytes | None = None
-    if against is not None:
-        secret, folder_source = await open_against(against)
-    else:
-        _check_self_contained(verified)
-    if against is None and any(c.call.tool in WRITE_TOOLS for c in verified.calls):
+    if not source.keeps_ids and any(c.call.tool in WRITE_TOOLS for c in verified.calls):
         notes.append(
             "the run's writes were re-executed with the local key's instance secret: the items "
             "they made have new ids (--against DIR keeps the recorded ones)"
         )
-    try:
-        if folder_source is not None and secret is not None:
-            await check_folder(folder_source, verified)
-            _check_secret(secret, verified)
-        source: FolderSource | BundleSource = folder_source or BundleSource(verified)
+    async with source.open() as entries:
+        refused = source.why_not_secret(entries.secret)
+        if refused is not None:
+            raise UpdateRefused(refused)
         with tempfile.TemporaryDirectory(prefix="memseal-update-") as tmp:
             data = Path(tmp) / "data"
             data.mkdir(mode=0o700)
             shutil.copytree(DataFolder(root=key_folder).keys, DataFolder(root=data).keys)
-            if secret is not None:
-                DataFolder(root=data).instance_secret.write_bytes(secret)
+            if entries.secret is not None:
+                DataFolder(root=data).instance_secret.write_bytes(entries.secret)
             # The re-recorded reads rank full text as the recording's store did.
             ranks_as = ranked_as(verified)
             log = TempLog(data, b"", embedder, ranks_as=ranks_as)
@@ -166,7 +148,7 @@ async def update(
                     recording.ledger,
                     recording.engine,
                 )
-                await _record(verified, source, log, recording.run, scope, notes)
+                await _record(source, entries, log, recording.run, scope, notes)
                 bundle = await export_bundle(
                     recording.ledger,
                     key_history(data),
@@ -177,9 +159,6 @@ async def update(
                 vkey = recording.ledger.store.signer.verifier.text
             finally:
                 await recording.close()
-    finally:
-        if folder_source is not None:
-            await folder_source.store.close()
     return Updated(bundle=bundle, vkey=vkey, notes=notes)
 
 
@@ -249,8 +228,8 @@ def _schema(store: SqlStore) -> None:
 
 
 async def _record(
-    verified: VerifiedBundle,
-    source: FolderSource | BundleSource,
+    source: EvidenceSource,
+    entries: Entries,
     log: TempLog,
     make_run: Any,
     scope: Any,
@@ -266,7 +245,7 @@ async def _record(
         nonlocal fed
         size = (await log.store.head()).size if log.store is not None else 0
         batch: list[Source | int] = []
-        for item in await source.read(fed, stop) if stop > fed else []:
+        for item in await entries.read(fed, stop) if stop > fed else []:
             seq = item if isinstance(item, int) else item.seq
             if isinstance(item, int) or seq in replaced or item.kind not in MEMORY_KINDS:
                 # Only memory entries are re-applied (the engine reads nothing else; the old
@@ -288,25 +267,29 @@ async def _record(
             await log.append(batch)
 
     # The new run starts where the old one did (at its run_started entry, which run_scope checked).
-    started = min(s for s, e in verified.entries.items() if e.kind == RUN_STARTED)
+    verified = source.verified
+    assert verified is not None  # why_not_update refused a source without a run
+    started = source.run_started
     await feed(started)
     log.now = parse_time(verified.entries[started].at)
     run = make_run(verified.run_id, scope, mode="record")
     async with run:
-        for call in verified.calls:
+        for call in source.calls:
             body = call.call
             target = body.observed_size
             await feed(target)
             size = (await log.store.head()).size
             if size != target:
                 notes.append(f"step {body.step} observed {target} entries but ran at {size}")
-            written = await source.read(target, target + len(body.wrote)) if body.wrote else []
+            written = await entries.read(target, target + len(body.wrote)) if body.wrote else []
             log.now = parse_time(clock_for(call, written))
             name, arguments = _call_of(body.tool, call.arguments)
-            if isinstance(source, BundleSource) and not cursors.knows(arguments):
-                raise _not_alone(
-                    f"step {body.step} continues a page that, re-made here, returned no "
-                    "next_cursor, or one of another run"
+            if not source.keeps_ids and not cursors.knows(arguments):
+                raise UpdateRefused(
+                    source.needs_folder(
+                        f"step {body.step} continues a page that, re-made here, returned no "
+                        "next_cursor, or one of another run"
+                    )
                 )
             arguments = cursors.send(arguments)
             if body.wrote:
@@ -317,12 +300,11 @@ async def _record(
             with contextlib.suppress(*RECORDED_ERRORS):  # recorded as the step's result
                 redone = await run.call(name, arguments, key=key)
             cursors.seen(call.result, redone)
-            if isinstance(source, BundleSource):
-                _check_carried(body.step, body.tool, call.result, redone, source, target)
+            _check_carried(body.step, body.tool, call.result, redone, source, target)
 
 
 def _check_carried(
-    step: int, tool: str, recorded: Any, redone: Any, source: BundleSource, size: int
+    step: int, tool: str, recorded: Any, redone: Any, source: EvidenceSource, size: int
 ) -> None:
     """Refuse a re-made read that differs where it counts memory the bundle may lack.
 
@@ -343,104 +325,4 @@ def _check_carried(
         why = "returned a page whose next_cursor told of memory the bundle does not carry"
     else:
         return
-    raise _not_alone(f"step {step} {why}")
-
-
-def _check_secret(secret: bytes, verified: VerifiedBundle) -> None:
-    """With ``--against DIR`` the folder's instance secret must be the recording's: a
-    folder whose secret was made anew would key other ids and cursors. One stored item
-    of the bundle is enough to tell: its id is the keyed hash of its content."""
-    keyring = Keyring(secret)
-    for item in verified.bundle.entries:
-        entry = verified.entries[item.seq]
-        if entry.kind != "memory_stored" or item.payload is None:
-            continue
-        event = decode_event(entry.kind, bytes(entry.body))
-        payload = decode_stored_payload(item.payload)
-        assert isinstance(event, MemoryStored)
-        content: Content
-        if payload.turns is not None:
-            content = Conversation(turns=payload.turns)
-        elif event.kind == "document":
-            content = Document(text=payload.text or "", title=payload.title)
-        else:
-            content = Learning(text=payload.text or "")
-        if keyring.item_id(event.namespace, event.kind, content) != event.item:
-            raise UpdateRefused(
-                f"the --against folder's instance secret is not the one the bundle was "
-                f"recorded with: it does not make item {event.item} (entry {item.seq})"
-            )
-        return
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string inside a call's arguments (ids may sit in any list or filter)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)
-
-
-def _targets(kind: str, body: bytes) -> tuple[str, ...]:
-    """The items a trust change or a forget entry names (none for a store)."""
-    if kind not in ("trust_changed", "memory_forgotten"):
-        return ()
-    event = decode_event(kind, body)
-    return event.items if isinstance(event, MemoryForgotten) else (getattr(event, "item", ""),)
-
-
-def _check_self_contained(verified: VerifiedBundle) -> None:
-    """Refuse, from the bundle alone, a run that new ids or missing memory would change.
-
-    From the bundle alone the run's writes make new ids, with the local key's
-    instance secret. That is harmless while nothing outside the re-made call
-    itself names an item the run made, and while every read needs only the
-    memory the bundle carries. Each case below would otherwise change what a
-    step saw, silently, and the new bundle would record it as if the code had:
-
-    1. a store the recording answered with an item held from before the run
-       (``replayed``, nothing written) would make a second copy;
-    2. a call naming, in its arguments, an item the run made would name an id
-       the new log does not hold;
-    3. a trust change or a forget made outside the run, while it ran, would
-       apply to the old id and miss the item.
-
-    A read of memory the bundle may not carry is refused as it is re-made
-    (:func:`_check_carried`); a cursor is re-made (``Cursors``).
-    """
-    made: set[str] = set()  # the ids the run's own stores made
-    own: set[int] = set()  # the run's own write entries (re-made, never copied)
-    for call in verified.calls:
-        body, result, step = call.call, call.result, call.call.step
-        own.update(body.wrote)
-        why = ""
-        if body.tool == "memory_store" and isinstance(result, dict):
-            if result.get("replayed") is not True:
-                made.add(str(result.get("id")))
-            elif result.get("id") not in made:
-                why = f"stored text the memory held from before the run (item {result.get('id')})"
-        if any(text in made for text in _strings(call.arguments)):
-            why = "names an item the run made"
-        if why:
-            raise _not_alone(f"step {step} {why}")
-    started = min(s for s, e in verified.entries.items() if e.kind == RUN_STARTED)
-    for seq, entry in sorted(verified.entries.items()):
-        if seq > started and seq not in own:
-            hit = made.intersection(_targets(entry.kind, bytes(entry.body)))
-            if hit:
-                raise _not_alone(
-                    f"entry {seq} ({entry.kind}, made outside the run) names "
-                    f"item {min(hit)}, which the run made"
-                )
-
-
-def _not_alone(what: str) -> UpdateRefused:
-    return UpdateRefused(
-        f"{what}: from the bundle alone the run's items get new ids and the memory the run "
-        "saw cannot be rebuilt as it was; re-record with --against DIR, the data folder the "
-        "bundle came from, which keeps the recorded ids"
-    )
+    raise UpdateRefused(source.needs_folder(f"step {step} {why}"))

@@ -23,6 +23,7 @@ import pytest
 
 from memseal.ledger.errors import VerificationError
 from memseal.replay.evidence.bundle import decode_bundle, verify_bundle
+from memseal.replay.evidence.source import default_trust
 
 from .regress import DEFAULT_TOLERANCE, embedder_for, regress
 from .replayer import Replayer
@@ -63,7 +64,7 @@ class BundleItem(pytest.Item):
         """Verify the bundle and re-execute its run; a changed step fails the test."""
         bundle = decode_bundle_or_fail(self.bundle)
         try:
-            verified = verify_bundle(bundle, self.trust or (bundle.keys[0] if bundle.keys else ""))
+            verified = verify_bundle(bundle, self.trust or default_trust(bundle).vkey)
         except VerificationError as exc:
             raise BundleFailure(f"{self.bundle.name}: verification failed: {exc}") from None
         report = asyncio.run(

@@ -53,12 +53,11 @@ from memseal.replay.evidence._compare import (
     pick_embedder,
 )
 from memseal.replay.evidence._temp_log import Source, TempLog, clock_for, parse_time, temp_log
-from memseal.replay.evidence.bundle import BundleCall, VerifiedBundle
-from memseal.replay.runs.calls import marked_forget
+from memseal.replay.evidence.bundle import VerifiedBundle
+from memseal.replay.evidence.source import Entries, EvidenceSource
 from memseal.tools import MemoryTools, ToolScope
-from memseal.tools.catalog import WRITE_TOOLS
 
-from ._reexec import BundleSource, Cursors, FolderSource, check_folder, open_against
+from ._reexec import Cursors
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -189,21 +188,19 @@ async def regress(
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> RegressReport:
     """Re-execute every recorded call of a verified bundle and compare (module docstring)."""
-    mode: Mode = "exact" if against is not None else "bundle"
+    source = EvidenceSource.of(verified, against)
     report = RegressReport(
-        run_id=verified.run_id, mode=mode, tolerance=tolerance, steps=[], notes=[], results={}
+        run_id=verified.run_id,
+        mode=source.mode,
+        tolerance=tolerance,
+        steps=[],
+        notes=[],
+        results={},
     )
     scope = run_scope(verified)
-    folder_source: FolderSource | None = None
-    if against is not None:
-        secret, folder_source = await open_against(against)
-    else:
+    async with source.open() as entries:
         # Without the instance secret the ids of new items cannot be the recorded ones.
-        secret = os.urandom(32)
-    try:
-        if folder_source is not None:
-            await check_folder(folder_source, verified)
-        source: FolderSource | BundleSource = folder_source or BundleSource(verified)
+        secret = os.urandom(32) if entries.secret is None else entries.secret
         ranks_as = ranked_as(verified)
         if ranks_as == "postgresql":
             report.notes.append(
@@ -211,16 +208,13 @@ async def regress(
                 "recording's store did"
             )
         async with temp_log(secret, embedder, ranks_as=ranks_as) as log:
-            await _replay_calls(verified, source, log, scope, report, tolerance)
-    finally:
-        if folder_source is not None:
-            await folder_source.store.close()
+            await _replay_calls(source, entries, log, scope, report, tolerance)
     return report
 
 
 async def _replay_calls(
-    verified: VerifiedBundle,
-    source: FolderSource | BundleSource,
+    source: EvidenceSource,
+    entries: Entries,
     log: TempLog,
     scope: ToolScope,
     report: RegressReport,
@@ -231,25 +225,24 @@ async def _replay_calls(
     replaced: set[int] = set()  # source seqs a re-executed write stands in for
     fed = 0  # source entries consumed
     cursors = Cursors()  # bundle mode: each recorded next_cursor, as re-made
-    continued = {cur for c in verified.calls if (cur := Cursors.continued(c.arguments))}
+    continued = {cur for c in source.calls if (cur := Cursors.continued(c.arguments))}
 
     async def feed(stop: int) -> None:
         nonlocal fed
         if stop <= fed:
             return
-        batch = [s for s in await source.read(fed, stop) if _seq(s) not in replaced]
+        batch = [s for s in await entries.read(fed, stop) if _seq(s) not in replaced]
         fed = stop
         # Fill to keep seqs aligned where re-executed writes made fewer entries than recorded.
         if batch:
             await log.append(batch)
 
-    erased = _erased_items(verified)
-    for call in verified.calls:
+    for call in source.calls:
         body = call.call
         step, tool = body.step, body.tool
         key = body.key if isinstance(body.key, str) else None
-        skipped = _skip_note(call, erased, report.mode) or _partial_note(call, source)
-        if skipped is None and report.mode == "bundle" and not cursors.knows(call.arguments):
+        skipped = source.why_not_rerun(call)
+        if skipped is None and not source.keeps_ids and not cursors.knows(call.arguments):
             skipped = "it continues a page the replay did not re-make with a cursor"
         if skipped is not None:
             report.steps.append(
@@ -263,7 +256,7 @@ async def _replay_calls(
                 f"step {step} observed {target} entries but ran at {log.size} "
                 "(earlier re-executed writes differ in size)"
             )
-        written = await source.read(target, target + len(body.wrote)) if body.wrote else []
+        written = await entries.read(target, target + len(body.wrote)) if body.wrote else []
         log.now = parse_time(clock_for(call, written))
         # The rule its reads followed when recorded (none before the rule existed).
         rule = body.currency if isinstance(body.currency, int) else None
@@ -279,7 +272,7 @@ async def _replay_calls(
             replaced.update(body.wrote)
             fed = max(fed, target)
         recorded = call.result
-        if report.mode == "bundle":
+        if source.mode == "bundle":
             new = close_scores(recorded, new, tolerance)
             new = cursors.seen(recorded, new)
             if _past_the_bundle(recorded, new, source, target, continued):
@@ -310,45 +303,8 @@ async def _replay_calls(
             report.steps.append(StepOutcome(step=step, tool=tool, status="same", key=key))
 
 
-def _erased_items(verified: VerifiedBundle) -> set[str]:
-    """The items whose stored entry's payload a forget erased (their text is gone)."""
-    return {
-        item
-        for item_entry in verified.bundle.entries
-        if item_entry.payload is None
-        and verified.entries[item_entry.seq].kind == "memory_stored"
-        and verified.entries[item_entry.seq].payload_hash is not None
-        for item in _items(verified.entries[item_entry.seq].body)
-    }
-
-
-def _skip_note(call: BundleCall, erased: set[str], mode: str) -> str | None:
-    """Why ``call`` cannot be re-executed (its report note), or None when it can."""
-    body = call.call
-    if (
-        call.arguments is None
-        or body.tool == "(invalid)"
-        or (isinstance(call.arguments, dict) and "$invalid" in call.arguments)
-        or marked_forget(body.tool, body.error, call.arguments)
-    ):
-        return (
-            "its arguments were erased by a forget (or are a forget's own, its "
-            "filter values marked), were not JSON, or were not "
-            "kept (a failed call keeps only their hash and size)"
-        )
-    if set(body.cites) & erased:
-        # Its memory's text was forgotten since: no log holds it any more, so the call
-        # cannot run on what it saw; its recorded entries stand.
-        return "it cites memory forgotten since; that text is erased everywhere"
-    if mode == "bundle" and body.tool in WRITE_TOOLS:
-        # Without the instance secret a re-executed write makes other item ids (and misses
-        # the dedupe of a memory stored before): its recorded entries are applied instead.
-        return "a write: its recorded entries are applied; --against re-executes it"
-    return None
-
-
 def _past_the_bundle(
-    recorded: Any, new: Any, source: FolderSource | BundleSource, size: int, continued: set[str]
+    recorded: Any, new: Any, source: EvidenceSource, size: int, continued: set[str]
 ) -> bool:
     """Whether a recorded page went on, the re-made one did not, and the bundle lacks
     entries before the read (so the memory past the page may be one of them). A page
@@ -359,18 +315,15 @@ def _past_the_bundle(
         and isinstance(recorded.get("next_cursor"), str)
         and recorded["next_cursor"] not in continued
         and new.get("next_cursor") is None
-        and isinstance(source, BundleSource)
         and not source.whole_below(size)
     )
 
 
-def _filtered_past_the_bundle(recorded: Any, new: Any, source: FolderSource | BundleSource) -> bool:
+def _filtered_past_the_bundle(recorded: Any, new: Any, source: EvidenceSource) -> bool:
     """Whether a get's re-made result differs from the recorded one only in ``filtered``
     items the bundle does not carry reading as ``missing`` (an item it carries that
     moved, or any other difference, is a change)."""
     if not (isinstance(recorded, dict) and isinstance(new, dict) and recorded.get("filtered")):
-        return False
-    if not isinstance(source, BundleSource):
         return False
     keys = ("filtered", "missing")
     if not all(isinstance(d.get(k), list) for d in (recorded, new) for k in keys):
@@ -378,27 +331,9 @@ def _filtered_past_the_bundle(recorded: Any, new: Any, source: FolderSource | Bu
     moved = [i for i in recorded["filtered"] if i not in new["filtered"]]
     return (
         bool(moved)
-        and not source.items.intersection(moved)
+        and not source.carries_any(moved)
         and new["filtered"] == [i for i in recorded["filtered"] if i not in moved]
         and sorted(new["missing"]) == sorted(recorded["missing"] + moved)
-    )
-
-
-def _partial_note(call: BundleCall, source: FolderSource | BundleSource) -> str | None:
-    """Why a read cannot be compared from a bundle that lacks part of the memory before it.
-
-    A bundle carries the memory the run's results cite, not all of it: an explore counts
-    every item in reach, so on a log with entries the bundle left out (another run's,
-    say) it would differ with no change. (A get's ``filtered`` items, not cited either,
-    are compared as ``missing``: :func:`_filtered_past_the_bundle`.)
-    """
-    if not isinstance(source, BundleSource) or source.whole_below(call.call.observed_size):
-        return None
-    if call.call.tool != "memory_explore":
-        return None
-    return (
-        "an explore counts all the memory in reach, and the bundle holds only what the run "
-        "cited; --against compares it"
     )
 
 
@@ -425,15 +360,6 @@ def embedder_for(verified: VerifiedBundle, choice: str = "auto") -> Embedder | N
             file=sys.stderr,
         )
     return chosen
-
-
-def _items(body: Any) -> list[str]:
-    try:
-        value = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return []
-    item = value.get("item") if isinstance(value, dict) else None
-    return [item] if isinstance(item, str) else []
 
 
 def _seq(source: Source | int) -> int:

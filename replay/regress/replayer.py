@@ -36,6 +36,7 @@ from typing import Any, Literal, TypeVar
 
 from memseal.ledger.errors import InvalidRequest, MemsealError, ReplayDivergence
 from memseal.replay.evidence.bundle import BundleCall, VerifiedBundle, decode_bundle, verify_bundle
+from memseal.replay.evidence.source import default_trust
 from memseal.replay.runs._sent import check_key
 from memseal.replay.runs.divergence import diverged
 from memseal.replay.runs.run import RECORDED_ERRORS, sent_form, withheld_digest
@@ -233,9 +234,7 @@ class Replayer:
         which checks integrity but not who signed it)."""
         data = source if isinstance(source, bytes) else Path(source).read_bytes()
         bundle = decode_bundle(data)
-        if trust is None:
-            trust = bundle.keys[0] if bundle.keys else ""
-        return cls(verify_bundle(bundle, trust))
+        return cls(verify_bundle(bundle, default_trust(bundle).vkey if trust is None else trust))
 
     @property
     def run_id(self) -> str:

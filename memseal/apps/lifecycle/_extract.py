@@ -268,18 +268,23 @@ def _key_of(rule: Rule, parts: dict[str, str], person: str | None) -> str | None
     return key if person is None else f"about:{_slug(person.removeprefix(THE_USERS))}/{key}"
 
 
+# A month or a weekday is a time, never a person a fact is about ("May" the name loses).
+_WHEN_WORD: Final = re.compile(rf"{MONTH_NAMES}|(?:mon|tues|wednes|thurs|fri|satur|sun)day", re.I)
+
+
 def _person(who: str, subject: str | None, named: str | None) -> str | None:
     """Who the clause's person is, as a belief names them: the name :mod:`aboutness` read,
     the one a pronoun refers to, a bare name, or "The user's <relation>"; None if unknown."""
     if subject is not None and subject != SOMEONE:
-        return subject
+        # "since March, ..." cut at "since" leaves a month where a name would stand.
+        return None if _WHEN_WORD.fullmatch(subject) else subject
     if PRONOUN_SUBJECT.match(who):
         return named
     if who.lower().startswith("my "):
         relation = " ".join(who[3:].replace(",", " ").split())
         return f"{THE_USERS}{relation}" if relation else None
     name = who.split(",")[0].strip()
-    if name.lower() in NOT_PEOPLE or not name[:1].isupper():
+    if name.lower() in NOT_PEOPLE or not name[:1].isupper() or _WHEN_WORD.fullmatch(name):
         return None
     return name
 

@@ -72,89 +72,132 @@ async def rank_page(
     asked: Asked,
 ) -> tuple[int, int, list[Hit]]:
     """``(prefix size, hits ranked in all, the page's hits)`` of ``asked``."""
-    where, params, snapshot, text = asked.where, list(asked.params), asked.snapshot, asked.text
-    semantic: list[tuple[int, float]] = []
-    lexical: list[tuple[int, float, float]] | None = None
-    fresh = snapshot is None and asked.mode == "hybrid"
+    fresh = asked.snapshot is None and asked.mode == "hybrid"
     with one_prefix() as prefix:
-        if fresh:
-            assert vectors is not None  # _mode refused hybrid without one
-            # Both halves rank the same prefix of the log: the one the BM25 half's own
-            # snapshot holds, so its corpus statistics are exactly that prefix's (a
-            # snapshot's items all lie below its size). The question is embedded
-            # meanwhile; the semantic half then ranks that prefix.
-            embedding = asyncio.ensure_future(vectors.query_vector(text))
-            try:
-                snapshot, lexical = await reader.run(
-                    lambda execute: _lexical_at_size(execute, sql.ranker, where, params, text)
-                )
-            finally:
-                await embedding
-        if snapshot is not None:
-            where = f"{where} AND i.seq < ?"
-            params.append(snapshot)
-        if asked.mode != "exact":
-            assert vectors is not None  # _mode refused semantic modes without one
-            # Through the HNSW index a ranking finds at least the page's end (and one
-            # more, for the cursor); hybrid fuses a deeper list, as RRF weighs every rank.
-            end = asked.offset + asked.count + 1
-            want = end if asked.mode == "semantic" else max(end, HYBRID_DEPTH)
-            ranking = vectors.rank(where, params, text, RANK_CAP, want=want)
-            if asked.mode == "hybrid" and lexical is None:
-                # A later page, whose cursor names the prefix: the BM25 half on a second
-                # reader while the semantic half runs (the slower of the two, not the sum).
-                lexical, semantic = await asyncio.gather(
-                    reader.run(
-                        lambda execute: exact(execute, sql.ranker, where, params, text, RANK_CAP)
-                    ),
-                    ranking,
-                )
-            else:
-                semantic = await ranking
+        halves = await _rank_halves(reader, vectors, sql, asked, fresh)
         vouch = fresh and prefix.listening
-
-        def work(execute: Execute) -> tuple[int, int, list[Hit], bool]:
-            # The first page's snapshot is the log's size as this transaction sees it:
-            # everything ranked here is older, everything stored later is not.
-            seen: int = execute(_LOG_SIZE, ())[0][0]
-            # A hybrid read is the prefix its BM25 half ranked if nothing since changed
-            # an item below it (new items lie past every bound).
-            same = vouch and snapshot is not None and _unchanged(execute, snapshot, seen)
-            if snapshot is not None:
-                seen = snapshot
-            ranked: list[tuple[int, float]]
-            if asked.mode == "semantic":
-                ranked = semantic
-            elif lexical is not None:
-                ranked = fuse(lexical, semantic, RANK_CAP)
-            else:
-                ranked = [
-                    (seq, score)
-                    for seq, score, _ in exact(execute, sql.ranker, where, params, text, RANK_CAP)
-                ]
-            marks: dict[int, str] = {}
-            window: dict[int, Candidate] = {}
-            if asked.rule is not None:
-                embedder = None if asked.mode == "exact" or vectors is None else vectors.id
-                window = _candidates(execute, ranked[: asked.rule.window], asked.rule, embedder)
-                ranked, marks = current_first(ranked, window, asked.rule)
-            if asked.days is not None:
-                ranked = refers_first(execute, ranked, asked.days, asked.zone)
-            page = ranked[asked.offset : asked.offset + asked.count]
-            items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
-            hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
-            if asked.rule is not None:
-                reading = asked.rule.reading
-                hits = [
-                    _marked(hit, marks.get(hit.item.seq), window.get(hit.item.seq), reading)
-                    for hit in hits
-                ]
-            return seen, len(ranked), hits, same
-
-        seen, total, hits, same = await reader.run(work)
+        seen, total, hits, same = await reader.run(
+            lambda execute: _page(execute, halves, vouch, vectors, sql, keyring, asked)
+        )
         if same:
             prefix.vouch(seen)
     return seen, total, hits
+
+
+@dataclass(frozen=True, slots=True)
+class _Halves:
+    """What a page is ranked from: the prefix and scope both halves ranked, the BM25
+    half when it ran before the page's snapshot, and the semantic half."""
+
+    snapshot: int | None
+    where: str
+    params: list[object]
+    lexical: list[tuple[int, float, float]] | None
+    semantic: list[tuple[int, float]]
+
+
+async def _rank_halves(
+    reader: Snapshots, vectors: VectorCache | None, sql: EngineSql, asked: Asked, fresh: bool
+) -> _Halves:
+    """The rankings made outside the page's snapshot: a first hybrid page's BM25 half
+    (which fixes the prefix), and the semantic half of every non-exact mode."""
+    where, params, snapshot, text = asked.where, list(asked.params), asked.snapshot, asked.text
+    semantic: list[tuple[int, float]] = []
+    lexical: list[tuple[int, float, float]] | None = None
+    if fresh:
+        assert vectors is not None  # _mode refused hybrid without one
+        # Both halves rank the same prefix of the log: the one the BM25 half's own
+        # snapshot holds, so its corpus statistics are exactly that prefix's (a
+        # snapshot's items all lie below its size). The question is embedded
+        # meanwhile; the semantic half then ranks that prefix.
+        embedding = asyncio.ensure_future(vectors.query_vector(text))
+        try:
+            snapshot, lexical = await reader.run(
+                lambda execute: _lexical_at_size(execute, sql.ranker, where, params, text)
+            )
+        finally:
+            await embedding
+    if snapshot is not None:
+        where = f"{where} AND i.seq < ?"
+        params.append(snapshot)
+    if asked.mode != "exact":
+        assert vectors is not None  # _mode refused semantic modes without one
+        # Through the HNSW index a ranking finds at least the page's end (and one
+        # more, for the cursor); hybrid fuses a deeper list, as RRF weighs every rank.
+        end = asked.offset + asked.count + 1
+        want = end if asked.mode == "semantic" else max(end, HYBRID_DEPTH)
+        ranking = vectors.rank(where, params, text, RANK_CAP, want=want)
+        if asked.mode == "hybrid" and lexical is None:
+            # A later page, whose cursor names the prefix: the BM25 half on a second
+            # reader while the semantic half runs (the slower of the two, not the sum).
+            lexical, semantic = await asyncio.gather(
+                reader.run(
+                    lambda execute: exact(execute, sql.ranker, where, params, text, RANK_CAP)
+                ),
+                ranking,
+            )
+        else:
+            semantic = await ranking
+    return _Halves(
+        snapshot=snapshot, where=where, params=params, lexical=lexical, semantic=semantic
+    )
+
+
+def _page(
+    execute: Execute,
+    halves: _Halves,
+    vouch: bool,
+    vectors: VectorCache | None,
+    sql: EngineSql,
+    keyring: Keyring,
+    asked: Asked,
+) -> tuple[int, int, list[Hit], bool]:
+    """In the page's snapshot: ``(prefix size, hits ranked in all, the page's hits,
+    whether the prefix is vouched for)``."""
+    snapshot = halves.snapshot
+    # The first page's snapshot is the log's size as this transaction sees it:
+    # everything ranked here is older, everything stored later is not.
+    seen: int = execute(_LOG_SIZE, ())[0][0]
+    # A hybrid read is the prefix its BM25 half ranked if nothing since changed
+    # an item below it (new items lie past every bound).
+    same = vouch and snapshot is not None and _unchanged(execute, snapshot, seen)
+    if snapshot is not None:
+        seen = snapshot
+    ranked = _ranked(execute, halves, sql, asked)
+    marks: dict[int, str] = {}
+    window: dict[int, Candidate] = {}
+    if asked.rule is not None:
+        embedder = None if asked.mode == "exact" or vectors is None else vectors.id
+        window = _candidates(execute, ranked[: asked.rule.window], asked.rule, embedder)
+        ranked, marks = current_first(ranked, window, asked.rule)
+    if asked.days is not None:
+        ranked = refers_first(execute, ranked, asked.days, asked.zone)
+    page = ranked[asked.offset : asked.offset + asked.count]
+    items = load_items(execute, sql.item_select, [seq for seq, _ in page], keyring)
+    hits = [Hit(item=items[seq], score=score) for seq, score in page if seq in items]
+    if asked.rule is not None:
+        reading = asked.rule.reading
+        hits = [
+            _marked(hit, marks.get(hit.item.seq), window.get(hit.item.seq), reading) for hit in hits
+        ]
+    return seen, len(ranked), hits, same
+
+
+def _ranked(
+    execute: Execute, halves: _Halves, sql: EngineSql, asked: Asked
+) -> list[tuple[int, float]]:
+    """The mode's ranking, before the currency rule and the dates reorder it: the
+    semantic half, both halves fused, or BM25 ranked in the page's snapshot."""
+    if asked.mode == "semantic":
+        return halves.semantic
+    if halves.lexical is not None:
+        return fuse(halves.lexical, halves.semantic, RANK_CAP)
+    return [
+        (seq, score)
+        for seq, score, _ in exact(
+            execute, sql.ranker, halves.where, halves.params, asked.text, RANK_CAP
+        )
+    ]
 
 
 def _candidates(

@@ -4,7 +4,9 @@ Run: ``make bench`` (after bench.py's table), or
 ``.venv/bin/python benchmarks/currency_eval.py [--quick] [--json [FILE]] [--split all|dev|held]
 [--embedder both|hashing|default]``.
 
-The conversations are ``currency_data.py`` and ``currency_held.py``: four users,
+The conversations are ``currency_data.py`` (the dev split: two users) and
+``currency_held.py`` with ``currency_fresh.py`` (the held split: four users, 224
+statements and 87 questions): six users in all, 330 statements and 131 questions,
 each talking to their agent on a few days a month for most of a year (home moves, job changes,
 negations, stops, dates, multi-hop questions, absent facts, hypotheticals and
 other people's facts), with questions asked along the way. Everything goes
@@ -71,6 +73,7 @@ from typing import Any
 
 # A sibling module: run as a script, this folder is on sys.path.
 from currency_data import DEV, Question, Statement, User
+from currency_fresh import FRESH
 from currency_held import HELD
 
 import memseal
@@ -93,7 +96,7 @@ FOLD_AFTER = 20  # turns not yet folded before the session compacts
 KEEP = 6
 _ACKS = ("Got it.", "Noted, thanks.", "Okay.", "Understood.", "Thanks for telling me.")
 MODES = ("exact", "semantic", "hybrid")
-USERS = DEV + HELD
+USERS = DEV + HELD + FRESH
 
 Labels = frozenset[str]
 

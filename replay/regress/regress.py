@@ -45,7 +45,7 @@ from memseal.ledger.errors import (
     NotFound,
     Unsupported,
 )
-from memseal.replay.evidence._bundle_format import run_scope
+from memseal.replay.evidence._bundle_format import BundleCall, run_scope
 from memseal.replay.evidence._compare import (
     DEFAULT_TOLERANCE,
     close_scores,
@@ -256,51 +256,83 @@ async def _replay_calls(
                 f"step {step} observed {target} entries but ran at {log.size} "
                 "(earlier re-executed writes differ in size)"
             )
-        written = await entries.read(target, target + len(body.wrote)) if body.wrote else []
-        log.now = parse_time(clock_for(call, written))
-        # The rule its reads followed when recorded (none before the rule existed).
-        rule = body.currency if isinstance(body.currency, int) else None
-        try:
-            with following(rule):
-                new: Any = _plain(await tools.call(tool, cursors.send(call.arguments)))
-            error = False
-        except _RECORDED_ERRORS as exc:
-            new, error = _error_result(exc), True
-        log.size = (await log.store.head()).size if log.store is not None else log.size
+        new, error = await _rerun(call, entries, log, tools, cursors)
         report.results[step] = new
         if body.wrote:
             replaced.update(body.wrote)
             fed = max(fed, target)
         recorded = call.result
         if source.mode == "bundle":
-            new = close_scores(recorded, new, tolerance)
-            new = cursors.seen(recorded, new)
-            if _past_the_bundle(recorded, new, source, target, continued):
-                # More matched than the page showed, in memory the bundle does not carry.
-                new = {**new, "next_cursor": recorded["next_cursor"]}
-                report.notes.append(
-                    f"step {step}: its next_cursor tells of memory past the page, which the "
-                    "bundle does not carry (another run's): compared without it"
-                )
-            if _filtered_past_the_bundle(recorded, new, source):
-                new = {**new, "filtered": recorded["filtered"], "missing": recorded["missing"]}
-                report.notes.append(
-                    f"step {step}: its filtered items are not carried by the bundle, so they "
-                    "read as missing: their items compared, filtered and missing as one"
-                )
-        new = _blank_forgotten(recorded, new)
-        if error != body.error or new != recorded:
-            report.steps.append(
-                StepOutcome(
-                    step=step,
-                    tool=tool,
-                    status="changed",
-                    diff=tuple(describe(recorded, new)),
-                    key=key,
-                )
+            new = _as_the_bundle_shows(
+                call, new, source, cursors, continued, tolerance, report.notes
             )
-        else:
-            report.steps.append(StepOutcome(step=step, tool=tool, status="same", key=key))
+        new = _blank_forgotten(recorded, new)
+        report.steps.append(_outcome(step, tool, key, recorded, new, error != body.error))
+
+
+async def _rerun(
+    call: BundleCall, entries: Entries, log: TempLog, tools: MemoryTools, cursors: Cursors
+) -> tuple[Any, bool]:
+    """``(the new result, whether it is a recorded kind of error)`` of ``call`` run live
+    at its recorded time, under the currency rule it followed (``log.size`` is brought
+    up to what it wrote)."""
+    body = call.call
+    target = body.observed_size
+    written = await entries.read(target, target + len(body.wrote)) if body.wrote else []
+    log.now = parse_time(clock_for(call, written))
+    # The rule its reads followed when recorded (none before the rule existed).
+    rule = body.currency if isinstance(body.currency, int) else None
+    try:
+        with following(rule):
+            new: Any = _plain(await tools.call(body.tool, cursors.send(call.arguments)))
+        error = False
+    except _RECORDED_ERRORS as exc:
+        new, error = _error_result(exc), True
+    log.size = (await log.store.head()).size if log.store is not None else log.size
+    return new, error
+
+
+def _as_the_bundle_shows(
+    call: BundleCall,
+    new: Any,
+    source: EvidenceSource,
+    cursors: Cursors,
+    continued: set[str],
+    tolerance: float,
+    notes: list[str],
+) -> Any:
+    """``new`` as compared with ``call``'s recorded result when the bundle is all there
+    is: scores within ``tolerance``, its cursor as re-made, and memory the bundle does
+    not carry excused (a note says so)."""
+    recorded, step = call.result, call.call.step
+    new = close_scores(recorded, new, tolerance)
+    new = cursors.seen(recorded, new)
+    if _past_the_bundle(recorded, new, source, call.call.observed_size, continued):
+        # More matched than the page showed, in memory the bundle does not carry.
+        new = {**new, "next_cursor": recorded["next_cursor"]}
+        notes.append(
+            f"step {step}: its next_cursor tells of memory past the page, which the "
+            "bundle does not carry (another run's): compared without it"
+        )
+    if _filtered_past_the_bundle(recorded, new, source):
+        new = {**new, "filtered": recorded["filtered"], "missing": recorded["missing"]}
+        notes.append(
+            f"step {step}: its filtered items are not carried by the bundle, so they "
+            "read as missing: their items compared, filtered and missing as one"
+        )
+    return new
+
+
+def _outcome(
+    step: int, tool: str, key: str | None, recorded: Any, new: Any, error_differs: bool
+) -> StepOutcome:
+    """The step's outcome: changed when ``error_differs`` (an error where none was
+    recorded, or the reverse) or the new result differs from the recorded one."""
+    if error_differs or new != recorded:
+        return StepOutcome(
+            step=step, tool=tool, status="changed", diff=tuple(describe(recorded, new)), key=key
+        )
+    return StepOutcome(step=step, tool=tool, status="same", key=key)
 
 
 def _past_the_bundle(

@@ -40,6 +40,7 @@ __all__ = [
     "SQLITE",
     "EngineSql",
     "FtsAdd",
+    "FtsRow",
     "FtsWords",
     "fold",
     "for_dialect",
@@ -53,6 +54,9 @@ FtsWords = str
 """An item's PostgreSQL document, as the ``tsvector`` literal memseal writes (:mod:`._tsrank`)."""
 FtsAdd = Callable[[Execute, int, str, str | None, str, FtsWords | None], None]
 """Index an item: (execute, seq, text, title, tags, its words if computed before)."""
+FtsRow = Callable[[int, str, str | None, str, FtsWords | None], tuple[str, tuple[Any, ...]]]
+"""What :data:`FtsAdd` inserts, as ``(table (columns), row)`` for a writer to hold for its
+group's one INSERT a table (:meth:`ledger.store.WriteTxn.defer`)."""
 
 _ITEM_COLUMNS: Final = (
     "i.seq, i.id, i.kind, i.namespace, i.trust, i.confidence, i.observed_at, i.stored_at, "
@@ -121,6 +125,7 @@ class EngineSql:
         fts_clear: str,
         fts_words: Callable[[str, str | None, str], FtsWords] | None = None,
         ranker: str | None = None,
+        fts_row: FtsRow | None = None,
     ) -> None:
         self.name = name
         #: How exact reads rank (:func:`._ranking.exact`): ``fts5`` (SQLite's BM25),
@@ -137,6 +142,8 @@ class EngineSql:
         #: before the writer (stemming was a quarter of PostgreSQL's writer time);
         #: None when the database indexes the text itself (SQLite's FTS5).
         self.fts_words = fts_words
+        #: The row :attr:`fts_add` inserts, for a writer holding rows; None to call it.
+        self.fts_row = fts_row
 
 
 def _sqlite_add(
@@ -146,6 +153,12 @@ def _sqlite_add(
         "INSERT INTO engine_fts (rowid, text, title, tags) VALUES (?, ?, ?, ?)",
         (seq, text, title, tags),
     )
+
+
+def _sqlite_row(
+    seq: int, text: str, title: str | None, tags: str, words: FtsWords | None
+) -> tuple[str, tuple[Any, ...]]:
+    return ("engine_fts (rowid, text, title, tags)", (seq, text, title, tags))
 
 
 def _sqlite_remove(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
@@ -165,6 +178,7 @@ SQLITE: Final = EngineSql(
     fts_add=_sqlite_add,
     fts_remove=_sqlite_remove,
     fts_clear="INSERT INTO engine_fts (engine_fts) VALUES ('delete-all')",
+    fts_row=_sqlite_row,
 )
 
 
@@ -185,6 +199,16 @@ def _postgres_add(
     execute("INSERT INTO engine_fts (seq, doc) VALUES (?, ?::tsvector)", (seq, words))
 
 
+def _postgres_row(
+    seq: int, text: str, title: str | None, tags: str, words: FtsWords | None
+) -> tuple[str, tuple[Any, ...]]:
+    # No ``::tsvector`` here: in a multi-row INSERT's VALUES PostgreSQL reads an untyped
+    # parameter (psycopg sends text so) as the column's type, as the cast does.
+    if words is None:
+        words = _postgres_words(text, title, tags)
+    return ("engine_fts (seq, doc)", (seq, words))
+
+
 def _postgres_remove(execute: Execute, seq: int, text: str, title: str | None, tags: str) -> None:
     execute("DELETE FROM engine_fts WHERE seq = ?", (seq,))
 
@@ -198,6 +222,7 @@ POSTGRES: Final = EngineSql(
     fts_remove=_postgres_remove,
     fts_clear="DELETE FROM engine_fts",
     fts_words=_postgres_words,
+    fts_row=_postgres_row,
 )
 
 
@@ -209,6 +234,7 @@ SQLITE_RANKED_AS_POSTGRES: Final = EngineSql(
     fts_remove=_sqlite_remove,
     fts_clear=SQLITE.fts_clear,
     ranker="ts_rank_python",
+    fts_row=_sqlite_row,
 )
 
 

@@ -303,11 +303,9 @@ class Projection:
             d.content,
         )
         self._insert("engine_items", row)
-        if self._defer is not None and self._sql.name == "sqlite":
-            # SQLite's FTS5 indexes the text itself: its row goes with the group's.
-            self._defer(
-                "engine_fts (rowid, text, title, tags)", (seq, d.text, payload.title, d.tags)
-            )
+        if self._defer is not None and self._sql.fts_row is not None:
+            # The index's row goes with the group's rows of its table.
+            self._defer(*self._sql.fts_row(seq, d.text, payload.title, d.tags, d.words))
         else:
             self._sql.fts_add(self._x, seq, d.text, payload.title, d.tags, d.words)
         self._insert_many("engine_facets", [(seq, facet, value) for facet, value in d.facets])

@@ -84,11 +84,8 @@ def store_command(
             found = stored[item]
         else:
             # The items held for this group's INSERT are in ``stored``: the read need not
-            # write them first.
-            rows = txn.read_past(
-                "SELECT seq FROM engine_items WHERE id = ?", (item,), "engine_items"
-            )
-            found = rows[0][0] if rows else None
+            # write them first (and on PostgreSQL it is one read for the whole group).
+            found = txn.lookup("engine_items", "id", item, "seq")
         if found is not None:  # the same live memory: a replay, nothing appended
             return Stored(id=item, replayed=True, seq=found)
         appended = txn.append(prepared.draft)

@@ -8,8 +8,13 @@ text, cached per statement, and tested on their own.
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-__all__ = ["sends_ahead", "translate_placeholders"]
+__all__ = ["sends_ahead", "translate_placeholders", "upsert_runs"]
+
+_CONFLICT = re.compile(r"ON CONFLICT \(([^)]*)\) DO UPDATE", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -74,3 +79,26 @@ def sends_ahead(query: str) -> bool:
         and words[0].upper() in ("INSERT", "UPDATE", "DELETE")
         and "RETURNING" not in query.upper()
     )
+
+
+def upsert_runs(
+    into: str, tail: str, rows: Sequence[tuple[Any, ...]]
+) -> Iterator[Sequence[tuple[Any, ...]]]:
+    """``rows`` in runs, in order, none meeting a conflict key twice: the statements
+    of an upsert (``tail`` ``ON CONFLICT (...) DO UPDATE``) into ``into`` (``table (col,
+    ...)``) that give what the rows one by one would. PostgreSQL refuses a statement
+    updating one row twice; any other ``tail`` is one run."""
+    found = _CONFLICT.search(tail)
+    if found is None:
+        yield rows
+        return
+    columns = [c.strip() for c in into[into.index("(") + 1 : into.rindex(")")].split(",")]
+    key = [columns.index(c.strip()) for c in found.group(1).split(",")]
+    start, seen = 0, set[tuple[Any, ...]]()
+    for i, row in enumerate(rows):
+        k = tuple(row[j] for j in key)
+        if k in seen:
+            yield rows[start:i]
+            start, seen = i, set()
+        seen.add(k)
+    yield rows[start:]

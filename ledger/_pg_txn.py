@@ -6,10 +6,11 @@ because it is the statements of one transaction, while the store is connection
 handling (the writer's lock, reconnects, readers); the store makes one per group
 commit and sets its :attr:`PostgresTxn.pipeline`.
 
-An append writes its entry, tree hashes, payload and mentions in one round trip
-(one statement of CTEs), and in the group's pipeline every statement that
+An append's rows are held for the group's one INSERT a table, as on SQLite
+(:class:`~._txn.LogTxn`), and in the group's pipeline every statement that
 returns no rows is sent without waiting for its answer: its error surfaces by
-the end of its savepoint's unit at the latest, so it rolls back that unit alone.
+the end of its unit at the latest (the group, which then runs again call by
+call, or a savepoint's unit, which it rolls back alone).
 """
 
 from __future__ import annotations
@@ -20,14 +21,20 @@ from typing import Any
 import psycopg
 from psycopg.rows import TupleRow
 
-from ._pg_sql import sends_ahead, translate_placeholders
+from ._pg_sql import sends_ahead, translate_placeholders, upsert_runs
 from ._txn import LogTxn, in_order
-from .entry import RESIDUE_SALT, Draft
-from .merkle import stored_hash_count
 
 __all__ = ["Conn", "PostgresAppendHook", "PostgresTxn", "read_tree"]
 
 Conn = psycopg.Connection[TupleRow]
+
+# One round trip erases what an entry redacts (see :meth:`LogTxn._erase`).
+_ERASE = (
+    "WITH p AS (DELETE FROM payloads WHERE seq = ANY(%s::bigint[])), "
+    "m AS (DELETE FROM mentions WHERE seq = ANY(%s::bigint[])) "
+    "INSERT INTO redactions (seq, by_seq) SELECT DISTINCT s, %s::bigint "
+    "FROM unnest(%s::bigint[]) s ON CONFLICT (seq) DO NOTHING"
+)
 
 PostgresAppendHook = Callable[["PostgresTxn", int, bytes], None]
 """Called inside the transaction after each append with (txn, seq, leaf hash)."""
@@ -51,46 +58,27 @@ class PostgresTxn(LogTxn[Conn]):
     _RELEASE = "RELEASE SAVEPOINT {}"
     dialect = "postgresql"
 
-    def _write_entry(
-        self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
-    ) -> None:
-        new_tree = self._grow_edge(seq, digest)
-        base = stored_hash_count(seq)
-        # One round trip for the entry, its tree hashes, its payload and its mentions.
-        ctes = ["e AS (INSERT INTO entries (seq, leaf, hash, sig) VALUES (%s, %s, %s, %s))"]
-        params: list[Any] = [seq, leaf, digest, signature]
-        if draft.payload is not None:
-            ctes.append("p AS (INSERT INTO payloads (seq, salt, data) VALUES (%s, %s, %s))")
-            params += [seq, draft.salt, draft.payload]
-            if draft.mentions:
-                ctes.append(
-                    "m AS (INSERT INTO mentions (ref, seq) SELECT r, %s FROM unnest(%s::text[]) r)"
-                )
-                params += [seq, list(draft.mentions)]
-        params += [list(range(base, base + len(new_tree))), new_tree]
-        self._send(
-            "WITH "
-            + ", ".join(ctes)
-            + " INSERT INTO tree (idx, hash) SELECT * FROM unnest(%s::bigint[], %s::bytea[])",
-            params,
-        )
-        if draft.redacts:
-            earlier_seqs = list(draft.redacts)
-            # Which signed entry erased it: replay marks forgotten texts with that seq.
+    def _erase(self, earlier: Sequence[int], seq: int) -> None:
+        seqs = list(earlier)
+        self._touch(_ERASE)  # the held payloads and mentions rows first
+        self._send(_ERASE, (seqs, seqs, seq, seqs))
+
+    def _insert_rows(self, into: str, tail: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        # PostgreSQL refuses an upsert that meets one key twice in a statement, where SQLite
+        # applies the rows in order: a key met again starts the next statement.
+        for part in upsert_runs(into, tail, rows):
+            one = "(" + ", ".join(["%s"] * len(part[0])) + ")"
             self._send(
-                "WITH p AS (DELETE FROM payloads WHERE seq = ANY(%s::bigint[])), "
-                "m AS (DELETE FROM mentions WHERE seq = ANY(%s::bigint[])) "
-                "INSERT INTO redactions (seq, by_seq) SELECT DISTINCT s, %s::bigint "
-                "FROM unnest(%s::bigint[]) s ON CONFLICT (seq) DO NOTHING",
-                (earlier_seqs, earlier_seqs, seq, earlier_seqs),
+                f"INSERT INTO {into} VALUES {', '.join([one] * len(part))}"
+                + translate_placeholders(tail),
+                [v for row in part for v in row],
             )
-        for earlier, residue, mentions in draft.kept:
-            # What the forget left of this payload: the texts it did not forget (entry.py).
-            self._send(
-                "WITH p AS (INSERT INTO payloads (seq, salt, data) VALUES (%s, %s, %s)) "
-                "INSERT INTO mentions (ref, seq) SELECT r, %s FROM unnest(%s::text[]) r",
-                (earlier, RESIDUE_SALT, residue, earlier, list(mentions)),
-            )
+
+    def _raw(self, sql: str, params: Sequence[Any]) -> None:
+        self._send(translate_placeholders(sql), params)
+
+    #: Whether the group's commands ran and stand (set False by a failed run as one unit).
+    ran = True
 
     #: The group's pipeline while :meth:`PostgresLogStore._commit` runs it (see
     #: :meth:`execute`); None runs every statement at once.
@@ -143,4 +131,5 @@ class PostgresTxn(LogTxn[Conn]):
 
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:
         """Stored Merkle hashes by index, as of this transaction; StorageError if one is missing."""
+        self._touch("tree")
         return read_tree(self.conn, indexes)

@@ -6,8 +6,9 @@ the Merkle tree's right edge. :meth:`LogTxn.mark` captures that state and
 :meth:`LogTxn.reset` restores it when a savepoint rolls back, so a command
 (or a nested unit) that raises leaves neither rows nor log state behind.
 
-An append computes the seq, the chain link, the leaf and its signature here;
-the adapter writes the rows (:meth:`LogTxn._write_entry`) in its dialect.
+An append computes the seq, the chain link, the leaf and its signature here,
+and holds its rows (:meth:`LogTxn._write_entry`); the adapter erases what it
+redacts (:meth:`LogTxn._erase`) and runs the statements in its dialect.
 The Merkle tree grows in the same transaction: never a stored entry without
 its hashes. The right edge (one complete subtree per set bit of the size) is
 read once per group; each append then merges its leaf into it, giving the
@@ -17,11 +18,15 @@ A group runs first as one unit (:meth:`LogTxn.run_grouped`): no savepoint per
 command, and the rows of its inserts (:meth:`LogTxn.defer`) held back and
 written as one multi-row INSERT per table at the end of the group. Per call a
 savepoint and one statement per table were most of SQLite's share of a
-recorded store (issue 41). A statement that names a table with rows held back
-writes them first, so every command reads what the ones before it wrote. If
+recorded store, and a statement each most of PostgreSQL's (issue 41). A
+statement that names a table with rows held back writes them first, so every
+command reads what the ones before it wrote. If
 anything in the group raises, the adapter rolls the transaction back and runs
 the group again call by call (:meth:`LogTxn.run_command`, a savepoint each,
 the held rows written at each command's end): one bad call still fails alone.
+An adapter whose every read waits a round trip may take a group's dedupe
+lookups as absent (:meth:`LogTxn.lookup`) and read them all in one statement
+before their table is written; one found fails the group the same way.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from .entry import (
     GENESIS_PREV,
+    RESIDUE_SALT,
     Draft,
     check_entry_size,
     encode_entry,
@@ -43,7 +49,7 @@ from .entry import (
     signing_message,
 )
 from .errors import InvalidRequest, StorageError
-from .merkle import node_hash, stored_hash_index
+from .merkle import node_hash, stored_hash_count, stored_hash_index
 from .note import NoteSigner
 from .store import Appended, Command, StoredCheckpoint
 
@@ -100,9 +106,6 @@ class LogTxn(ABC, Generic[ConnT]):
     _RELEASE: ClassVar[str]
     #: The SQL the adapter's ``execute`` takes (see :class:`~.store.WriteTxn`).
     dialect: ClassVar[str]
-    #: Whether :meth:`defer` holds rows back (an adapter whose ``execute`` flushes
-    #: them before any statement naming their table); otherwise it inserts at once.
-    _DEFERS: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -123,7 +126,14 @@ class LogTxn(ABC, Generic[ConnT]):
         #: group (:meth:`keep`) with the tables whose writes make them stale.
         self._last: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self._known: dict[str, tuple[frozenset[str], Any]] = {}
+        #: Values :meth:`lookup` answered None for without reading, by (table, column).
+        self._assumed: dict[tuple[str, str], list[Any]] = {}
         self._grouped = False
+        #: Whether :meth:`lookup` may answer None unread while the group runs as one
+        #: unit (an adapter whose every read waits a round trip sets it).
+        self.assumes = False
+        #: Whether the group failed because a value :meth:`lookup` took as absent was found.
+        self.missed = False
         # Read inside the write transaction, after the writer lock: never a cached head.
         head = self.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1")
         self._size: int = 0 if not head else head[0][0] + 1
@@ -150,10 +160,6 @@ class LogTxn(ABC, Generic[ConnT]):
         """Insert ``row`` into ``into`` (``table (col, ...)``, then ``tail``: an ``ON
         CONFLICT`` clause), at the latest when the command ends or a statement names the
         table (see the module docstring)."""
-        if not self._DEFERS:
-            marks = ", ".join("?" * len(row))
-            self.execute(f"INSERT INTO {into} VALUES ({marks}){tail}", row)
-            return
         table = into.split(" ", 1)[0]
         held = self._held.get(table)
         if held is not None and held[0] == into and held[1] == tail:
@@ -167,9 +173,6 @@ class LogTxn(ABC, Generic[ConnT]):
         """Run ``sql`` on ``table`` before the command ends or a statement names the table;
         a later call for the same table replaces it (a statement a later one overwrites
         whole: an upsert of fixed keys, such as the projection's saved state)."""
-        if not self._DEFERS:
-            self.execute(sql, params)
-            return
         self._last[table] = (sql, params)
 
     def known(self, key: str) -> Any:
@@ -183,6 +186,28 @@ class LogTxn(ABC, Generic[ConnT]):
         projection's state: once a group rather than once a call)."""
         self._known[key] = (frozenset(tables), value)
 
+    def lookup(self, table: str, column: str, value: Any, want: str) -> Any:
+        """``want`` of the row of ``table`` whose ``column`` (a unique key) is ``value``, or
+        None, past the rows held for ``table`` (see :class:`~.store.WriteTxn`)."""
+        if self._grouped and self.assumes:
+            self._assumed.setdefault((table, column), []).append(value)
+            return None
+        rows = self.read_past(f"SELECT {want} FROM {table} WHERE {column} = ?", (value,), table)
+        return rows[0][0] if rows else None
+
+    def _check_assumed(self, table: str) -> None:
+        """Before ``table`` is written or read: GroupRetry if a value :meth:`lookup` took
+        as absent from it is there (one read for all of them)."""
+        for key in [key for key in self._assumed if key[0] == table]:
+            values = self._assumed.pop(key)
+            for start in range(0, len(values), ROWS_PER_INSERT):
+                part = values[start : start + ROWS_PER_INSERT]
+                marks = ", ".join("?" * len(part))
+                sql = f"SELECT 1 FROM {table} WHERE {key[1]} IN ({marks}) LIMIT 1"
+                if self.read_past(sql, part, table):
+                    self.missed = True
+                    raise GroupRetry(f"{table} holds a {key[1]} taken as absent")
+
     def read_past(self, sql: str, params: Sequence[Any], table: str) -> list[tuple[Any, ...]]:
         """The rows of a read whose answer the rows held for ``table`` cannot change (its
         caller keeps track of them): they stay held, for the group's one INSERT."""
@@ -195,15 +220,17 @@ class LogTxn(ABC, Generic[ConnT]):
 
     def flush(self) -> None:
         """Write every row held back (one multi-row INSERT per table and 500 rows)."""
-        self._flush_tables(tuple({*self._held, *self._last}))
+        self._flush_tables(tuple({*self._held, *self._last, *(t for t, _ in self._assumed)}))
 
     def _touch(self, sql: str) -> None:
         """Before ``sql`` runs: write the held rows of the tables it names, and forget
         what was kept about the tables it may write."""
-        if not (self._held or self._last or self._known):
+        if not (self._held or self._last or self._known or self._assumed):
             return
         words = _words_of(sql)
         named = words.intersection(self._held) | words.intersection(self._last)
+        if self._assumed:
+            named |= words.intersection(t for t, _ in self._assumed)
         if named:
             self._flush_tables(tuple(named))
         if self._known and not sql.startswith("SELECT"):
@@ -213,21 +240,26 @@ class LogTxn(ABC, Generic[ConnT]):
 
     def _flush_tables(self, tables: Sequence[str]) -> None:
         for table in tables:
+            if self._assumed:
+                self._check_assumed(table)
             into, tail, rows = self._held.pop(table, ("", "", []))
             for start in range(0, len(rows), ROWS_PER_INSERT):
-                part = rows[start : start + ROWS_PER_INSERT]
-                one = "(" + ", ".join("?" * len(part[0])) + ")"
-                self._raw(
-                    f"INSERT INTO {into} VALUES {', '.join([one] * len(part))}{tail}",
-                    [v for row in part for v in row],
-                )
+                self._insert_rows(into, tail, rows[start : start + ROWS_PER_INSERT])
             last = self._last.pop(table, None)
             if last is not None:
                 self._raw(*last)
 
+    def _insert_rows(self, into: str, tail: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` (at most :data:`ROWS_PER_INSERT`) as one statement."""
+        one = "(" + ", ".join("?" * len(rows[0])) + ")"
+        self._raw(
+            f"INSERT INTO {into} VALUES {', '.join([one] * len(rows))}{tail}",
+            [v for row in rows for v in row],
+        )
+
+    @abstractmethod
     def _raw(self, sql: str, params: Sequence[Any]) -> None:
         """Run one statement as is: no held rows written before it (the flush's own)."""
-        self.execute(sql, params)
 
     def _roll_back(self, name: str, mark: Mark) -> Exception | None:
         """Roll the unit of savepoint ``name`` back, rows and log state; the error of a
@@ -251,14 +283,36 @@ class LogTxn(ABC, Generic[ConnT]):
             self._held.clear()
             self._last.clear()
             self._known.clear()
+            self._assumed.clear()
             self.reset(mark)
         return first
 
-    @abstractmethod
     def _write_entry(
         self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
     ) -> None:
-        """Store the entry, its tree hashes (:meth:`_grow_edge`), payload and redactions."""
+        """Hold the entry's rows, its tree hashes (:meth:`_grow_edge`), payload and
+        mentions for the group's INSERTs; erase what it redacts."""
+        self.defer("entries (seq, leaf, hash, sig)", (seq, leaf, digest, signature))
+        base = stored_hash_count(seq)
+        for i, h in enumerate(self._grow_edge(seq, digest)):
+            self.defer("tree (idx, hash)", (base + i, h))
+        if draft.payload is not None:
+            self.defer("payloads (seq, salt, data)", (seq, draft.salt, draft.payload))
+            for ref in draft.mentions:
+                self.defer("mentions (ref, seq)", (ref, seq))
+        if draft.redacts:
+            self._erase(draft.redacts, seq)
+        for earlier, residue, mentions in draft.kept:
+            # What the forget left of this payload: the texts it did not forget (entry.py).
+            self.defer("payloads (seq, salt, data)", (earlier, RESIDUE_SALT, residue))
+            for ref in mentions:
+                self.defer("mentions (ref, seq)", (ref, earlier))
+
+    @abstractmethod
+    def _erase(self, earlier: Sequence[int], seq: int) -> None:
+        """Delete the payloads and mentions of the ``earlier`` seqs entry ``seq`` redacts,
+        and record it as their eraser in ``redactions`` (replay marks forgotten texts with
+        that seq), through :meth:`execute`: the held rows of those tables go first."""
 
     @abstractmethod
     def tree_hashes(self, indexes: Sequence[int]) -> list[bytes]:

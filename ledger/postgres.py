@@ -19,13 +19,17 @@ commit). The lock is released by COMMIT or ROLLBACK, also when a process
 dies. Several processes on one database therefore append in turn: seqs stay
 gapless, the chain and the tree never fork.
 
-Group commit and savepoints as in SQLite (:mod:`._writer`, :mod:`._txn`):
-commands submitted together run in one transaction, each inside ``SAVEPOINT
-command``; one that raises is rolled back alone. The group runs in one
-psycopg pipeline: a statement returning no rows is sent without waiting for
-its answer, and each savepoint's unit waits for all of them at its end
-(:meth:`PostgresTxn.execute`, in :mod:`._pg_txn` with the rest of the
-transaction's statements), so a failing INSERT still fails its own unit.
+Group commit as in SQLite (:mod:`._writer`, :mod:`._txn`): commands submitted
+together run in one transaction as one unit, their rows held and written as one
+multi-row INSERT a table; if anything fails, the group runs again with each
+command inside ``SAVEPOINT command``, so the one that raises is rolled back
+alone. The group's dedupe lookups (:meth:`~._txn.LogTxn.lookup`) are taken as
+absent and read in one statement at its end; one found runs the group again as
+one unit with each lookup read at once. Every attempt runs in one psycopg
+pipeline: a statement returning no rows is sent without waiting for its answer,
+and each unit waits for all of them at its end (:meth:`PostgresTxn.execute`, in
+:mod:`._pg_txn` with the rest of the transaction's statements), so a failing
+INSERT still fails its own unit.
 Durability: the writer sets ``synchronous_commit = on`` for its session
 (PostgreSQL's default, enforced here against a weaker database or role
 default), so COMMIT returns after the WAL is flushed, and
@@ -337,15 +341,17 @@ class PostgresLogStore(
     def _commit(self, batch: list[Job[Conn]]) -> None:
         conn = self._begin()
         try:
-            txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
-            # The group's statements in one pipeline: those returning no rows are sent
-            # ahead, and one round trip answers all of them (PostgresTxn.execute).
-            with conn.pipeline() as pipeline:
-                txn.pipeline = pipeline
-                try:
-                    self._run_group(txn, batch)
-                finally:
-                    txn.pipeline = None
+            txn = self._pipelined(conn, batch, assumes=True)
+            if txn.missed:
+                # A lookup taken as absent was found (a store replayed): once more as one
+                # unit, every lookup read at once.
+                conn = self._again(conn)
+                txn = self._pipelined(conn, batch, assumes=False)
+            if not txn.ran:
+                # Something in the group failed: none of it stands, and the group runs
+                # again call by call, so only the call that failed fails.
+                conn = self._again(conn)
+                txn = self._pipelined(conn, batch, assumes=None)
         except BaseException:
             self._abandon(conn)
             raise
@@ -361,6 +367,36 @@ class PostgresLogStore(
                 ) from exc
             raise
         self._signer = txn.signer
+
+    def _again(self, conn: Conn) -> Conn:
+        """A new transaction for the group's next attempt, the last one rolled back."""
+        self._abandon(conn)
+        return self._begin()
+
+    def _pipelined(self, conn: Conn, batch: list[Job[Conn]], assumes: bool | None) -> PostgresTxn:
+        """The group run in one pipeline: as one unit (``assumes``: whether its lookups
+        may be taken as absent until its end, :meth:`LogTxn.lookup`), or with ``None``
+        call by call. Statements returning no rows are sent ahead, and one round trip
+        answers all of them (:meth:`PostgresTxn.execute`). :attr:`PostgresTxn.ran` says
+        whether the group stands; if not, the transaction is to be rolled back.
+        """
+        txn = PostgresTxn(conn, self.signer, self._clock, self._hooks)
+        with conn.pipeline() as pipeline:
+            txn.pipeline = pipeline
+            try:
+                if assumes is None:
+                    self._run_group(txn, batch)
+                else:
+                    txn.assumes = assumes
+                    txn.ran = self._run_grouped(txn, batch)
+                if not txn.ran:
+                    # The answers of what was sent ahead, errors and all, read here: the
+                    # rollback that follows undoes every one.
+                    with contextlib.suppress(psycopg.Error):
+                        pipeline.sync()
+            finally:
+                txn.pipeline = None
+        return txn
 
     def _abandon(self, conn: Conn) -> None:
         with contextlib.suppress(psycopg.Error):

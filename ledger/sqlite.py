@@ -44,9 +44,7 @@ from ._setup import (
 from ._snapshots import SnapshotPool
 from ._txn import LogTxn, in_order
 from ._writer import Job
-from .entry import RESIDUE_SALT, Draft
 from .errors import StorageError
-from .merkle import stored_hash_count
 from .note import NoteSigner
 from .store import Head, Record
 
@@ -120,32 +118,12 @@ class SqliteTxn(LogTxn[sqlite3.Connection]):
     _ROLLBACK_TO = "ROLLBACK TO {}"
     _RELEASE = "RELEASE {}"
     dialect = "sqlite"
-    # Every statement goes through ``execute`` or ``_run``, which write held rows first.
-    _DEFERS = True
 
-    def _write_entry(
-        self, draft: Draft, seq: int, leaf: bytes, digest: bytes, signature: bytes
-    ) -> None:
-        self.defer("entries (seq, leaf, hash, sig)", (seq, leaf, digest, signature))
-        base = stored_hash_count(seq)
-        for i, h in enumerate(self._grow_edge(seq, digest)):
-            self.defer("tree (idx, hash)", (base + i, h))
-        if draft.payload is not None:
-            self.defer("payloads (seq, salt, data)", (seq, draft.salt, draft.payload))
-            for ref in draft.mentions:
-                self.defer("mentions (ref, seq)", (ref, seq))
-        for earlier in draft.redacts:
-            self.execute("DELETE FROM payloads WHERE seq = ?", (earlier,))
-            self.execute("DELETE FROM mentions WHERE seq = ?", (earlier,))
-            # Which signed entry erased it: replay marks forgotten texts with that seq.
-            self.execute(
-                "INSERT OR IGNORE INTO redactions (seq, by_seq) VALUES (?, ?)", (earlier, seq)
-            )
-        for earlier, residue, mentions in draft.kept:
-            # What the forget left of this payload: the texts it did not forget (entry.py).
-            self.defer("payloads (seq, salt, data)", (earlier, RESIDUE_SALT, residue))
-            for ref in mentions:
-                self.defer("mentions (ref, seq)", (ref, earlier))
+    def _erase(self, earlier: Sequence[int], seq: int) -> None:
+        for one in earlier:
+            self.execute("DELETE FROM payloads WHERE seq = ?", (one,))
+            self.execute("DELETE FROM mentions WHERE seq = ?", (one,))
+            self.execute("INSERT OR IGNORE INTO redactions (seq, by_seq) VALUES (?, ?)", (one, seq))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of one statement inside the transaction (held rows it names first)."""

@@ -141,6 +141,15 @@ class WriteTxn(Protocol):
         ``tables`` runs or a unit rolls back."""
         ...
 
+    def lookup(self, table: str, column: str, value: Any, want: str) -> Any:
+        """``want`` of the row of ``table`` whose ``column`` is ``value`` (a unique key), or
+        None; the rows held for ``table`` are not looked at (the caller tracks them, as for
+        :meth:`read_past`). While a group runs as one unit, an adapter whose reads each
+        wait a round trip answers None at once and reads the group's values in one
+        statement before anything writes ``table``: a value found there runs the group
+        again, with every lookup read at once."""
+        ...
+
     def read_past(self, sql: str, params: Sequence[Any], table: str) -> list[tuple[Any, ...]]:
         """The rows of a read the rows held for ``table`` cannot change (the caller
         tracks them): they stay held for the group's INSERT."""

@@ -131,3 +131,67 @@ async def test_later_commands_read_the_rows_held_for_the_group(memory: memseal.M
     assert await memory.ledger.mentioning("held") == []
     assert forget.seq == first.seq + 1
     await memory.verify()
+
+
+async def test_a_held_row_the_database_refuses_fails_its_call_alone(
+    memory: memseal.Memory,
+) -> None:
+    def clash(txn: WriteTxn) -> None:
+        # Refused only when the group's rows are inserted, after every command ran.
+        txn.append(make_draft("test_note", {"note": "clash"}, {"text": "clash"}))
+        txn.defer("meta (key, value)", ("schema", "not this"))
+
+    store = memory.ledger.store
+    results = await asyncio.gather(
+        store.run(_append("before")),
+        store.run(clash),
+        store.run(_append("after")),
+        return_exceptions=True,
+    )
+    assert not isinstance(results[0], BaseException)
+    assert isinstance(results[1], BaseException)
+    assert not isinstance(results[2], BaseException)
+    assert await _notes(memory) == ["before", "after"]
+    await memory.verify()
+
+
+async def test_an_upsert_held_twice_for_one_key_ends_as_the_last(
+    memory: memseal.Memory,
+) -> None:
+    upsert = " ON CONFLICT (run_id, step) DO UPDATE SET memo_key = excluded.memo_key"
+
+    def memo(step: int, key: str) -> Any:
+        def command(txn: WriteTxn) -> None:
+            txn.defer("memos (run_id, step, memo_key, seq)", ("held", step, key, 0), upsert)
+
+        return command
+
+    store = memory.ledger.store
+    await asyncio.gather(
+        store.run(memo(1, "first")),
+        store.run(memo(2, "other")),
+        store.run(memo(1, "second")),
+        store.run(memo(1, "third")),
+    )
+    rows = await store.rows("SELECT step, memo_key FROM memos WHERE run_id = 'held' ORDER BY step")
+    assert rows == [(1, "third"), (2, "other")]
+
+
+async def test_a_store_replayed_in_a_group_appends_nothing(memory: memseal.Memory) -> None:
+    # On PostgreSQL the group's dedupe lookups are taken as absent and read once at its
+    # end: the one found sends the group round again, every lookup read at once.
+    scope = ToolScope.placed_at(PLACE)
+    async with memory.run("r1", scope, mode="record") as run:
+        first = await run.call("memory_store", {"learning": {"text": "fact number 0"}})
+        before = (await memory.ledger.head()).size
+        results = await asyncio.gather(
+            *[
+                run.call("memory_store", {"learning": {"text": f"fact number {i}"}})
+                for i in (1, 0, 2)
+            ]
+        )
+    assert results[1]["id"] == first["id"]
+    assert await memory.ledger.store.rows("SELECT count(*) FROM engine_items") == [(3,)]
+    # Two new memories (an entry each and its call's) and the replayed store's call.
+    assert (await memory.ledger.head()).size == before + 5
+    await memory.verify()

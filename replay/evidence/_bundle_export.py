@@ -14,11 +14,11 @@ from typing import Final
 import msgspec
 
 from memseal.engine import ranked_at
-from memseal.ledger.checkpoint import parse_checkpoint
+from memseal.ledger.checkpoint import Checkpoint, parse_checkpoint
 from memseal.ledger.entry import leaf_hash
 from memseal.ledger.errors import Conflict, InvalidRequest, VerificationError
 from memseal.ledger.log import KEY_ROTATED, Ledger
-from memseal.ledger.note import VerifierKey, open_note, sign_note, split_note
+from memseal.ledger.note import NoteSigner, VerifierKey, open_note, sign_note, split_note
 from memseal.replay.runs.calls import RUN_STARTED, TOOL_CALL, RunStarted, decode_tool_call
 from memseal.tools.catalog import READ_TOOLS
 
@@ -87,51 +87,22 @@ async def _export(
     with_read_proofs: bool,
     ranked_by_stated: str | None,
 ) -> Bundle:
-    note = await ledger.checkpoint()
-    text, _ = split_note(note)
-    checkpoint = parse_checkpoint(text)
+    note, checkpoint, signer = await _checkpoint_now(ledger)
     size = checkpoint.size
-    signer = ledger.signer
-    try:
-        open_note(note, [signer.verifier])
-    except VerificationError:
-        raise Conflict(
-            "the ledger's key rotated while the bundle was exported; export it again"
-        ) from None
     found = await _bundled_seqs(ledger, run_id, size)
-    seqs, steps = found.seqs, found.steps
     reads = None
     if with_read_proofs:
 
         async def close(more: set[int]) -> None:
             await _close_erasers(ledger, more, size)
 
-        reads = await collect_reads(ledger, size, seqs, found.sizes, found.started, close)
+        reads = await collect_reads(ledger, size, found.seqs, found.sizes, found.started, close)
     # Replay ranks full text as the store that ranked the run's reads did; of a run whose
     # reads straddle a move from SQLite, as the store its last read ran on.
     if reads is not None and ranked_by_stated is not None:
         reads = msgspec.structs.replace(reads, ranked_by=ranked_by_stated)
     ranking = ranked_by_stated or await ranked_at(ledger.store, max(found.sizes, default=size))
-    entries: list[BundleEntry] = []
-    for seq in sorted(seqs):
-        record = await ledger.read(seq)
-        entry = record.entry()
-        # A forget travels as its signed bytes: what it erased is in its body and header, and
-        # its payload (who forgot and why) is an admin's, never the run's to carry.
-        payload = None if entry.kind == FORGOTTEN else record.payload
-        if cut(record.payload, record.salt, entry):
-            await eraser_of(ledger, seq, size)
-        proof = await ledger.inclusion_proof(seq, size)
-        entries.append(
-            BundleEntry(
-                seq=seq,
-                leaf=record.leaf,
-                sig=record.signature,
-                salt=record.salt if payload is not None else None,
-                payload=payload,
-                proof=proof.hashes,
-            )
-        )
+    entries = await _bundle_entries(ledger, found.seqs, size)
     manifest = Manifest(
         run_id=run_id,
         origin=ledger.origin,
@@ -139,8 +110,8 @@ async def _export(
         root=checkpoint.root,
         keys=tuple(k.text for k in keys),
         embedders=tuple(embedders),
-        last_step=max(steps) if steps else None,
-        calls=len(steps),
+        last_step=max(found.steps) if found.steps else None,
+        calls=len(found.steps),
         entries=tuple(
             Listed(seq=e.seq, leaf_hash=leaf_hash(e.leaf), payload=e.payload is not None)
             for e in entries
@@ -166,6 +137,47 @@ async def _export(
         entries=tuple(entries),
         reads=reads,
     )
+
+
+async def _checkpoint_now(ledger: Ledger) -> tuple[str, Checkpoint, NoteSigner]:
+    """A checkpoint cut now (its note and its parse) and the signer that signed it, which
+    signs the manifest too."""
+    note = await ledger.checkpoint()
+    text, _ = split_note(note)
+    checkpoint = parse_checkpoint(text)
+    signer = ledger.signer
+    try:
+        open_note(note, [signer.verifier])
+    except VerificationError:
+        raise Conflict(
+            "the ledger's key rotated while the bundle was exported; export it again"
+        ) from None
+    return note, checkpoint, signer
+
+
+async def _bundle_entries(ledger: Ledger, seqs: set[int], size: int) -> list[BundleEntry]:
+    """The entries of ``seqs``, ascending, each with its audit path in the tree of ``size``."""
+    entries: list[BundleEntry] = []
+    for seq in sorted(seqs):
+        record = await ledger.read(seq)
+        entry = record.entry()
+        # A forget travels as its signed bytes: what it erased is in its body and header, and
+        # its payload (who forgot and why) is an admin's, never the run's to carry.
+        payload = None if entry.kind == FORGOTTEN else record.payload
+        if cut(record.payload, record.salt, entry):
+            await eraser_of(ledger, seq, size)
+        proof = await ledger.inclusion_proof(seq, size)
+        entries.append(
+            BundleEntry(
+                seq=seq,
+                leaf=record.leaf,
+                sig=record.signature,
+                salt=record.salt if payload is not None else None,
+                payload=payload,
+                proof=proof.hashes,
+            )
+        )
+    return entries
 
 
 class _Found(msgspec.Struct, kw_only=True):

@@ -45,6 +45,7 @@ from memseal.tools.catalog import READ_TOOLS
 
 from ._bundle_format import (
     Bundle,
+    BundleCall,
     BundleReads,
     Manifest,
     PrefixEntry,
@@ -189,7 +190,26 @@ def check_reads(
                 "completeness",
             )
         return
+    # 1. extent: the section the signed manifest states, a checkpoint for each read's size.
     sizes = _read_sizes(entries)
+    started = _check_extent(reads, manifest, sizes, started)
+    top = sizes[-1] if sizes else 0
+    # 2. completeness: every leaf below the last read, the bundle's entry or the prefix's.
+    tree = _prefix_tree(bundle, reads, top)
+    # 3. tree root and consistency: each read's tree is signed, a prefix of the checkpoint's.
+    for at, listed in zip(sizes, reads.checkpoints, strict=True):
+        _check_read_checkpoint(listed, at, tree, known, bundle.origin, size, root)
+    # 4. redaction: payloads in the run's reach only, each missing one erased by a signed entry.
+    below = {**{s: e for s, e in entries.items() if s < top}, **prefix}
+    reach = in_reach(scope_of(started).reach, [below[s] for s in range(top)])
+    _check_prefix_payloads(reads, prefix, reach, redacted)
+
+
+def _check_extent(
+    reads: BundleReads, manifest: Manifest, sizes: list[int], started: RunStarted | None
+) -> RunStarted:
+    """The run's ``run_started`` body, once the section is the one the manifest states
+    and has a checkpoint for each of ``sizes``."""
     stated = ReadsStated(ranked_by=reads.ranked_by, sizes=tuple(sizes), prefix=len(reads.prefix))
     if manifest.reads != stated:
         raise fail(
@@ -205,7 +225,12 @@ def check_reads(
             f"{len(reads.checkpoints)} checkpoint(s)",
             "completeness",
         )
-    top = sizes[-1] if sizes else 0
+    return started
+
+
+def _prefix_tree(bundle: Bundle, reads: BundleReads, top: int) -> MemoryHashStore:
+    """The tree of the ``top`` leaves below the last read, each from the bundle's entries
+    or the prefix (never both, none missing)."""
     leaves = {item.seq: item.leaf for item in bundle.entries if item.seq < top}
     for item in reads.prefix:
         if item.seq in leaves or item.seq >= top:
@@ -225,27 +250,45 @@ def check_reads(
                 seq,
             )
         tree.append(leaf)
-    for at, listed in zip(sizes, reads.checkpoints, strict=True):
-        signed = _open_checkpoint(listed.note, known, bundle.origin, at)
-        if (tree.root(at) if at else EMPTY_ROOT) != signed:
-            raise fail(
-                f"the root of the {at} entries below the read is not the signed checkpoint's: "
-                "an entry of the prefix was changed",
-                "tree root",
-            )
-        if at == 0:
-            if listed.consistency:
-                raise fail("the empty tree needs no consistency proof", "consistency")
-            continue
-        try:
-            verify_consistency(at, size, signed, root, listed.consistency)
-        except VerificationError as exc:
-            raise fail(
-                f"the tree of {at} entries is not proven a prefix of the checkpoint's: {exc}",
-                "consistency",
-            ) from None
-    below = {**{s: e for s, e in entries.items() if s < top}, **prefix}
-    reach = in_reach(scope_of(started).reach, [below[s] for s in range(top)])
+    return tree
+
+
+def _check_read_checkpoint(
+    listed: ReadCheckpoint,
+    at: int,
+    tree: MemoryHashStore,
+    known: Sequence[VerifierKey],
+    origin: str,
+    size: int,
+    root: bytes,
+) -> None:
+    """``listed`` signs the root of the first ``at`` leaves of ``tree``, and proves that
+    tree a prefix of the bundle's checkpoint (``size`` entries, ``root``)."""
+    signed = _open_checkpoint(listed.note, known, origin, at)
+    if (tree.root(at) if at else EMPTY_ROOT) != signed:
+        raise fail(
+            f"the root of the {at} entries below the read is not the signed checkpoint's: "
+            "an entry of the prefix was changed",
+            "tree root",
+        )
+    if at == 0:
+        if listed.consistency:
+            raise fail("the empty tree needs no consistency proof", "consistency")
+        return
+    try:
+        verify_consistency(at, size, signed, root, listed.consistency)
+    except VerificationError as exc:
+        raise fail(
+            f"the tree of {at} entries is not proven a prefix of the checkpoint's: {exc}",
+            "consistency",
+        ) from None
+
+
+def _check_prefix_payloads(
+    reads: BundleReads, prefix: Mapping[int, Entry], reach: set[int], redacted: set[int]
+) -> None:
+    """Each prefix entry carries its payload only in ``reach``, and one missing there was
+    erased by a signed entry of the bundle (its seq in ``redacted``)."""
     for item in reads.prefix:
         if item.seq not in reach:
             if item.payload is not None:
@@ -282,6 +325,31 @@ def prove_read_from_bundle(verified: VerifiedBundle, step: int) -> ReadProof:
             "the read): export the run with `memseal export --with-read-proofs`, or prove the "
             "read from its data folder"
         )
+    found, started = _provable_call(verified, step)
+    at = found.call.observed_size
+    listed = next(
+        c for c in reads.checkpoints if parse_checkpoint(split_note(c.note)[0]).size == at
+    )
+    prefix = _proof_prefix(verified, reads, started, at)
+    later = _proof_later(verified, found.seq, at)
+    return ReadProof(
+        format=FORMAT,
+        run_id=verified.run_id,
+        step=step,
+        origin=bundle.origin,
+        embedders=bundle.embedders,
+        ranked_by=reads.ranked_by,
+        checkpoint=listed.note,
+        latest=bundle.checkpoint,
+        consistency=listed.consistency,
+        prefix=tuple(prefix),
+        later=tuple(later),
+    )
+
+
+def _provable_call(verified: VerifiedBundle, step: int) -> tuple[BundleCall, RunStarted]:
+    """The effective call of ``step`` and the run's ``run_started`` body, once the call
+    is known to be a read that succeeded and can be proven."""
     found = next((c for c in verified.calls if c.call.step == step), None)
     if found is None:
         raise NotFound(f"run {verified.run_id!r} has no recorded step {step}")
@@ -297,20 +365,23 @@ def prove_read_from_bundle(verified: VerifiedBundle, step: int) -> ReadProof:
             "read no memory, so there is nothing to prove"
         )
     assert verified.started is not None  # check_reads refused a reads section without it
-    items = {item.seq: item for item in bundle.entries}
-    call_item = items[found.seq]
+    call_item = {item.seq: item for item in verified.bundle.entries}[found.seq]
     check_provable(step, call_item.payload, call_item.salt)
-    at = call.observed_size
-    listed = next(
-        c for c in reads.checkpoints if parse_checkpoint(split_note(c.note)[0]).size == at
-    )
+    return found, verified.started
+
+
+def _proof_prefix(
+    verified: VerifiedBundle, reads: BundleReads, started: RunStarted, at: int
+) -> list[ProofEntry]:
+    """Every entry below the read's observed size ``at``, texts and audit paths for those
+    in the run's reach only."""
     held: dict[int, tuple[bytes, bytes, bytes | None, bytes | None]] = {
-        item.seq: (item.leaf, item.sig, item.salt, item.payload) for item in bundle.entries
+        item.seq: (item.leaf, item.sig, item.salt, item.payload) for item in verified.bundle.entries
     }
     held.update({p.seq: (p.leaf, p.sig, p.salt, p.payload) for p in reads.prefix})
     decoded = {**verified.entries, **verified.prefix}
     below = [decoded[seq] for seq in range(at)]
-    reach = in_reach(scope_of(verified.started).reach, below)
+    reach = in_reach(scope_of(started).reach, below)
     erased = {seq for entry in below for seq in entry.redacts}
     tree = MemoryHashStore()
     for seq in range(at):
@@ -337,32 +408,26 @@ def prove_read_from_bundle(verified: VerifiedBundle, step: int) -> ReadProof:
         prefix.append(
             ProofEntry(seq=seq, leaf=leaf, sig=sig, salt=salt, payload=payload, proof=path)
         )
-    later_seqs = {found.seq}
+    return prefix
+
+
+def _proof_later(verified: VerifiedBundle, call_seq: int, at: int) -> list[ProofEntry]:
+    """The entries at or past ``at`` a verifier needs: the call's (with its text), the key
+    rotations and the ``run_started`` entry, each with its path to the bundle's checkpoint."""
+    later_seqs = {call_seq}
     for seq, entry in verified.entries.items():
         if seq >= at and (entry.kind == KEY_ROTATED or entry.kind == RUN_STARTED):
             # The key chain from the prefix to the bundle's key, and the run's scope.
             later_seqs.add(seq)
-    later = [
+    items = {item.seq: item for item in verified.bundle.entries}
+    return [
         ProofEntry(
             seq=seq,
             leaf=items[seq].leaf,
             sig=items[seq].sig,
-            salt=items[seq].salt if seq == found.seq else None,
-            payload=items[seq].payload if seq == found.seq else None,
+            salt=items[seq].salt if seq == call_seq else None,
+            payload=items[seq].payload if seq == call_seq else None,
             proof=items[seq].proof,
         )
         for seq in sorted(later_seqs)
     ]
-    return ReadProof(
-        format=FORMAT,
-        run_id=verified.run_id,
-        step=step,
-        origin=bundle.origin,
-        embedders=bundle.embedders,
-        ranked_by=reads.ranked_by,
-        checkpoint=listed.note,
-        latest=bundle.checkpoint,
-        consistency=listed.consistency,
-        prefix=tuple(prefix),
-        later=tuple(later),
-    )

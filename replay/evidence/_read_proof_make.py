@@ -170,9 +170,32 @@ async def prove_read(
     latest = await ledger.checkpoint()
     latest_size = parse_checkpoint(split_note(latest)[0]).size
     size = call.observed_size
+    prefix = await _prefix(ledger, found.started, disclose, size)
+    later = await _later(ledger, call_seq, found.started_seq, size, latest_size)
+    consistency = (await ledger.consistency_proof(size, latest_size)).hashes if size > 0 else ()
+    return ReadProof(
+        format=FORMAT,
+        run_id=run_id,
+        step=step,
+        origin=ledger.origin,
+        embedders=tuple(embedders),
+        ranked_by=await ranked_at(ledger.store, size),
+        checkpoint=await checkpoint_at(ledger, size),
+        latest=latest,
+        consistency=tuple(consistency),
+        prefix=tuple(prefix),
+        later=tuple(later),
+    )
+
+
+async def _prefix(
+    ledger: Ledger, started: RunStarted, disclose: Disclose, size: int
+) -> list[ProofEntry]:
+    """Every entry of the first ``size``: texts and audit paths for those the read could
+    see (every memory text with ``disclose`` all), the signed bytes alone for the rest."""
     records = [record async for record in ledger.scan(0, size)]
     entries: list[Entry] = [r.entry() for r in records]
-    reach = in_reach(None if disclose == "all" else scope_of(found.started).reach, entries)
+    reach = in_reach(None if disclose == "all" else scope_of(started).reach, entries)
     prefix: list[ProofEntry] = []
     for record, entry in zip(records, entries, strict=True):
         if record.seq not in reach:
@@ -189,12 +212,20 @@ async def prove_read(
         prefix.append(_entry(record, disclose=entry.kind in REDERIVED_KINDS, proof=()))
     # Every audit path in one read of the stored tree hashes, not one round trip each.
     paths = await _paths(ledger, sorted(reach), size)
-    prefix = [
+    return [
         e if e.proof is None else msgspec.structs.replace(e, proof=paths[e.seq]) for e in prefix
     ]
+
+
+async def _later(
+    ledger: Ledger, call_seq: int, started_seq: int, size: int, latest_size: int
+) -> list[ProofEntry]:
+    """The entries from ``size`` on a verifier needs, each with its audit path in the tree
+    of ``latest_size``: the call (with its text), the run's ``run_started`` entry when it
+    lies past the prefix, and the key rotations."""
     later_seqs = {call_seq}
-    if found.started_seq >= size:
-        later_seqs.add(found.started_seq)
+    if started_seq >= size:
+        later_seqs.add(started_seq)
     async for record in ledger.scan(size, latest_size):
         if record.entry().kind == KEY_ROTATED:
             later_seqs.add(record.seq)  # the key chain from the prefix to the latest key
@@ -203,17 +234,4 @@ async def prove_read(
     for seq in sorted(later_seqs):
         record = await ledger.read(seq)
         later.append(_entry(record, disclose=seq == call_seq, proof=later_paths[seq]))
-    consistency = (await ledger.consistency_proof(size, latest_size)).hashes if size > 0 else ()
-    return ReadProof(
-        format=FORMAT,
-        run_id=run_id,
-        step=step,
-        origin=ledger.origin,
-        embedders=tuple(embedders),
-        ranked_by=await ranked_at(ledger.store, size),
-        checkpoint=await checkpoint_at(ledger, size),
-        latest=latest,
-        consistency=tuple(consistency),
-        prefix=tuple(prefix),
-        later=tuple(later),
-    )
+    return later

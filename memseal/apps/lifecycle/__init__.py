@@ -17,12 +17,10 @@
   a model extractor plugs in (``_model_extract``), its outputs recorded in the
   job's run and replayed from it.
 
-It sits on the apps floor (:mod:`memseal.apps`): it composes tools and recall
-over the replay layer's ``Run`` and the as-of views (:mod:`memseal.apps.as_of`)
-it imports. The memory it works on is the top layer's ``memseal.Memory``, which
-imports the apps, so the lifecycle takes it through two small ports
-(:class:`RunOpener`, :class:`RecordingMemory`) rather than by name. See
-docs/lifecycle.md.
+It sits above the memory facade: it composes tools and recall over the replay
+layer's ``Run``, the as-of views (:mod:`memseal.apps.as_of`) and the memory it
+works on, ``memseal.Memory`` and its ``RecordedTools``, all of which it imports
+by name (the facade never imports the lifecycle). See docs/lifecycle.md.
 """
 
 from ._chunking import DEFAULT_BUDGET, Chunk, chunk_id, chunk_text, kind_of
@@ -36,11 +34,10 @@ from .agent_memory import (
     ExtractiveSummariser,
     FoldedTurn,
     PastReader,
-    RunOpener,
     Summariser,
     refers_to_of,
 )
-from .brain import BRAIN_TAG, Brain, IngestReport, RecordedCalls, RecordingMemory, doc_tag
+from .brain import BRAIN_TAG, Brain, IngestReport, doc_tag
 from .briefing import BriefingSource, briefing
 from .jobs import (
     JOB_KINDS,
@@ -101,14 +98,11 @@ __all__ = [
     "PackSection",
     "PastReader",
     "QueueStatus",
-    "RecordedCalls",
     "Recorder",
-    "RecordingMemory",
     "Requeued",
     "Retraction",
     "RetryPolicy",
     "RuleExtractor",
-    "RunOpener",
     "SectionSpec",
     "SourceTurn",
     "Summariser",

@@ -19,12 +19,12 @@ from typing import Any, Final
 
 from memseal.engine.items import MAX_TAGS
 from memseal.ledger.errors import InvalidRequest, MemsealError, StorageError
+from memseal.memory import Memory, RecordedTools
 from memseal.tools.scope import ToolScope
 
 from ._extract import Belief, Extractor, SourceTurn, parse_turns
 from ._job_records import JobInfo, digest, tag
 from ._model_extract import is_deterministic, planned, recorded_plan
-from .brain import RecordedCalls, RecordingMemory
 
 __all__ = ["BELIEF_TAG", "Attempt", "BeliefBuild", "list_all"]
 
@@ -44,7 +44,7 @@ class BeliefBuild:
     """The belief build a job's run does, for the learnings writer ``scope`` (where
     beliefs are stored, and whose earlier runs a model's plan is read back from)."""
 
-    def __init__(self, memory: RecordingMemory, scope: ToolScope, extractor: Extractor) -> None:
+    def __init__(self, memory: Memory, scope: ToolScope, extractor: Extractor) -> None:
         self._memory = memory
         self._scope = scope
         self._extractor = extractor
@@ -61,7 +61,7 @@ class BeliefBuild:
 
     async def _beliefs(
         self,
-        tools: RecordedCalls,
+        tools: RecordedTools,
         job: JobInfo,
         turns: Sequence[SourceTurn],
         mode: str,
@@ -99,7 +99,7 @@ class BeliefBuild:
 
     async def build(
         self,
-        tools: RecordedCalls,
+        tools: RecordedTools,
         job: JobInfo,
         mode: str,
         run_id: str,
@@ -166,7 +166,7 @@ class BeliefBuild:
         }
 
 
-async def list_all(tools: RecordedCalls, *labels: str) -> list[dict[str, Any]]:
+async def list_all(tools: RecordedTools, *labels: str) -> list[dict[str, Any]]:
     """Every item carrying one of the tags ``labels`` in reach, newest first (recorded
     pages)."""
     items: list[dict[str, Any]] = []

@@ -46,9 +46,9 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 import msgspec
 
 from memseal.ledger.errors import InvalidRequest, ReplayDivergence, StorageError
+from memseal.memory import RecordedTools
 
 from ._extract import Belief, SourceTurn
-from .brain import RecordedCalls
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
@@ -197,14 +197,14 @@ class ModelExtractor:
         return beliefs
 
 
-async def recorded_plan(tools: RecordedCalls, job: str) -> list[Belief]:
+async def recorded_plan(tools: RecordedTools, job: str) -> list[Belief]:
     """The plan recorded under the key ``plan`` in the run ``tools`` are bound to (opened
     ``strict``: nothing live, nothing written), read from its signed entry; or
     :class:`StorageError` when the run recorded none."""
     return decode_plan(job, _recorded_arguments(job, await _probe(tools, job)))
 
 
-async def _probe(tools: RecordedCalls, job: str) -> ReplayDivergence:
+async def _probe(tools: RecordedTools, job: str) -> ReplayDivergence:
     """The divergence a call under the key ``plan`` meets in a run that recorded the key
     (or a strict run): it carries the recorded call, checked against its signed entry."""
     probe: dict[str, Any] = {"ids": [f"plan-of-{job}"]}
@@ -215,14 +215,15 @@ async def _probe(tools: RecordedCalls, job: str) -> ReplayDivergence:
     raise StorageError(f"job {job}: its run recorded no plan")
 
 
-def _recorded_key(tools: RecordedCalls, key: str) -> bool:
-    # memseal's recorded tools say what their run holds; a host's own recorder may not.
+def _recorded_key(tools: RecordedTools, key: str) -> bool:
+    # memseal's recorded tools say what their run holds; a wrapper a host passes in their
+    # place (one that injects faults, say) may not, and its run then counts as holding none.
     ask = getattr(tools, "is_recorded_key", None)
     return callable(ask) and ask(key) is True
 
 
 async def planned(
-    tools: RecordedCalls,
+    tools: RecordedTools,
     job: str,
     extract: Callable[[], Awaitable[list[Belief]]],
     mode: str,
@@ -257,7 +258,7 @@ def _recorded_arguments(job: str, divergence: ReplayDivergence) -> Any:
 
 
 async def _recorded_plan(
-    tools: RecordedCalls, job: str, divergence: ReplayDivergence
+    tools: RecordedTools, job: str, divergence: ReplayDivergence
 ) -> list[Belief]:
     arguments = _recorded_arguments(job, divergence)
     beliefs = decode_plan(job, arguments)

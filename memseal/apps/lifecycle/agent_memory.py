@@ -59,6 +59,7 @@ from memseal.engine import Reach
 from memseal.engine._dates import extract_refs, resolve
 from memseal.ledger.entry import format_time
 from memseal.ledger.errors import InvalidRequest
+from memseal.memory import Memory
 from memseal.replay.runs import Run
 from memseal.tools.policy import check_unfrozen
 from memseal.tools.scope import ToolScope
@@ -86,7 +87,6 @@ __all__ = [
     "ExtractiveSummariser",
     "FoldedTurn",
     "PastReader",
-    "RunOpener",
     "Summariser",
     "refers_to_of",
 ]
@@ -95,26 +95,6 @@ DEFAULT_COMPACT_BUDGET: Final = 300
 DEFAULT_KEEP: Final = 6
 _TURN_PAGES: Final = 20
 _MESSAGE_CHARS: Final = 16_000
-
-
-class RunOpener(Protocol):
-    """What opens the runs: ``memseal.open(...)``'s memory.
-
-    A port and not ``memseal.Memory`` itself: that class is the top layer, which
-    imports the apps, so naming it here would close an import circle (the layering
-    test forbids it). The runs it opens are the replay layer's own :class:`Run`.
-    """
-
-    def run(
-        self,
-        run_id: str | None = None,
-        scope: ToolScope | None = None,
-        *,
-        mode: str = "resume",
-        lifecycle: str | None = None,
-    ) -> Run:
-        """A run named ``run_id`` bound to ``scope``, opened in ``mode`` (``lifecycle``
-        signed into its ``run_started`` entry: what the run is to the lifecycle)."""
 
 
 class PastReader:
@@ -205,7 +185,7 @@ class AgentMemory:
 
     def __init__(
         self,
-        memory: RunOpener,
+        memory: Memory,
         layout: MemoryLayout,
         *,
         agent: str,

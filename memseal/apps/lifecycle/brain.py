@@ -36,9 +36,9 @@ import asyncio
 import re
 import secrets
 import unicodedata
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import blake3
 import msgspec
@@ -46,6 +46,7 @@ import msgspec
 from memseal.engine import Reach
 from memseal.engine.items import MAX_DOCUMENT_CHARS, MAX_IDS, MAX_TITLE_CHARS
 from memseal.ledger.errors import InvalidRequest
+from memseal.memory import Memory, RecordedTools
 from memseal.tools.scope import ToolScope
 
 from ._chunking import DEFAULT_BUDGET, Chunk, DocKind, chunk_text, kind_of
@@ -55,8 +56,6 @@ __all__ = [
     "BRAIN_TAG",
     "Brain",
     "IngestReport",
-    "RecordedCalls",
-    "RecordingMemory",
     "doc_tag",
 ]
 
@@ -71,50 +70,6 @@ _MAX_FILE_BYTES: Final = 4 * MAX_DOCUMENT_CHARS
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 Progress = Callable[[int, int], None]
-
-
-class RecordedCalls(Protocol):
-    """Recorded tools bound to a run (``memseal.RecordedTools``): the recorder port.
-
-    A port and not ``RecordedTools`` itself: that class, like ``memseal.Memory``
-    which makes it, is the top layer, which imports the apps (naming it here would
-    close an import circle the layering test forbids).
-    """
-
-    def call(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | str | bytes | None = None,
-        *,
-        revalidate: bool = False,
-        key: str | None = None,
-    ) -> Awaitable[Any]:
-        """Run and record one tool call in the bound run."""
-        ...
-
-    async def close(self, *, check: bool = True) -> None:
-        """Close the bound run (release its lease)."""
-        ...
-
-
-class RecordingMemory(Protocol):
-    """What the lifecycle needs of ``memseal.Memory``: recorded tools for a scope and run.
-
-    A port for the reason :class:`RecordedCalls` is one: ``Memory`` is the top layer.
-    """
-
-    def tools(
-        self,
-        scope: ToolScope | None = None,
-        *,
-        run_id: str | None = None,
-        mode: str = "resume",
-        fork: bool = False,
-        lifecycle: str | None = None,
-    ) -> RecordedCalls:
-        """The seven tools for ``scope``, every call recorded (in run ``run_id``, whose
-        ``run_started`` entry signs ``lifecycle``, what the run is to the lifecycle)."""
-        ...
 
 
 class IngestReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -189,7 +144,7 @@ class Brain:
 
     def __init__(
         self,
-        memory: RecordingMemory,
+        memory: Memory,
         scope: ToolScope,
         *,
         budget: int = DEFAULT_BUDGET,
@@ -322,11 +277,11 @@ class Brain:
                 plans.append(_Plan(doc=doc, chunks=tuple(chunks)))
         return plans, skipped
 
-    def _tools(self, run_id: str | None) -> RecordedCalls:
+    def _tools(self, run_id: str | None) -> RecordedTools:
         chosen = run_id if run_id is not None else f"brain-{secrets.token_hex(8)}"
         return self._memory.tools(self._scope, run_id=chosen, mode="resume", lifecycle="brain")
 
-    async def _held(self, tools: RecordedCalls, doc: str) -> list[_Held]:
+    async def _held(self, tools: RecordedTools, doc: str) -> list[_Held]:
         """The items document ``doc`` holds now, each with the chunk id its tag claims."""
         held: list[_Held] = []
         tag = doc_tag(doc)
@@ -408,7 +363,7 @@ class Brain:
         )
 
     async def _one(
-        self, tools: RecordedCalls, plan: _Plan, removing: bool
+        self, tools: RecordedTools, plan: _Plan, removing: bool
     ) -> tuple[int, int, int, int]:
         """One document: (chunks stored, forgotten, 1 if unchanged, its chunk count)."""
         wanted = {chunk.id: chunk for chunk in plan.chunks}
@@ -430,7 +385,7 @@ class Brain:
         forgotten = await self._forget(tools, gone)
         return stored, forgotten, same, len(plan.chunks)
 
-    async def _store(self, tools: RecordedCalls, doc: str, chunks: Sequence[Chunk]) -> int:
+    async def _store(self, tools: RecordedTools, doc: str, chunks: Sequence[Chunk]) -> int:
         title = doc[:MAX_TITLE_CHARS]
         tag = doc_tag(doc)
         written = 0
@@ -451,7 +406,7 @@ class Brain:
             written += sum(1 for result in results if not result.get("replayed"))
         return written
 
-    async def _forget(self, tools: RecordedCalls, items: Sequence[str]) -> int:
+    async def _forget(self, tools: RecordedTools, items: Sequence[str]) -> int:
         forgotten = 0
         for start in range(0, len(items), MAX_IDS):
             ids = list(items[start : start + MAX_IDS])

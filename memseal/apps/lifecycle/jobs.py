@@ -60,6 +60,7 @@ import msgspec
 
 from memseal.engine import Reach
 from memseal.ledger.errors import Conflict, InvalidRequest, MemsealError, NotFound
+from memseal.memory import Memory, RecordedTools
 from memseal.tools.policy import check_unfrozen
 from memseal.tools.scope import ToolScope
 
@@ -92,7 +93,6 @@ from ._retry import (
     job_state,
     stamp,
 )
-from .brain import RecordedCalls, RecordingMemory
 from .pack import Recorder
 
 __all__ = [
@@ -132,7 +132,7 @@ class JobQueue:
 
     def __init__(
         self,
-        memory: RecordingMemory,
+        memory: Memory,
         scope: ToolScope,
         *,
         queue_place: str | None = None,
@@ -238,7 +238,7 @@ class JobQueue:
         finally:
             await tools.close()
 
-    async def _status(self, tools: RecordedCalls) -> QueueStatus:
+    async def _status(self, tools: RecordedTools) -> QueueStatus:
         # One listing of the queue's items (jobs and markers): an idle worker's look at
         # its queue is one recorded page, not one a kind.
         everything = await list_all(tools, JOB_TAG, DONE_TAG, FAILED_TAG, REQUEUE_TAG)

@@ -13,7 +13,11 @@ two items are **about the same subject** when
 
 The newer of such a pair (by ``observed_at``, then by seq) is placed just above the
 older, which stays in the result, marked ``superseded_by`` the newest item that
-replaces it. No list of phrasings decides anything.
+replaces it. From version 3, a candidate that only asks (a question a host logged
+as a turn: every sentence asks, none states) goes after the ones that state
+something, and the places a newer item may climb are counted among those: a
+question answers nothing, and similar questions crowded the current fact off a
+page. No list of phrasings decides anything.
 
 The rule is pure and deterministic: the same ranking and candidates give the same
 order, whatever order the candidates are handed in. It is part of what a read
@@ -85,6 +89,9 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     reach: int
     #: How the rule reads what a text states and whose (:data:`.aboutness.READING`).
     reading: int = 1
+    #: Items that only ask (every sentence a question) go after the window's other
+    #: candidates (from version 3): a question logged as a turn answers nothing.
+    asks_last: bool = False
 
 
 #: Every version a recorded read may name; a version's constants never change.
@@ -94,9 +101,22 @@ RULES: Final[Mapping[int, Rule]] = {
     2: Rule(
         version=2, window=32, cosine=0.45, lexical=0.4, shared=2, chars=2_000, reach=4, reading=2
     ),
+    # Puts what only asks (a question logged as a turn) after what states, and counts a
+    # climb's reach among the statements.
+    3: Rule(
+        version=3,
+        window=32,
+        cosine=0.45,
+        lexical=0.4,
+        shared=2,
+        chars=2_000,
+        reach=8,
+        reading=2,
+        asks_last=True,
+    ),
 }
 #: The version new reads follow when the host keeps the rule on.
-VERSION: Final = 2
+VERSION: Final = 3
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -196,6 +216,20 @@ def _stating_of(cands: Sequence[Candidate], rule: Rule) -> list[About | None]:
         [c.key for c in cands],
         lambda i: _stating(cands[i].text, rule.reading),
     )
+
+
+def _asking_of(cands: Sequence[Candidate], rule: Rule) -> list[bool]:
+    return kept_many(
+        f"asks{rule.chars}/{rule.reading}",
+        [c.key for c in cands],
+        lambda i: _asks(cands[i].text, rule.reading),
+    )
+
+
+def _asks(text: str, reading: int) -> bool:
+    """Whether a text only asks: a question, and no sentence of it states anything."""
+    read = sentences(text, reading)
+    return any(s.question for s in read) and not any(s.states for s in read)
 
 
 def _by_vectors(cands: Sequence[Candidate]) -> list[bytes] | None:
@@ -318,10 +352,11 @@ def _near(newer: float, older: float, rule: Rule) -> bool:
     return newer - older <= rule.reach
 
 
-def _places(cands: Sequence[Candidate], score: Mapping[int, float]) -> list[float]:
-    """Each candidate's place in the read's ranking (0: first)."""
-    place = {seq: k for k, seq in enumerate(score)}
-    return [float(place[c.seq]) for c in cands]
+def _places(cands: Sequence[Candidate], counted: Sequence[int]) -> list[float]:
+    """Each candidate's place in the read's ranking (0: first), counted among the seqs
+    ``counted`` (a candidate not counted, which links to none, takes the next one's)."""
+    place = {seq: k for k, seq in enumerate(counted)}
+    return [float(place.get(c.seq, len(counted))) for c in cands]
 
 
 def _stating(text: str, reading: int) -> About | None:
@@ -347,12 +382,20 @@ def current_first(
     # Sorted by (time, seq): the result depends on the candidates, never on how they came.
     cands = sorted((candidates[seq] for seq, _ in head), key=lambda c: (c.observed_at, c.seq))
     score = dict(head)
-    places = _places(cands, score)
+    asking: set[int] = set()
+    if rule.asks_last:
+        asking = {c.seq for c, asks in zip(cands, _asking_of(cands, rule), strict=True) if asks}
+    # Places are counted among the items that state something: a question between two
+    # statements goes last, so it puts no distance between them.
+    places = _places(cands, [seq for seq, _ in head if seq not in asking])
     if _np is not None:
         moved, marks = _moved_np(head, cands, rule, places)
     else:
         moved, marks = _moved(head, cands, rule, places)
     if not marks:
+        moved = [seq for seq, _ in head]
+    moved = [s for s in moved if s not in asking] + [s for s in moved if s in asking]
+    if not marks and not asking:
         return list(ranked), {}
     # The rest keep their places: only the window's first entries can be in the head.
     rest = [p for p in ranked[: rule.window] if p[0] not in score]

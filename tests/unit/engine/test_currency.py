@@ -173,3 +173,45 @@ def test_the_setting_and_the_version_followed() -> None:
     assert seen == {VERSION}
     with pytest.raises(Unsupported, match="version 99"), following(99):
         pass
+
+
+def test_what_only_asks_goes_after_what_states_from_version_3() -> None:
+    # A question a host logged as a turn answers nothing: from version 3 it follows the
+    # statements, in its own order; a text that also states something stays where it was.
+    cands = {
+        1: _cand(1, "Which ferry goes to the island on Thursdays?", 1),
+        2: _cand(2, "Is the harbour cafe open late?", 2),
+        3: _cand(3, "The island ferry leaves at seven. Is that early?", 3),
+        4: _cand(4, "I keep my kayak at the harbour.", 4),
+    }
+    ranked = [(1, 0.9), (2, 0.8), (3, 0.7), (4, 0.6)]
+    order, marks = current_first(ranked, cands, RULE)
+    assert [seq for seq, _ in order] == [3, 4, 1, 2] and marks == {}
+    # Version 2 re-derives a read it signed as it ran: the questions stay in place.
+    assert current_first(ranked, cands, RULES[2]) == (ranked, {})
+
+
+def test_questions_between_two_statements_put_no_distance_between_them() -> None:
+    # The newer statement is ranked Rule.reach places below the older counted among the
+    # statements, with questions between: it still climbs (version 2 counted them).
+    text = "My climbing partner at the gym is {}."
+    asked = [f"Did the gym change its opening hours in week {k}?" for k in range(6)]
+    fillers = [
+        "The canal boat needs painting.",
+        "Tulips bloom early this spring.",
+        "Our printer jams on thick paper.",
+        "Saffron costs more than vanilla.",
+        "The violin strings snapped again.",
+        "Moss covers the old wall.",
+        "Lanterns hang along the pier.",
+    ][: RULE.reach - 1]
+    assert len(fillers) == RULE.reach - 1
+    cands = {1: _cand(1, text.format("Odile"), 1), 2: _cand(2, text.format("Kwame"), 3)}
+    between = [100 + k for k in range(len(asked) + len(fillers))]
+    for seq, said in zip(between, asked + fillers, strict=True):
+        cands[seq] = _cand(seq, said, 2)
+    ranked = [(1, 1.0), *((seq, 0.9) for seq in between), (2, 0.5)]
+    order, marks = current_first(ranked, cands, RULE)
+    assert marks == {1: "id2"} and [seq for seq, _ in order[:2]] == [2, 1]
+    assert [seq for seq, _ in order[-len(asked) :]] == between[: len(asked)]
+    assert current_first(ranked, cands, RULES[2])[1] == {}

@@ -17,18 +17,6 @@ PACKAGE = ROOT / "memseal"
 FOLDERS = [PACKAGE, *(ROOT / layer for layer in ("ledger", "engine", "tools", "replay"))]
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
-# Functions still over the limit, each to be split (issue 40). The list must stay exact:
-# a new offender fails the test, and so does a listed one that was split but not struck.
-KNOWN_LONG: frozenset[str] = frozenset(
-    {
-        "engine/_fetch.py rank_page",
-        "replay/evidence/_bundle_export.py _export",
-        "replay/evidence/_bundle_reads.py check_reads",
-        "replay/evidence/_bundle_reads.py prove_read_from_bundle",
-        "replay/evidence/_read_proof_make.py prove_read",
-        "replay/regress/regress.py _replay_calls",
-    }
-)
 
 
 def _modules() -> list[Path]:
@@ -59,12 +47,7 @@ def test_no_module_is_over_600_lines() -> None:
 
 def test_no_function_is_over_80_lines() -> None:
     over = [name for path in _modules() for name in _too_long_functions(path)]
-    # Line numbers move with every edit: the known list names a function by file and name.
-    named = {
-        f"{where.partition(':')[0]} {name}" for where, _, name in (o.partition(" ") for o in over)
-    }
-    assert sorted(named - KNOWN_LONG) == [], "functions over 80 lines"
-    assert sorted(KNOWN_LONG - named) == [], "split: strike them from KNOWN_LONG"
+    assert over == [], "functions over 80 lines"
 
 
 def test_the_walk_reaches_every_layer() -> None:

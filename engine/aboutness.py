@@ -27,7 +27,10 @@ Per sentence (:func:`sentences`):
   "Ana, my sister") or ``"someone"``; a pronoun after a named person earlier
   in the same text is that person. "My manager is Priya" names the user's
   manager: the user's fact, from reading 2 also when a short qualifier stands
-  between ("my manager at Acme is Priya", "my manager's name is Priya").
+  between ("my manager at Acme is Priya", "my manager's name is Priya"). From
+  reading 3, a sentence that opens with a person's name, possessive or before
+  a verb ("Ingrid's nephew learned to swim", "Yusuf was promoted to head chef"), and
+  nowhere names the speaker, is that person's fact.
 
 Over a whole text (:func:`about`): a conversation's user lines are read
 when it has any (an assistant's line states nothing about the user). The
@@ -51,8 +54,9 @@ __all__ = ["MAX_CHARS", "READING", "SOMEONE", "About", "Sentence", "about", "sen
 MAX_CHARS: Final = 4_000
 #: The reading new reads follow. Each reading is frozen (the currency rule's versions
 #: name theirs, and reads that carry what a text is about are re-derived): reading 1
-#: as the rule's version 1 read; reading 2 adds the hedges and the qualified relations.
-READING: Final = 2
+#: as the rule's version 1 read; reading 2 adds the hedges and the qualified relations;
+#: reading 3 the sentences that open with another person's name.
+READING: Final = 3
 #: The subject of a fact about another person whose name the text does not give.
 SOMEONE: Final = "someone"
 
@@ -112,12 +116,15 @@ def _modal(wants: str) -> re.Pattern[str]:
     )
 
 
-#: Per reading: the conditional words and the unreal modal.
+_CONDITIONAL_2: Final = re.compile(rf"\b(?:if|{_HEDGED}suppose" + _CONDITIONAL_WORDS, re.I)
+_MODAL_2: Final = _modal(_WANTS + "|say|guess|think")
+#: Per reading: the conditional words and the unreal modal (reading 3 reads them as 2).
 _CONDITIONAL: Final = {
     1: re.compile(r"\b(?:if|suppose" + _CONDITIONAL_WORDS, re.I),
-    2: re.compile(rf"\b(?:if|{_HEDGED}suppose" + _CONDITIONAL_WORDS, re.I),
+    2: _CONDITIONAL_2,
+    3: _CONDITIONAL_2,
 }
-_MODAL: Final = {1: _modal(_WANTS), 2: _modal(_WANTS + "|say|guess|think")}
+_MODAL: Final = {1: _modal(_WANTS), 2: _MODAL_2, 3: _MODAL_2}
 
 _RELATIONS: Final = (
     r"(?:brother|sister|sibling|mother|mom|mum|father|dad|parents?|wife|husband|partner"
@@ -142,6 +149,20 @@ _NOT_NAMES: Final = frozenset(
         "Sunday",
     )
 )
+#: Words that open a sentence before ``'s`` or a verb and are no one's name: pronouns,
+#: question words and the like (a closed class), and the months.
+_NOT_OPENING_NAMES: Final = frozenset(
+    (
+        *("It", "There", "Here", "What", "Who", "Where", "When", "Why", "How", "Which"),
+        *("Let", "He", "She", "They", "You", "Everyone", "Everything", "Someone"),
+        *("Something", "Nobody", "Nothing", "Anyone", "Anything", "Everybody", "Somebody"),
+        *("January", "February", "March", "April", "May", "June", "July", "August"),
+        *("September", "October", "November", "December"),
+    )
+)
+#: From reading 3: a sentence opening with a name's possessive or with a name before a
+#: verb ("Ingrid's nephew learned to swim", "Yusuf was promoted") names that person first.
+_NAMED_OPENING: Final = re.compile(rf"^\W*(?P<name>{_NAME})(?:'s\b|\s+{_AUX}\b)")
 _SELF: Final = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|we'll|us|our)\b", re.I
 )
@@ -154,19 +175,28 @@ _PRONOUN: Final = re.compile(r"\b(?:he|she|he's|she's|his|her|him)\b", re.I)
 #: boss is now Dana"; from reading 2 also with a short qualifier of the relation (where,
 #: which) between it and the verb, in the clause: "my manager at Acme is Priya", "my
 #: boss's name is Dana".
+_IDENTITY_2: Final = re.compile(
+    r"^(?:(?:'s)?\s+name"
+    r"|\s+(?:at|in|on|from|over|back|for|here|there|these|this|now)\b[^,;:()]{0,40}?)?"
+    rf"\s*(?:is|was|'s|are)\s+(?:now\s+|still\s+|called\s+|named\s+)*{_NAME}"
+)
 _IDENTITY: Final = {
     1: re.compile(rf"^\s*(?:is|was|'s|are)\s+(?:now\s+|called\s+|named\s+)*{_NAME}"),
-    2: re.compile(
-        r"^(?:(?:'s)?\s+name"
-        r"|\s+(?:at|in|on|from|over|back|for|here|there|these|this|now)\b[^,;:()]{0,40}?)?"
-        rf"\s*(?:is|was|'s|are)\s+(?:now\s+|still\s+|called\s+|named\s+)*{_NAME}"
-    ),
+    2: _IDENTITY_2,
+    3: _IDENTITY_2,
 }
 _WITH_SELF: Final = re.compile(r"^\s*(?:,\s*)?(?:and|&)\s+(?:i|me|myself)\b", re.I)
 
 
 def _subject(sentence: str, named: str | None, reading: int) -> str | None:
     """The first subject ``sentence`` names (see the module docstring)."""
+    if reading >= 3 and _SELF.search(sentence) is None:
+        # Opened by someone named, and the speaker nowhere in it: that person's fact.
+        opening = _NAMED_OPENING.match(sentence)
+        if opening is not None:
+            name = opening.group("name")
+            if name not in _NOT_NAMES and name not in _NOT_OPENING_NAMES:
+                return name
     # (place, rank, subject): at one place ("my brother ..."), the relation outranks "my".
     found: list[tuple[int, int, str | None]] = []
     self_match = _SELF.search(sentence)

@@ -101,6 +101,8 @@ QUALIFIED = "My boss over at the warehouse is Ngozi."
 HEDGED = "We rent a flat in Dundee now, I suppose."
 # A question logged as a memory: from version 3 it goes after what states something.
 ASKED = "Is the warehouse in Dundee near the flat in Dundee?"
+# From version 3 (reading 3), a sentence opened by someone's name is theirs.
+NAMED = "Bartek has a boat near Dundee."
 
 
 @pytest.mark.parametrize("version", [1, 2, VERSION])
@@ -111,21 +113,26 @@ async def test_a_read_recorded_under_an_earlier_version_proves_as_it_ran(
         tmp_path / "d", store=store_url, embedder=HashingEmbedder(), checkpoint_interval=None
     ) as m:
         async with m.run("r", SCOPE) as run:
-            for text in (QUALIFIED, HEDGED, ASKED):
+            for text in (QUALIFIED, HEDGED, ASKED, NAMED):
                 await run.call("memory_store", {"learning": {"text": text}})
             with following(version):
                 seen = await run.call("memory_fetch", {"query": "boss warehouse flat Dundee"})
-        proof = await m.prove_read("r", 3)
+        proof = await m.prove_read("r", 4)
         bundle = await run_bundle(m, "r")
         vkey = m.vkey
     marks = {h["text"]: (h.get("subject"), h.get("hypothetical")) for h in seen["hits"]}
+    expected: dict[str, tuple[str | None, bool | None]] = {
+        QUALIFIED: (None, None),
+        HEDGED: (None, None),
+        ASKED: (None, None),
+    }
     if version == 1:
-        assert marks == {QUALIFIED: ("someone", None), HEDGED: (None, True), ASKED: (None, None)}
-    else:
-        assert marks == {QUALIFIED: (None, None), HEDGED: (None, None), ASKED: (None, None)}
+        expected |= {QUALIFIED: ("someone", None), HEDGED: (None, True)}
+    expected[NAMED] = ("Bartek" if version >= 3 else None, None)
+    assert marks == expected
     texts = [h["text"] for h in seen["hits"]]
     assert (texts[0] == ASKED) is (version < 3) and (texts[-1] == ASKED) is (version >= 3)
-    assert bundle.calls[3].call.currency == version
+    assert bundle.calls[4].call.currency == version
     # Re-derived under the version the call signed, whatever this memseal's current one.
     verified = await verify_read(proof, vkey)
     assert verified.result == seen and verified.how == "byte for byte", verified.why

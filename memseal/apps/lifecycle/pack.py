@@ -12,9 +12,11 @@ and scope: the model never names a reach, the host hands them in), then
    every item and every summary line, leaving out an item a newer one in the
    pack replaced (listed in :attr:`ContextPack.superseded`) and showing a
    replaced summary line as changed; a read's own ``superseded_by`` mark is
-   shown, hypotheticals and others' facts are marked and come after;
+   shown, hypotheticals and others' facts are marked and come after every
+   section's other items, in a section of their own (its title ending in
+   :data:`ASIDE_TITLE`), and what only asks comes after its section's others;
 3. ranks what is left in the rule's order (each section's weight over the
-   hit's place in its section), and
+   hit's place in its section, counted among the items that may answer), and
 4. fits it into ``budget_tokens``: items are taken best first while the
    markdown rendering still fits, measured by :func:`count_tokens` (four
    characters a token, as context.md counts), the counter
@@ -41,7 +43,7 @@ from typing import Any, Final, Literal, Protocol
 import msgspec
 
 from memseal.engine import ITEM_KINDS, LEARNING_KINDS, Trust
-from memseal.engine.aboutness import About, about
+from memseal.engine.aboutness import About, about, sentences
 from memseal.engine.trust import check_min_trust
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools.packs import (
@@ -80,6 +82,8 @@ __all__ = [
 ]
 
 MAX_ITEM_CHARS: Final = 800
+#: What a section's suppositions and others' facts are titled, after the section's own title.
+ASIDE_TITLE: Final = ": supposed, or someone else's"
 #: The tag a compaction summary carries: the seq of the newest turn it folded.
 THROUGH_TAG: Final = "through:"
 #: The tag of a belief about another person (``about:Tomas``): whose fact it is.
@@ -224,12 +228,20 @@ def _aside(item: PackItem, asked: About) -> bool:
     )
 
 
+def _answers(item: PackItem, asked: About) -> bool:
+    """Whether ``item`` may answer the query: neither :func:`_aside` nor only asking."""
+    if _aside(item, asked):
+        return False
+    read = sentences(item.text)
+    return not read or any(s.states for s in read) or not any(s.question for s in read)
+
+
 def _current_order(
     merged: Sequence[tuple[int, PackItem]], judged: Judged, asked: About
 ) -> list[tuple[int, PackItem]]:
     """``merged`` (section, item) in the rule's order, less the items a shown one
-    replaced; a summary after the newest item that changed it, and (unless the query
-    asks about them) hypotheticals and others' facts after the rest."""
+    replaced; a summary after the newest item that changed it, and what only asks and
+    (unless the query asks about them) hypotheticals and others' facts after the rest."""
     by_id = {item.id: (index, item) for index, item in merged}
     ordered = [by_id[i] for i in judged.order if i not in judged.replaced]
     for summary in dict.fromkeys(s for s, _ in judged.lines):
@@ -241,7 +253,57 @@ def _current_order(
         ordered.remove(entry)
         ordered.insert(max(p for p, (_, item) in enumerate(ordered) if item.id in newer) + 1, entry)
 
-    return sorted(ordered, key=lambda entry: _aside(entry[1], asked))
+    return sorted(ordered, key=lambda entry: not _answers(entry[1], asked))
+
+
+def _merged(
+    specs: Sequence[SectionSpec], found: Sequence[Sequence[PackItem]], asked: About
+) -> list[tuple[float, int, int, PackItem]]:
+    """Every section's items less duplicates, best first: ``(-weight, order, section,
+    item)``, the weight a section's over the item's place in it."""
+    seen_ids: set[str] = set()
+    seen_texts: set[str] = set()
+    merged: list[tuple[float, int, int, PackItem]] = []
+    for index, (spec, items) in enumerate(zip(specs, found, strict=True)):
+        place = 0
+        for item in items:
+            text = " ".join(item.text.split()).casefold()
+            if item.id in seen_ids or text in seen_texts:
+                continue
+            seen_ids.add(item.id)
+            seen_texts.add(text)
+            merged.append((-spec.weight / (1 + place), len(merged), index, item))
+            # A section's places are counted among what may answer: a question, a
+            # supposition or someone else's fact goes after the rest, so it takes no
+            # place from the section's next item (as the rule counts a climb's places).
+            place += _answers(item, asked)
+    merged.sort(key=lambda entry: (entry[0], entry[1]))
+    return merged
+
+
+def _sections(
+    specs: Sequence[SectionSpec],
+    kept: Sequence[Sequence[PackItem]],
+    positions: Sequence[Sequence[int]],
+    asked: About,
+) -> tuple[PackSection, ...]:
+    """The kept items as sections, in the order of their best item: what the rule put
+    first is shown first (a summary after the newer turns that changed it, whatever its
+    weight). A section's suppositions and others' facts follow every section's other
+    items, as a section of their own: they answer nothing about the user."""
+    parts: list[tuple[bool, int, int, str, list[PackItem]]] = []
+    for i, (items, at) in enumerate(zip(kept, positions, strict=True)):
+        for apart in (False, True):
+            chosen = [k for k, item in enumerate(items) if _aside(item, asked) is apart]
+            if chosen:
+                title = specs[i].title + (ASIDE_TITLE if apart else "")
+                parts.append(
+                    (apart, min(at[k] for k in chosen), i, title, [items[k] for k in chosen])
+                )
+    return tuple(
+        PackSection(reach=specs[i].reach, title=title, items=tuple(items))
+        for _, _, i, title, items in sorted(parts, key=lambda part: part[:3])
+    )
 
 
 def fit(
@@ -258,18 +320,8 @@ def fit(
     _check_budget(budget_tokens)
     if len(specs) != len(found):
         raise InvalidRequest("`found` must hold one list of items per section")
-    seen_ids: set[str] = set()
-    seen_texts: set[str] = set()
-    merged: list[tuple[float, int, int, PackItem]] = []
-    for index, (spec, items) in enumerate(zip(specs, found, strict=True)):
-        for place, item in enumerate(items):
-            text = " ".join(item.text.split()).casefold()
-            if item.id in seen_ids or text in seen_texts:
-                continue
-            seen_ids.add(item.id)
-            seen_texts.add(text)
-            merged.append((-spec.weight / (1 + place), len(merged), index, item))
-    merged.sort(key=lambda entry: (entry[0], entry[1]))
+    asked = about(query) if query else About()
+    merged = _merged(specs, found, asked)
     ranked = [
         Ranked(
             id=i.id,
@@ -283,19 +335,12 @@ def fit(
     # A read's own mark is shown (``superseded_by``), not acted on: the pack leaves out
     # only what it judged itself (see the module docstring for why).
     judged = phrased(judge(ranked), ranked)
-    asked = about(query) if query else About()
     ordered = _current_order([(index, item) for _, _, index, item in merged], judged, asked)
     kept: list[list[PackItem]] = [[] for _ in specs]
     positions: list[list[int]] = [[] for _ in specs]
 
     def sections() -> tuple[PackSection, ...]:
-        # Sections in the order of their best item: what the rule put first is shown first
-        # (a summary after the newer turns that changed it, whatever its weight).
-        shown = sorted((min(at), index) for index, at in enumerate(positions) if at)
-        return tuple(
-            PackSection(reach=specs[i].reach, title=specs[i].title, items=tuple(kept[i]))
-            for _, i in shown
-        )
+        return _sections(specs, kept, positions, asked)
 
     dropped = 0
     for position, (index, item) in enumerate(ordered):

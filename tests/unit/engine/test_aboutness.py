@@ -184,3 +184,35 @@ def test_reading_1_reads_as_before_the_hedges_and_qualified_relations() -> None:
     assert about("My mentor at the hospital is Grace.", 1) == About(subject=SOMEONE)
     assert about("I suppose the gym is over for me.", 1) == About(hypothetical=True)
     assert about("My mentor is Grace.", 1) == About()
+
+
+@pytest.mark.parametrize(
+    ("text", "subject"),
+    [
+        ("Ingrid's nephew just learned to swim.", "Ingrid"),
+        ("Olamide's bakery closed for the winter.", "Olamide"),
+        ("Bartek has a new apartment by the river.", "Bartek"),
+        ("Yusuf was promoted to head chef.", "Yusuf"),
+    ],
+)
+def test_a_sentence_opened_by_someones_name_is_theirs_from_reading_3(
+    text: str, subject: str
+) -> None:
+    assert about(text) == About(subject=subject)
+    assert about(text, 2) == About()  # reading 2 read it as the speaker's
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bartek has invited me to the harbour.",  # the speaker is in it: theirs too
+        "Ingrid and I repainted the shed.",
+        "It's snowing on the pass.",  # a pronoun's 's, not a name's
+        "There's a leak under my sink.",
+        "Borrowed a ladder from the shop.",  # a capital word alone names no one
+        "June was rainy on the coast.",  # a month, not a name
+        "What is the ferry timetable?",
+    ],
+)
+def test_what_names_no_one_else_stays_the_speakers_in_reading_3(text: str) -> None:
+    assert about(text).subject is None

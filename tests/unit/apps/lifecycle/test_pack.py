@@ -21,7 +21,7 @@ from memseal.apps.lifecycle import (
     fit,
     holistic_recall,
 )
-from memseal.apps.lifecycle.pack import expand
+from memseal.apps.lifecycle.pack import ASIDE_TITLE, expand
 from memseal.engine import Engine, Reach
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import MemoryTools
@@ -197,6 +197,38 @@ def test_hypotheticals_and_others_facts_are_marked_and_come_after() -> None:
     # Asked about someone else, their facts keep their place.
     pack = fit("Memory", SPECS, found, 1_000, query="Where does my brother Tomas live?")
     assert pack.ids[:2] == (tomas.id, friend.id)
+
+
+def test_asides_follow_every_sections_answers_in_a_section_of_their_own() -> None:
+    # A supposition found first by the search still follows the other sections' items:
+    # it answers nothing about the user, whichever section it came from.
+    supposed = msgspec.structs.replace(
+        _turn(1, "If we bought a sailboat we would moor it in Kiel."), hypothetical=True
+    )
+    ours = _turn(2, "We keep our canoe at the rowing club.")
+    learned = _item(9, "The user paddles on Saturdays.")
+    pack = fit(
+        "Memory", SPECS, [[supposed, ours], [learned], []], 1_000, query="What boat do I have?"
+    )
+    assert pack.ids == (ours.id, learned.id, supposed.id)
+    assert [s.title for s in pack.sections] == ["Thread", "Own", "Thread" + ASIDE_TITLE]
+
+
+def test_a_question_or_an_aside_takes_no_place_from_its_sections_next_item() -> None:
+    # The search's first hits are a logged question and someone else's fact: the first
+    # statement of the user's still outranks another section's first item.
+    asked = _turn(1, "Which bus goes to the climbing gym?")
+    theirs = msgspec.structs.replace(_turn(2, "Odile's gym moved to the docks."), subject="Odile")
+    mine = _turn(3, "I climb at the gym by the old tannery.")
+    learned = _item(9, "The user likes espresso.")
+    specs = (
+        SectionSpec(reach="thread", title="Thread", weight=2),
+        SectionSpec(reach="own", title="Own", weight=1.9),
+    )
+    pack = fit(
+        "Memory", specs, [[asked, theirs, mine], [learned]], 1_000, query="Where do I climb?"
+    )
+    assert pack.ids[0] == mine.id and pack.ids.index(learned.id) > pack.ids.index(mine.id)
 
 
 def test_a_question_about_a_subject_also_searches_the_words_that_state_it() -> None:

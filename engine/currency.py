@@ -101,9 +101,9 @@ RULES: Final[Mapping[int, Rule]] = {
     2: Rule(
         version=2, window=32, cosine=0.45, lexical=0.4, shared=2, chars=2_000, reach=4, reading=2
     ),
-    # Puts what only asks (a question logged as a turn) after what states, counts a
-    # climb's reach among the statements, and reads a sentence opened by someone's name
-    # as that person's fact (reading 3).
+    # Puts what only asks (a question logged as a turn) after what states, lets a newer
+    # item climb from 8 places, counted among the statements, and reads a sentence
+    # opened by someone's name as that person's fact (reading 3).
     3: Rule(
         version=3,
         window=32,
@@ -111,7 +111,7 @@ RULES: Final[Mapping[int, Rule]] = {
         lexical=0.4,
         shared=2,
         chars=2_000,
-        reach=4,
+        reach=8,
         reading=3,
         asks_last=True,
     ),

@@ -85,7 +85,7 @@ def test_the_matrix_path_orders_and_marks_as_the_reference(
     if len(head) < 2:
         return
     ordered = sorted((cands[s] for s, _ in head), key=lambda c: (c.observed_at, c.seq))
-    places = currency._places(ordered, dict(head))
+    places = currency._places(ordered, [seq for seq, _ in head])
     assert currency._moved_np(head, ordered, rule, places) == currency._moved(
         head, ordered, rule, places
     )

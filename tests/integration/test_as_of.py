@@ -33,7 +33,9 @@ async def test_a_view_shows_what_was_there_and_a_later_forget_still_applies(
     async with memseal.open(tmp_path / "data", store=store_url, embedder=None) as memory:
         tools = memory.tools()
         kept = (await tools.call("memory_store", {"learning": {"text": "prefers dark mode"}}))["id"]
-        gone = (await tools.call("memory_store", {"learning": {"text": "pin code is 4711"}}))["id"]
+        gone = (await tools.call("memory_store", {"learning": {"text": "pin code is quokka4711"}}))[
+            "id"
+        ]
         stored = await size_of(memory)
         live_then = await tools.call("memory_list", {})
         await memory.engine.promote(kept, actor="reviewer", reason="asked the user")
@@ -54,13 +56,14 @@ async def test_a_view_shows_what_was_there_and_a_later_forget_still_applies(
         )
         assert got["items"][1]["trust"] == "unverified"
         assert got["missing"] == [] and got["filtered"] == []
-        fetched = await view.call("memory_fetch", {"query": "pin code 4711"})
+        fetched = await view.call("memory_fetch", {"query": "pin code quokka4711"})
         assert fetched["hits"] == []
         explored = await view.call("memory_explore", {"facet": "kind"})
         assert explored["buckets"] == [{"value": "fact", "count": 1}]
         recalled = await view.call("memory_recall", {"question": "pin code or dark mode?"})
         assert [c["id"] for c in recalled["citations"]] == [kept]
-        assert "4711" not in json.dumps([listed, got, fetched, explored, recalled])
+        # A word no id, hash or time can hold: "4711" alone turned up in a hex hash.
+        assert "quokka" not in json.dumps([listed, got, fetched, explored, recalled])
 
         after_trust = (await memory.as_of(promoted)).tools()
         got = await after_trust.call("memory_get", {"ids": [kept]})

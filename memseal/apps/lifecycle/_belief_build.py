@@ -23,7 +23,7 @@ from memseal.memory import Memory, RecordedTools
 from memseal.tools.scope import ToolScope
 
 from ._extract import Belief, Extractor, SourceTurn, parse_turns
-from ._job_records import JobInfo, digest, tag
+from ._job_records import SOURCE_TAG, JobInfo, digest, tag
 from ._model_extract import is_deterministic, planned, recorded_plan
 
 __all__ = ["BELIEF_TAG", "Attempt", "BeliefBuild", "list_all"]
@@ -154,7 +154,7 @@ class BeliefBuild:
             tags.append(tag(BELIEF_TAG, belief.subject))
         if belief.preference:
             tags.append("preference")
-        tags += [tag("turn", source) for source in sources]
+        tags += [tag(SOURCE_TAG, source) for source in sources]
         return {
             "learning": {
                 "text": belief.text,

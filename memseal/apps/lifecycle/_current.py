@@ -19,6 +19,14 @@ as changed (:func:`changed_line`), never as current. Lines of a summary
 written before lines carried their turn are weighed at the summary's
 ``through`` seq.
 
+A belief the background jobs drew from a turn (its ``turn:`` tags, the
+:attr:`Ranked.sources`) restates that turn, later: when the turn is a
+candidate too, the belief is that turn as a summary line is (it shares the
+turn's fate and replaces nothing of its own), so the turn a search ranked is
+never left out for its own restatement. A belief says "the user" where the
+turn said "I": the rule reads it as the speaker's words, as it reads the
+turn's (:func:`statement`), so "the user" is no subject every belief shares.
+
 Time here is ledger order (seq, then line order): a thread's turns are
 logged as they are said. Deterministic: the same candidates give the same
 order and marks, so a replayed pack re-derives byte for byte.
@@ -32,8 +40,11 @@ from typing import Final
 
 import msgspec
 
+from memseal.engine import LEARNING_KINDS
 from memseal.engine.aboutness import sentences
 from memseal.engine.currency import RULES, VERSION, Candidate, current_first
+
+from ._job_records import SOURCE_TAG, tag
 
 __all__ = [
     "Judged",
@@ -41,6 +52,7 @@ __all__ = [
     "Ranked",
     "changed_line",
     "judge",
+    "shared",
     "statement",
     "summary_line",
     "summary_lines",
@@ -65,15 +77,25 @@ _WHEN: Final = re.compile(
     r"|thursday|friday|saturday|sunday|\d{4})\b",
     re.I,
 )
+#: How a belief names the speaker: "The user's manager is Priya", "the user left".
+_THE_USER: Final = re.compile(r"\bthe user(?:'s|\u2019s)?(?=\W|$)", re.I)
+
+
+def _speaker(match: re.Match[str]) -> str:
+    return "I" if match.group(0).casefold() == "the user" else "my"
 
 
 def statement(kind: str, text: str) -> str:
     """What ``text`` states, as the rule compares it: a conversation's user lines
-    (an assistant's "Okay." says nothing of the subject), its stating sentences only,
-    less the words that say when."""
+    (an assistant's "Okay." says nothing of the subject), a learning's "the user"
+    as the speaker's "I" (else two beliefs of the user share the word "user" and
+    nothing else, and one replaced the other), its stating sentences only, less the
+    words that say when."""
     if kind == "conversation":
         spoken = [m.group(2) for m in map(_SPEAKER.match, text.split("\n")) if m and m[1] == "user"]
         text = "\n".join(spoken)
+    elif kind in LEARNING_KINDS:
+        text = _THE_USER.sub(_speaker, text)
     said = " ".join(s.text for s in sentences(text) if s.states)
     return " ".join(_WHEN.sub(" ", said).split())
 
@@ -119,13 +141,27 @@ def summary_lines(summary: str) -> list[Line]:
 
 class Ranked(msgspec.Struct, frozen=True, kw_only=True):
     """A candidate as :func:`judge` takes it, best first: an item's id, kind, text,
-    seq (``as_of``) and entry (``ledger_ref``: what a summary line's turn names)."""
+    seq (``as_of``), entry (``ledger_ref``: what a summary line's turn names) and, for
+    a belief, the tags naming the turns it was drawn from (``sources``)."""
 
     id: str
     kind: str
     text: str
     as_of: int
     ledger_ref: int
+    sources: tuple[str, ...] = ()
+
+
+def _twins(ranked: Sequence[Ranked]) -> dict[str, Ranked]:
+    """Each belief's newest source turn among ``ranked`` (a belief none of whose turns
+    is a candidate is weighed on its own, at its own seq)."""
+    turns = {tag(SOURCE_TAG, r.id): r for r in ranked if r.kind == "conversation"}
+    out: dict[str, Ranked] = {}
+    for item in ranked:
+        found = [turns[s] for s in item.sources if s in turns and turns[s].id != item.id]
+        if found:
+            out[item.id] = max(found, key=lambda r: r.as_of)
+    return out
 
 
 class Judged(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,11 +176,14 @@ class Judged(msgspec.Struct, frozen=True, kw_only=True):
 def judge(ranked: Sequence[Ranked]) -> Judged:
     """The engine's rule over ``ranked`` (best first; see the module docstring)."""
     by_ref = {r.ledger_ref: r for r in ranked if r.kind != "context_summary"}
+    twins = _twins(ranked)
     cands: dict[int, Candidate] = {}
     owner: dict[int, str] = {}  # key -> the pack id it stands for
     line_key: dict[tuple[str, int], int] = {}
     order: list[tuple[int, float]] = []
     for place, item in enumerate(ranked):
+        if item.id in twins:  # a belief is the turn it was drawn from: judged as it
+            continue
         if item.kind != "context_summary":
             key = item.as_of * _SLOTS + _SLOTS - 1
             text = statement(item.kind, item.text)
@@ -186,6 +225,17 @@ def judge(ranked: Sequence[Ranked]) -> Judged:
             lines[(summary, index)] = ""  # a later line of the same summary says it anew
     ids = list(dict.fromkeys(owner[key] for key, _ in moved))
     for place, item in enumerate(ranked):
-        if item.id not in ids:  # a summary whose every line is a turn of the pack
+        if item.id not in ids:  # a belief, or a summary whose every line, is a turn here
             ids.insert(min(place, len(ids)), item.id)
-    return Judged(order=tuple(ids), replaced=replaced, lines=lines)
+    return shared(Judged(order=tuple(ids), replaced=replaced, lines=lines), ranked)
+
+
+def shared(judged: Judged, ranked: Sequence[Ranked]) -> Judged:
+    """``judged`` with each belief replaced as its source turn in ``ranked`` is: what
+    replaced the turn replaced its restatement too (again after any later judgement)."""
+    replaced = dict(judged.replaced)
+    for belief, turn in _twins(ranked).items():
+        newer = replaced.get(turn.id)
+        if newer is not None and newer != belief:
+            replaced[belief] = newer
+    return msgspec.structs.replace(judged, replaced=replaced)

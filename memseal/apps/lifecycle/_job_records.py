@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 MAX_REASON: Final = 2_000
+#: The tag a belief carries for each turn it was drawn from: ``tag(SOURCE_TAG, id)``.
+SOURCE_TAG: Final = "turn"
 JobKind = Literal["beliefs"]
 
 

@@ -11,16 +11,22 @@ and scope: the model never names a reach, the host hands them in), then
 2. puts current first (:mod:`._current`): the engine's currency rule over
    every item and every summary line, leaving out an item a newer one in the
    pack replaced (listed in :attr:`ContextPack.superseded`) and showing a
-   replaced summary line as changed; a read's own ``superseded_by`` mark is
-   shown, hypotheticals and others' facts are marked and come after every
-   section's other items, in a section of their own (its title ending in
+   replaced summary line as changed; a belief drawn from a turn of the pack
+   (its ``turn:`` tags) shares that turn's fate rather than replace it; a
+   read's own ``superseded_by`` mark is shown, hypotheticals and others'
+   facts (:mod:`._asides`: unless the question supposes, asks about someone
+   else or names the person) are marked and come after every section's other
+   items, in a section of their own (its title ending in
    :data:`ASIDE_TITLE`), and what only asks comes after its section's others;
 3. ranks what is left in the rule's order (each section's weight over the
-   hit's place in its section, counted among the items that may answer), and
+   hit's place in its section, counted among the items that may answer; at
+   equal weight a searched section's item before a listed one's), and
 4. fits it into ``budget_tokens``: items are taken best first while the
    markdown rendering still fits, measured by :func:`count_tokens` (four
    characters a token, as context.md counts), the counter
-   :attr:`ContextPack.tokens` states.
+   :attr:`ContextPack.tokens` states. An item is clipped to
+   :data:`MAX_ITEM_CHARS`, a summary by its lines: the newest that fit,
+   its lines about someone else the first to go.
 
 The pack renders as markdown (:meth:`ContextPack.markdown`: a section per
 reach, each line citing its item's id and trust) and as JSON
@@ -43,7 +49,7 @@ from typing import Any, Final, Literal, Protocol
 import msgspec
 
 from memseal.engine import ITEM_KINDS, LEARNING_KINDS, Trust
-from memseal.engine.aboutness import About, about, sentences
+from memseal.engine.aboutness import about, sentences
 from memseal.engine.trust import check_min_trust
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools.packs import (
@@ -57,7 +63,9 @@ from memseal.tools.packs import (
     render_markdown,
 )
 
-from ._current import Judged, Ranked, changed_line, judge, summary_lines
+from ._asides import Asked, apart, asked_by
+from ._current import Judged, Ranked, changed_line, judge, shared, summary_lines
+from ._job_records import SOURCE_TAG
 from ._phrasings import phrased
 
 __all__ = [
@@ -193,6 +201,11 @@ def expand(query: str) -> str:
     return query if not extra else f"{query} {' '.join(extra)}"
 
 
+def _aside(item: PackItem, asked: Asked) -> bool:
+    """Whether ``item`` is an aside to the question (:func:`._asides.apart`)."""
+    return apart(item.hypothetical, item.subject, asked)
+
+
 # -- fitting ------------------------------------------------------------------------------
 
 
@@ -206,29 +219,43 @@ def _clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     return cut + "…"
 
 
-def _shown(item: PackItem, judged: Judged) -> str:
+def _fitting(lines: Sequence[str], asides: Sequence[bool], limit: int = MAX_ITEM_CHARS) -> str:
+    """The ``lines`` of a summary that fit ``limit`` as :func:`_clip` joins them, in their
+    order, chosen newest first and the ``asides`` after every other line. A summary lists
+    its lines oldest first and drops the oldest when over its own budget, and a pack does
+    the same: clipping the joined text's end showed the oldest lines, the values the
+    newer ones replaced, and left out the newest, the likeliest current. A line about
+    someone else answers nothing about the user (as an aside item), so it goes first."""
+    sizes = [len(" ".join(line.split())) for line in lines]
+    chosen: list[int] = []
+    room = limit + len(" / ")
+    for index in sorted(range(len(lines)), key=lambda i: (asides[i], -i)):
+        if not chosen or sizes[index] + len(" / ") <= room:
+            chosen.append(index)
+            room -= sizes[index] + len(" / ")
+    return "\n".join(lines[i] for i in sorted(chosen))
+
+
+def _shown(item: PackItem, judged: Judged, asked: Asked) -> str:
     """What a pack shows of ``item``: a summary less its replaced lines (each shown as
-    changed, or left out when a later line of its own says it anew)."""
+    changed, or left out when a later line of its own says it anew), cut to fit."""
     if item.kind != "context_summary":
         return item.text
-    out = []
+    out: list[str] = []
+    asides: list[bool] = []
     for index, line in enumerate(summary_lines(item.text)):
         newer = judged.lines.get((item.id, index))
         if newer is None:
+            read = about(line.text)
             out.append(line.raw)
+            asides.append(apart(read.hypothetical, read.subject, asked))
         elif newer:
             out.append(changed_line(line, newer))
-    return "\n".join(out)
+            asides.append(False)
+    return _fitting(out, asides)
 
 
-def _aside(item: PackItem, asked: About) -> bool:
-    """Whether ``item`` only supposes or is someone else's while the question is not."""
-    return (item.hypothetical and not asked.hypothetical) or (
-        item.subject is not None and asked.subject is None
-    )
-
-
-def _answers(item: PackItem, asked: About) -> bool:
+def _answers(item: PackItem, asked: Asked) -> bool:
     """Whether ``item`` may answer the query: neither :func:`_aside` nor only asking."""
     if _aside(item, asked):
         return False
@@ -237,7 +264,7 @@ def _answers(item: PackItem, asked: About) -> bool:
 
 
 def _current_order(
-    merged: Sequence[tuple[int, PackItem]], judged: Judged, asked: About
+    merged: Sequence[tuple[int, PackItem]], judged: Judged, asked: Asked
 ) -> list[tuple[int, PackItem]]:
     """``merged`` (section, item) in the rule's order, less the items a shown one
     replaced; a summary after the newest item that changed it, and what only asks and
@@ -257,7 +284,7 @@ def _current_order(
 
 
 def _merged(
-    specs: Sequence[SectionSpec], found: Sequence[Sequence[PackItem]], asked: About
+    specs: Sequence[SectionSpec], found: Sequence[Sequence[PackItem]], asked: Asked
 ) -> list[tuple[float, int, int, PackItem]]:
     """Every section's items less duplicates, best first: ``(-weight, order, section,
     item)``, the weight a section's over the item's place in it."""
@@ -277,7 +304,9 @@ def _merged(
             # supposition or someone else's fact goes after the rest, so it takes no
             # place from the section's next item (as the rule counts a climb's places).
             place += _answers(item, asked)
-    merged.sort(key=lambda entry: (entry[0], entry[1]))
+    # At equal weight, what the query ranked goes before what is only listed by time: a
+    # recent turn is not ranked by the message at all (the preset's order broke the tie).
+    merged.sort(key=lambda entry: (entry[0], specs[entry[2]].how == "recent", entry[1]))
     return merged
 
 
@@ -285,7 +314,7 @@ def _sections(
     specs: Sequence[SectionSpec],
     kept: Sequence[Sequence[PackItem]],
     positions: Sequence[Sequence[int]],
-    asked: About,
+    asked: Asked,
 ) -> tuple[PackSection, ...]:
     """The kept items as sections, in the order of their best item: what the rule put
     first is shown first (a summary after the newer turns that changed it, whatever its
@@ -293,12 +322,12 @@ def _sections(
     items, as a section of their own: they answer nothing about the user."""
     parts: list[tuple[bool, int, int, str, list[PackItem]]] = []
     for i, (items, at) in enumerate(zip(kept, positions, strict=True)):
-        for apart in (False, True):
-            chosen = [k for k, item in enumerate(items) if _aside(item, asked) is apart]
+        for aside in (False, True):
+            chosen = [k for k, item in enumerate(items) if _aside(item, asked) is aside]
             if chosen:
-                title = specs[i].title + (ASIDE_TITLE if apart else "")
+                title = specs[i].title + (ASIDE_TITLE if aside else "")
                 parts.append(
-                    (apart, min(at[k] for k in chosen), i, title, [items[k] for k in chosen])
+                    (aside, min(at[k] for k in chosen), i, title, [items[k] for k in chosen])
                 )
     return tuple(
         PackSection(reach=specs[i].reach, title=title, items=tuple(items))
@@ -314,13 +343,15 @@ def fit(
     *,
     preset: str = "",
     query: str = "",
+    sources: Mapping[str, Sequence[str]] | None = None,
 ) -> ContextPack:
     """Merge, dedupe, put current first, rank and fit ``found`` (each section's hits,
-    best first) into ``budget_tokens`` (see the module docstring)."""
+    best first) into ``budget_tokens`` (see the module docstring). ``sources`` maps a
+    belief's id to the ``turn:`` tags of the turns it was drawn from."""
     _check_budget(budget_tokens)
     if len(specs) != len(found):
         raise InvalidRequest("`found` must hold one list of items per section")
-    asked = about(query) if query else About()
+    asked = asked_by(query)
     merged = _merged(specs, found, asked)
     ranked = [
         Ranked(
@@ -329,12 +360,14 @@ def fit(
             text=i.text,
             as_of=i.as_of,
             ledger_ref=i.ledger_ref,
+            sources=tuple((sources or {}).get(i.id, ())),
         )
         for _, _, _, i in merged
     ]
     # A read's own mark is shown (``superseded_by``), not acted on: the pack leaves out
     # only what it judged itself (see the module docstring for why).
-    judged = phrased(judge(ranked), ranked)
+    # A belief shares its turn's fate after the phrasing list's judgement too.
+    judged = shared(phrased(judge(ranked), ranked), ranked)
     ordered = _current_order([(index, item) for _, _, index, item in merged], judged, asked)
     kept: list[list[PackItem]] = [[] for _ in specs]
     positions: list[list[int]] = [[] for _ in specs]
@@ -344,7 +377,7 @@ def fit(
 
     dropped = 0
     for position, (index, item) in enumerate(ordered):
-        shown = msgspec.structs.replace(item, text=_clip(_shown(item, judged)))
+        shown = msgspec.structs.replace(item, text=_clip(_shown(item, judged, asked)))
         # Within a section, items keep the rule's order.
         at = sum(1 for p in positions[index] if p < position)
         kept[index].insert(at, shown)
@@ -403,6 +436,15 @@ def _item(entry: Mapping[str, Any], *, listed: bool = False) -> PackItem:
     )
 
 
+def _sources(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ``turn:`` tags of a belief ``entry``: the turns it was drawn from (a turn's
+    own ``turn:<n>`` tag names its place in the thread, not a source)."""
+    if entry.get("kind") not in LEARNING_KINDS:
+        return ()
+    tags = (entry.get("meta") or {}).get("tags", ())
+    return tuple(t for t in tags if isinstance(t, str) and t.startswith(f"{SOURCE_TAG}:"))
+
+
 def _arguments(
     spec: SectionSpec, query: str, refers_to: Mapping[str, str] | None, min_trust: str | None
 ) -> tuple[str, dict[str, Any]]:
@@ -447,6 +489,7 @@ async def holistic_recall(
         if spec.reach not in readers:
             raise InvalidRequest(f"preset {preset.name!r} reads `{spec.reach}`, not given")
     found: list[list[PackItem]] = []
+    sources: dict[str, tuple[str, ...]] = {}
     for index, spec in enumerate(preset.sections):
         name, args = _arguments(spec, asked, refers_to, preset.min_trust)
         result = await readers[spec.reach].call(
@@ -454,7 +497,16 @@ async def holistic_recall(
         )
         entries = result["hits"] if name == "memory_fetch" else result["items"]
         found.append([_item(entry, listed=name != "memory_fetch") for entry in entries])
-    return fit(preset.title, preset.sections, found, budget, preset=preset.name, query=asked)
+        sources |= {str(entry["id"]): _sources(entry) for entry in entries}
+    return fit(
+        preset.title,
+        preset.sections,
+        found,
+        budget,
+        preset=preset.name,
+        query=asked,
+        sources=sources,
+    )
 
 
 # -- presets ------------------------------------------------------------------------------

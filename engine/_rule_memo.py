@@ -8,17 +8,22 @@ read would compute: the rule's results do not depend on what is kept.
 
 Values are keyed by what a row already carries, the item's keyed content hash and
 its text's length (the hash covers title and text together; with the length, one
-key is one text), never by the text. The table is bounded (least recently used goes
-first), shared by the engines of a process (equal keys mean equal texts, whoever
-asks), and emptied whenever a forget in this process commits, so nothing read from a
-forgotten text stays here past its forget (another process's forget leaves at most
-:data:`BOUND` entries to age out).
+key is one text), never by the text. The table is bounded, shared by the engines of
+a process (equal keys mean equal texts, whoever asks), and emptied whenever a forget
+in this process commits, so nothing read from a forgotten text stays here past its
+forget (another process's forget leaves at most :data:`BOUND` entries to age out).
+
+The bound ages values out in two generations: what is kept or used goes into the
+young one; once that holds half the bound it becomes the old one and the old one is
+dropped, so what was not used since goes first. A read's lookups are then one plain
+dict's, whose cost is most of what a read asks of the table (an ordered dict that
+moves every entry it finds, as a strict least-recently-used order needs, cost a
+read a few times more among its other work, caches cold).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
@@ -26,44 +31,83 @@ __all__ = ["BOUND", "count", "forget_all", "held", "hold", "kept", "kept_many"]
 
 #: The most texts whose readings are kept.
 BOUND: Final = 4_096
+#: The entries of the young generation that turn it into the old one.
+_TURN: Final = BOUND // 2
 
 _T = TypeVar("_T")
 #: Not kept (a kept value may be None).
 _MISSING: Final = object()
-_table: OrderedDict[tuple[str, str], object] = OrderedDict()
+# Per slot, key -> value: the young generation and the old one, and the young's size.
+_young: dict[str, dict[str, object]] = {}
+_old: dict[str, dict[str, object]] = {}
+_size = 0
 # Reads rank in several reader threads at once.
 _lock = threading.Lock()
+
+
+def _find(slot: str, key: str) -> object:
+    """The value kept for ``(slot, key)`` (found in the old generation: made young
+    again), else :data:`_MISSING`; under the lock."""
+    young = _young.get(slot)
+    if young is not None:
+        value = young.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+    old = _old.get(slot)
+    if old is None:
+        return _MISSING
+    value = old.pop(key, _MISSING)
+    if value is not _MISSING:
+        _put(slot, key, value)
+    return value
+
+
+def _found(slot: str, keys: Sequence[str | None]) -> list[Any]:
+    """:func:`_find` of each key (None: :data:`_MISSING`); under the lock."""
+    # Most are young: one plain lookup each, the rest looked for in the old generation.
+    found: list[Any] = [_MISSING] * len(keys)
+    young = _young.get(slot)
+    if young is not None:
+        found = [_MISSING if key is None else young.get(key, _MISSING) for key in keys]
+    for i, value in enumerate(found):
+        key = keys[i]
+        if value is _MISSING and key is not None:
+            found[i] = _find(slot, key)
+    return found
+
+
+def _put(slot: str, key: str, value: object) -> None:
+    """Keep ``value`` for ``(slot, key)`` in the young generation; under the lock."""
+    global _old, _young, _size
+    young = _young.get(slot)
+    if young is None:
+        young = _young[slot] = {}
+    if key not in young:
+        _size += 1
+    young[key] = value
+    if _size >= _TURN:
+        _old, _young, _size = _young, {}, 0
 
 
 def kept(slot: str, key: str | None, read: Callable[[], _T]) -> _T:
     """``read()``, or what it gave before for ``(slot, key)``; ``key`` None: ``read()``."""
     if key is None:
         return read()
-    entry = (slot, key)
     with _lock:
-        if entry in _table:
-            _table.move_to_end(entry)
-            return _table[entry]  # type: ignore[return-value]  # slot fixes the type
-    value = read()
+        value = _find(slot, key)
+    if value is not _MISSING:
+        return value  # type: ignore[return-value]  # slot fixes the type
+    fresh = read()
     with _lock:
-        _table[entry] = value
-        while len(_table) > BOUND:
-            _table.popitem(last=False)
-    return value
+        _put(slot, key, fresh)
+    return fresh
 
 
 def kept_many(slot: str, keys: Sequence[str | None], read: Callable[[int], _T]) -> list[_T]:
     """:func:`kept` for several keys at once: ``read(i)`` gives the ``i``-th's value."""
-    values: list[Any] = []
-    missing: list[int] = []
     with _lock:
-        for i, key in enumerate(keys):
-            value = _MISSING if key is None else _table.get((slot, key), _MISSING)
-            if value is _MISSING:
-                missing.append(i)
-            elif key is not None:
-                _table.move_to_end((slot, key))
-            values.append(value)
+        values = _found(slot, keys)
+    missing = [i for i, value in enumerate(values) if value is _MISSING]
     if missing:
         for i in missing:
             values[i] = read(i)
@@ -71,42 +115,34 @@ def kept_many(slot: str, keys: Sequence[str | None], read: Callable[[int], _T]) 
             for i in missing:
                 key = keys[i]
                 if key is not None:
-                    _table[slot, key] = values[i]
-            while len(_table) > BOUND:
-                _table.popitem(last=False)
+                    _put(slot, key, values[i])
     return values
 
 
 def held(slot: str, keys: Sequence[str]) -> list[Any]:
     """What :func:`hold` kept for each of ``keys`` (None where nothing is)."""
-    found: list[Any] = []
     with _lock:
-        for key in keys:
-            entry = (slot, key)
-            if entry in _table:
-                _table.move_to_end(entry)
-                found.append(_table[entry])
-            else:
-                found.append(None)
-    return found
+        found = _found(slot, keys)
+    return [None if value is _MISSING else value for value in found]
 
 
 def hold(slot: str, values: Sequence[tuple[str, object]]) -> None:
     """Keep each ``(key, value)`` (never None) for :func:`held`."""
     with _lock:
         for key, value in values:
-            _table[slot, key] = value
-        while len(_table) > BOUND:
-            _table.popitem(last=False)
+            _put(slot, key, value)
 
 
 def count() -> int:
     """How many readings are kept now."""
     with _lock:
-        return len(_table)
+        return sum(len(table) for table in _young.values()) + sum(
+            len(table) for table in _old.values()
+        )
 
 
 def forget_all() -> None:
     """Drop every kept reading (a forget committed)."""
+    global _old, _young, _size
     with _lock:
-        _table.clear()
+        _young, _old, _size = {}, {}, 0

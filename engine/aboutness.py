@@ -44,11 +44,21 @@ speaker's text, and reading it whole on every read would cost for nothing.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
 import msgspec
 
-__all__ = ["MAX_CHARS", "READING", "SOMEONE", "About", "Sentence", "about", "sentences"]
+__all__ = [
+    "MAX_CHARS",
+    "READING",
+    "SOMEONE",
+    "About",
+    "Sentence",
+    "about",
+    "about_read",
+    "sentences",
+]
 
 #: The characters of a text :func:`about` reads (the rest is not weighed).
 MAX_CHARS: Final = 4_000
@@ -269,7 +279,11 @@ def sentences(text: str, reading: int = READING) -> tuple[Sentence, ...]:
 def about(text: str, reading: int = READING) -> About:
     """Whether ``text`` only supposes, and whose fact it states, as ``reading`` reads it
     (see the module docstring)."""
-    read = sentences(text, reading)
+    return about_read(sentences(text, reading))
+
+
+def about_read(read: Sequence[Sentence]) -> About:
+    """:func:`about` of the text whose :func:`sentences` are ``read``."""
     stating = [s for s in read if s.states]
     supposing = [s for s in read if s.hypothetical]
     weighed = stating or supposing or list(read)

@@ -27,34 +27,29 @@ follows that version through :func:`following` (none: the reads as before the ru
 which is what every call recorded before it had). Only the first
 :attr:`Rule.window` candidates take part, so later pages of a fetch keep the order
 the first page saw and the cost stays flat however deep the ranking goes.
+
+This module keeps the rule as stated, pair by pair (``_reference``); a read runs
+:func:`._linking.reorder`, which gives the same order and marks for less, and which
+defers to the reference where it cannot (a semantic read where numpy is absent).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
 from memseal.ledger.errors import InvalidRequest, Unsupported
 
-from ._dialect import index_words
-from ._ranking import STOPWORDS
+from . import _linking
 from ._resident import unpack
 from ._rule_memo import kept_many
+from ._rule_reading import overlap as _overlap
+from ._rule_reading import stems as _stems
 from .aboutness import About, about, sentences
-
-_np: Any
-try:  # numpy is optional, as for the semantic ranking (see _resident)
-    import numpy
-
-    _np = numpy
-except ImportError:  # pragma: no cover - exercised only where numpy is absent
-    _np = None
 
 __all__ = [
     "RULES",
@@ -189,23 +184,6 @@ def in_force(setting: bool) -> Rule | None:
     return RULES[version]
 
 
-_WORD: Final = re.compile(r"\w+")
-_SPEAKER: Final = re.compile(r"^[a-z][a-z0-9_-]{0,31}: ?", re.M)
-
-
-def _stems(text: str, chars: int) -> frozenset[str]:
-    # A conversation's role names open every line: they say nothing about its subject.
-    words = _WORD.findall(_SPEAKER.sub("", text[:chars]).casefold())
-    return frozenset(index_words(" ".join(w for w in words if w not in STOPWORDS)).split())
-
-
-def _overlap(a: frozenset[str], b: frozenset[str], shared: int) -> float:
-    common = len(a & b)
-    if common < shared:
-        return 0.0
-    return round(common / math.sqrt(len(a) * len(b)), 4)
-
-
 def _stems_of(cands: Sequence[Candidate], rule: Rule) -> list[frozenset[str]]:
     keys = [c.key for c in cands]
     return kept_many(f"stems{rule.chars}", keys, lambda i: _stems(cands[i].text, rule.chars))
@@ -217,20 +195,6 @@ def _stating_of(cands: Sequence[Candidate], rule: Rule) -> list[About | None]:
         [c.key for c in cands],
         lambda i: _stating(cands[i].text, rule.reading),
     )
-
-
-def _asking_of(cands: Sequence[Candidate], rule: Rule) -> list[bool]:
-    return kept_many(
-        f"asks{rule.chars}/{rule.reading}",
-        [c.key for c in cands],
-        lambda i: _asks(cands[i].text, rule.reading),
-    )
-
-
-def _asks(text: str, reading: int) -> bool:
-    """Whether a text only asks: a question, and no sentence of it states anything."""
-    read = sentences(text, reading)
-    return any(s.question for s in read) and not any(s.states for s in read)
 
 
 def _by_vectors(cands: Sequence[Candidate]) -> list[bytes] | None:
@@ -281,73 +245,6 @@ def _linked(
     ]
 
 
-def _linked_np(cands: Sequence[Candidate], rule: Rule, places: Sequence[float]) -> Any:
-    """:func:`_linked` for every pair at once, as a matrix: ``[i, j]`` true for the same
-    pairs (numpy's float64 square roots and quotients are Python's, correctly rounded)."""
-    n = len(cands)
-    vectors = _by_vectors(cands)
-    if vectors is not None:
-        matrix = _np.frombuffer(b"".join(vectors), dtype="<f4").reshape(n, -1)
-        # einsum, not BLAS: one fixed summation order whatever the thread count.
-        product = _np.einsum("ik,jk->ij", matrix, matrix)
-        close = _np.round(product.astype(_np.float64), 4) >= rule.cosine
-    else:
-        close = _overlap_matrix(_stems_of(cands, rule), rule)
-    texts: dict[str, int] = {}
-    same = _np.array([texts.setdefault(c.text, len(texts)) for c in cands])
-    # The newer (column) ranked close enough below the older (row): :func:`_near` for
-    # every pair (places are small whole numbers, so the differences are exact).
-    at = _np.array(places, dtype=_np.float64)
-    close = (
-        _np.triu(close, 1)
-        & (same[:, None] != same[None, :])
-        & (at[None, :] - at[:, None] <= rule.reach)
-    )
-    if not close.any():
-        return close
-    # Whose fact each text in a similar pair states (-1: it states none).
-    subjects: dict[str | None, int] = {}
-    stated = [-1] * n
-    involved: list[int] = _np.flatnonzero(close.any(axis=0) | close.any(axis=1)).tolist()
-    for k, found in zip(involved, _stating_of([cands[k] for k in involved], rule), strict=True):
-        if found is not None:
-            stated[k] = subjects.setdefault(found.subject, len(subjects))
-    whose = _np.array(stated)
-    return close & (whose[:, None] == whose[None, :]) & (whose[:, None] >= 0)
-
-
-def _overlap_matrix(stems: Sequence[frozenset[str]], rule: Rule) -> Any:
-    """Whether each pair's :func:`_overlap` reaches ``rule.lexical``, as a matrix.
-
-    The shared words are counted by a product of 0/1 rows (exact: small integers), and
-    ``common / sqrt(size * size)`` is the float Python computes. Only the rounding to
-    four places differs (numpy's need not equal Python's), and it moves a value by at
-    most 0.00005: past 0.0001 from the threshold either side it cannot decide, and
-    nearer, Python's decides.
-    """
-    n = len(stems)
-    bit: dict[str, int] = {}
-    at_rows = [i for i, words in enumerate(stems) for _ in words]
-    at_cols = [bit.setdefault(w, len(bit)) for words in stems for w in words]
-    rows = _np.zeros((n, max(len(bit), 1)), dtype=_np.float64)
-    rows[at_rows, at_cols] = 1.0
-    common = rows @ rows.T
-    # A text without words shares none (under any ``shared`` of 1 or more, below which
-    # Python decides every pair): its size is taken as 1 only to divide by something.
-    sizes = _np.array([float(len(words) or 1) for words in stems])
-    value = common / _np.sqrt(_np.outer(sizes, sizes))
-    if rule.shared < 1 or rule.lexical <= 0:  # a pair sharing nothing may count: Python decides
-        near = _np.ones((n, n), dtype=bool)
-        close = _np.zeros((n, n), dtype=bool)
-    else:
-        enough = common >= rule.shared
-        close = enough & (value >= rule.lexical + 0.0001)
-        near = enough & ~close & (value >= rule.lexical - 0.0001)
-    for i, j in _np.argwhere(_np.triu(near, 1)).tolist():
-        close[i, j] = _overlap(stems[i], stems[j], rule.shared) >= rule.lexical
-    return close
-
-
 def _near(newer: float, older: float, rule: Rule) -> bool:
     """Whether a newer item ranked close enough below an older one to climb over it."""
     return newer - older <= rule.reach
@@ -377,30 +274,50 @@ def current_first(
     Only the first ``rule.window`` entries of ``ranked`` (those in ``candidates``)
     move; the rest keep their places after them.
     """
-    head = [p for p in ranked[: rule.window] if p[0] in candidates]
+    window = ranked[: rule.window]
+    head = [p for p in window if p[0] in candidates]
     if len(head) < 2:
         return list(ranked), {}
+    found = _linking.reorder(head, candidates, rule)
+    moved, marks, asking = _reference(head, candidates, rule) if found is None else found
+    if not marks and not asking:
+        return list(ranked), {}
+    if not marks:
+        moved = [seq for seq, _ in head]
+    if asking:
+        moved = [s for s in moved if s not in asking] + [s for s in moved if s in asking]
+    score = dict(head)
+    out = list(ranked)
+    out[: len(head)] = [(seq, score[seq]) for seq in moved]
+    if len(head) < len(window):
+        # The rest keep their places: only the window's first entries can be in the head.
+        out[len(head) : len(window)] = [p for p in window if p[0] not in score]
+    return out, marks
+
+
+def _reference(
+    head: Sequence[tuple[int, float]], candidates: Mapping[int, Candidate], rule: Rule
+) -> tuple[list[int], dict[int, str], set[int]]:
+    """The rule as stated, pair by pair (what :func:`._linking.reorder` gives for less):
+    the head's new order (empty: nothing moves), the marks and the seqs that only ask.
+    Where numpy is absent it sums a pair's cosine in Python, the reads' einsum (float32)
+    otherwise: the two agree but within a float32 rounding of the threshold."""
     # Sorted by (time, seq): the result depends on the candidates, never on how they came.
     cands = sorted((candidates[seq] for seq, _ in head), key=lambda c: (c.observed_at, c.seq))
-    score = dict(head)
     asking: set[int] = set()
     if rule.asks_last:
-        asking = {c.seq for c, asks in zip(cands, _asking_of(cands, rule), strict=True) if asks}
+        asking = {c.seq for c in cands if _asks(c.text, rule.reading)}
     # Places are counted among the items that state something: a question between two
     # statements goes last, so it puts no distance between them.
     places = _places(cands, [seq for seq, _ in head if seq not in asking])
-    if _np is not None:
-        moved, marks = _moved_np(head, cands, rule, places)
-    else:
-        moved, marks = _moved(head, cands, rule, places)
-    if not marks:
-        moved = [seq for seq, _ in head]
-    moved = [s for s in moved if s not in asking] + [s for s in moved if s in asking]
-    if not marks and not asking:
-        return list(ranked), {}
-    # The rest keep their places: only the window's first entries can be in the head.
-    rest = [p for p in ranked[: rule.window] if p[0] not in score]
-    return [(seq, score[seq]) for seq in moved] + rest + list(ranked[rule.window :]), marks
+    moved, marks = _moved(head, cands, rule, places)
+    return moved, marks, asking
+
+
+def _asks(text: str, reading: int) -> bool:
+    """Whether a text only asks: a question, and no sentence of it states anything."""
+    read = sentences(text, reading)
+    return any(s.question for s in read) and not any(s.states for s in read)
 
 
 def _moved(
@@ -437,42 +354,4 @@ def _moved(
             place(seq)
     # The newest of each list is its last: the lists grew in (time, seq).
     marks = {older: by_seq[newer[-1]].id for older, newer in replaced_by.items()}
-    return order, marks
-
-
-def _moved_np(
-    head: Sequence[tuple[int, float]],
-    cands: Sequence[Candidate],
-    rule: Rule,
-    places: Sequence[float],
-) -> tuple[list[int], dict[int, str]]:
-    """:func:`_moved` from :func:`_linked_np`'s matrix: the same order and marks."""
-    linked = _linked_np(cands, rule, places)  # by time: [i, j] when j (newer) replaces i
-    older: list[int] = _np.flatnonzero(linked.any(axis=1)).tolist()
-    if not older:
-        return [], {}
-    n = len(cands)
-    # The newest replacing each: its last in time.
-    newest = (n - 1 - _np.argmax(linked[:, ::-1], axis=1)).tolist()
-    marks = {cands[i].seq: cands[newest[i]].id for i in older}
-    # The same links by rank (place a: the head's a-th), each row's newer as the bits of
-    # one integer (bit b: the head's b-th), so the lowest unplaced is the next in rank.
-    at = {c.seq: t for t, c in enumerate(cands)}
-    by_time = _np.array([at[seq] for seq, _ in head])
-    packed = _np.packbits(linked[by_time][:, by_time], axis=1, bitorder="little")
-    width, raw = packed.shape[1], packed.tobytes()
-    newer = [int.from_bytes(raw[a * width : (a + 1) * width], "little") for a in range(n)]
-    order: list[int] = []
-    placed = 0
-
-    def place(a: int) -> None:
-        nonlocal placed
-        placed |= 1 << a
-        while waiting := newer[a] & ~placed:
-            place((waiting & -waiting).bit_length() - 1)
-        order.append(head[a][0])
-
-    for a in range(n):
-        if not placed >> a & 1:
-            place(a)
     return order, marks

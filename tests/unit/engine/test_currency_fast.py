@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from unittest import mock
 
 import msgspec
+import numpy
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memseal
-from memseal.engine import HashingEmbedder, Learning, NewItem, currency
+from memseal.engine import HashingEmbedder, Learning, NewItem, _closeness, _linking, _rule_reading
 from memseal.engine import _rule_memo as memo
 from memseal.engine.currency import RULES, VERSION, Candidate, Rule, current_first
 from memseal.engine.results import Mode
@@ -75,20 +77,113 @@ def _rules() -> st.SearchStrategy[Rule]:
     )
 
 
+def _reference(
+    ranked: list[tuple[int, float]], cands: dict[int, Candidate], rule: Rule
+) -> tuple[list[tuple[int, float]], dict[int, str]]:
+    """The rule as stated, pair by pair: current_first with its fast path declined."""
+    with mock.patch.object(_linking, "reorder", lambda *_: None):
+        return current_first(ranked, cands, rule)
+
+
 @settings(max_examples=300, deadline=None)
 @given(_candidates(), _rules())
-def test_the_matrix_path_orders_and_marks_as_the_reference(
+def test_the_fast_path_orders_and_marks_as_the_reference(
     drawn: tuple[list[tuple[int, float]], dict[int, Candidate]], rule: Rule
 ) -> None:
     ranked, cands = drawn
-    head = [p for p in ranked[: rule.window] if p[0] in cands]
-    if len(head) < 2:
-        return
-    ordered = sorted((cands[s] for s, _ in head), key=lambda c: (c.observed_at, c.seq))
-    places = currency._places(ordered, [seq for seq, _ in head])
-    assert currency._moved_np(head, ordered, rule, places) == currency._moved(
-        head, ordered, rule, places
+    assert current_first(ranked, cands, rule) == _reference(ranked, cands, rule)
+
+
+def _unit(cosine: float, dims: int = 256) -> tuple[bytes, bytes]:
+    """Two float32 unit vectors whose cosine is ``cosine`` (to float32's precision)."""
+    other = (1 - cosine * cosine) ** 0.5
+    return struct.pack(f"<{dims}f", 1.0, *[0.0] * (dims - 1)), struct.pack(
+        f"<{dims}f", cosine, other, *[0.0] * (dims - 2)
     )
+
+
+def _pair(older: bytes, newer: bytes) -> dict[int, Candidate]:
+    return {
+        1: Candidate(seq=1, id="a", observed_at="2026-01-01", text="I live in Oslo.", vector=older),
+        2: Candidate(seq=2, id="b", observed_at="2026-01-02", text="I live in Rome.", vector=newer),
+    }
+
+
+def test_cosines_at_the_threshold_decide_as_einsum() -> None:
+    # Cosines swept through the threshold's rounding step (0.44995) by steps finer than
+    # a 256-term float32 sum's error bound: those the BLAS product cannot tell from the
+    # threshold are decided by einsum's matrix, as the reads before this path did.
+    cut = _closeness._cut(RULE.cosine)
+    assert numpy.round(numpy.array([cut]), 4)[0] >= RULE.cosine
+    assert numpy.round(numpy.array([numpy.nextafter(cut, 0.0)]), 4)[0] < RULE.cosine
+    decided: dict[int, bool] = {}
+    for step in range(-60, 61):
+        older, newer = _unit(0.44995 + step * 1e-6)
+        matrix = numpy.frombuffer(older + newer, dtype="<f4").reshape(2, -1)
+        cosine = numpy.einsum("ik,jk->ij", matrix, matrix).astype(numpy.float64)[0, 1]
+        linked = bool(numpy.round(cosine, 4) >= RULE.cosine)
+        with mock.patch.object(numpy, "einsum", wraps=numpy.einsum) as einsum:
+            got = current_first([(1, 2.0), (2, 1.0)], _pair(older, newer), RULE)
+        assert got == (([(2, 1.0), (1, 2.0)], {1: "b"}) if linked else ([(1, 2.0), (2, 1.0)], {}))
+        decided[step] = einsum.called
+    # Near the threshold einsum decides; far from it (past the bound) the product does.
+    assert decided[0] and not decided[-60] and not decided[60]
+    assert any(decided.values()) and not all(decided.values())
+
+
+@pytest.mark.parametrize("dims", [4, 8, 256, 384])
+def test_the_product_decides_every_pair_as_einsum(dims: int) -> None:
+    rng = numpy.random.default_rng(dims)
+    for trial in range(20):
+        # Rows near one direction or not, so cosines fall on both sides of 0.45.
+        base = rng.standard_normal(dims)
+        rows = base * rng.uniform(0, 2, (32, 1)) + rng.standard_normal((32, dims))
+        rows = (rows / numpy.linalg.norm(rows, axis=1, keepdims=True)).astype("<f4")
+        cands = [
+            Candidate(
+                seq=k,
+                id=f"i{k}",
+                observed_at=f"2026-01-01T00:{k:02d}",
+                text="x",
+                vector=row.tobytes(),
+            )
+            for k, row in enumerate(rows)
+        ]
+        matrix = numpy.frombuffer(b"".join(c.vector or b"" for c in cands), dtype="<f4")
+        matrix = matrix.reshape(32, -1)
+        want = numpy.round(numpy.einsum("ik,jk->ij", matrix, matrix).astype(numpy.float64), 4)
+        every = (1 << 32) - 1
+        got = _closeness._by_cosine(cands, RULE.cosine, [every] * 32)
+        for a in range(32):
+            assert got[a] == sum(1 << b for b in range(32) if want[a, b] >= RULE.cosine), trial
+
+
+def test_word_overlaps_at_the_threshold_decide_as_python() -> None:
+    texts = [
+        "Lisbon harbour tram bakery.",
+        "Lisbon cat dog fox.",
+        "Lisbon harbour owl elk yak.",
+        "Oslo fjord ferry skiing bakery winter.",
+        "Oslo fjord ferry sauna cabin lake snow.",
+    ]
+    cands = {
+        seq: Candidate(seq=seq, id=f"i{seq}", observed_at=f"2026-01-0{seq}", text=f"I said: {t}")
+        for seq, t in enumerate(texts, start=1)
+    }
+    words = [_rule_reading.stems(c.text, RULE.chars) for c in cands.values()]
+    values = [
+        len(a & b) / (len(a) * len(b)) ** 0.5 for i, a in enumerate(words) for b in words[i + 1 :]
+    ]
+    assert 0.4 in values  # on the threshold: overlap's rounding decides
+    ranked = [(seq, 1.0 / seq) for seq in cands]
+    for rule in (
+        RULE,
+        Rule(version=0, window=32, cosine=0.5, lexical=0.4009, shared=1, chars=2_000, reach=8),
+    ):
+        with mock.patch.object(_closeness, "overlap", wraps=_rule_reading.overlap) as overlap:
+            got = current_first(ranked, cands, rule)
+        assert got == _reference(ranked, cands, rule)
+        assert overlap.called or rule is not RULE
 
 
 @settings(max_examples=150, deadline=None)
@@ -102,21 +197,6 @@ def test_a_read_keeping_what_it_read_gives_what_a_read_afresh_gives(
     keyed = {s: msgspec.structs.replace(c, key=f"t:{c.text}") for s, c in cands.items()}
     assert current_first(ranked, keyed, RULE) == afresh
     assert current_first(ranked, keyed, RULE) == afresh  # the second time from the memo
-
-
-def test_the_overlap_matrix_decides_as_python_near_the_threshold() -> None:
-    # 1/sqrt(2*3) = 0.40825 and 2/sqrt(5*5) = 0.4: on and just past the threshold.
-    stems = [frozenset({"a", "b"}), frozenset({"a", "c", "d"}), frozenset()]
-    stems += [frozenset({"a", "b", "e", "f", "g"}), frozenset({"a", "b", "h", "i", "j"})]
-    for rule in (
-        RULE,
-        Rule(version=0, window=32, cosine=0.5, lexical=0.4083, shared=1, chars=9, reach=8),
-    ):
-        matrix = currency._overlap_matrix(stems, rule)
-        for i in range(len(stems)):
-            for j in range(i + 1, len(stems)):
-                want = currency._overlap(stems[i], stems[j], rule.shared) >= rule.lexical
-                assert bool(matrix[i, j]) == want, (i, j, rule)
 
 
 def test_the_memo_is_bounded_and_reads_a_key_once() -> None:
@@ -134,10 +214,21 @@ def test_the_memo_is_bounded_and_reads_a_key_once() -> None:
     assert reads == [1, 3, 11, 12]
     for n in range(memo.BOUND + 5):
         memo.hold("other", [(str(n), n)])
-    assert memo.count() == memo.BOUND
+        assert memo.count() <= memo.BOUND
     assert memo.held("other", ["0", str(memo.BOUND + 4)]) == [None, memo.BOUND + 4]
     memo.forget_all()
     assert memo.count() == 0
+
+
+def test_what_the_reads_keep_using_outlives_the_bound() -> None:
+    memo.forget_all()
+    memo.hold("slot", [("used", "value")])
+    for n in range(3 * memo.BOUND):
+        memo.hold("slot", [(str(n), n)])
+        if n % 256 == 0:
+            assert memo.held("slot", ["used"]) == ["value"]
+    assert memo.held("slot", ["used", "0"]) == ["value", None]
+    memo.forget_all()
 
 
 @pytest.mark.parametrize("mode", ["exact", "semantic"])

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ._rule_reading import overlap, stems
+from ._rule_reading import overlap
 
 if TYPE_CHECKING:
     from ._rule_reading import Reading
@@ -207,9 +207,8 @@ def _by_words(
         targets |= row
     words: list[frozenset[str]] = []
     for a, (c, read) in enumerate(zip(cs, reads, strict=True)):
-        if read.stems is None and (newer[a] or targets >> a & 1):
-            read.stems = stems(c.text, rule.chars)
-        words.append(read.stems or frozenset())
+        involved = newer[a] or targets >> a & 1
+        words.append(read.words(c.text, rule.chars) if involved else read.stems or frozenset())
     shared, lexical = rule.shared, rule.lexical
     # Rounding to four places moves a value by at most 0.00005: past 0.0001 from the
     # threshold either side the value decides, and nearer, ``overlap`` itself.

@@ -59,6 +59,12 @@ class Reading:
         self.stating: About | None = None if found is None or found.hypothetical else found
         self.stems: frozenset[str] | None = None
 
+    def words(self, text: str, chars: int) -> frozenset[str]:
+        """:func:`stems` of ``text`` (the text this reads), read on the first ask and kept."""
+        if self.stems is None:
+            self.stems = stems(text, chars)
+        return self.stems
+
 
 def readings(cands: Sequence[Candidate], rule: Rule) -> list[Reading]:
     """Each candidate's :class:`Reading` under ``rule``, kept in the read memo by its key."""

@@ -46,10 +46,9 @@ from memseal.ledger.errors import InvalidRequest, Unsupported
 
 from . import _linking
 from ._resident import unpack
-from ._rule_memo import kept_many
 from ._rule_reading import overlap as _overlap
-from ._rule_reading import stems as _stems
-from .aboutness import About, about, sentences
+from ._rule_reading import readings
+from .aboutness import About
 
 __all__ = [
     "RULES",
@@ -185,16 +184,12 @@ def in_force(setting: bool) -> Rule | None:
 
 
 def _stems_of(cands: Sequence[Candidate], rule: Rule) -> list[frozenset[str]]:
-    keys = [c.key for c in cands]
-    return kept_many(f"stems{rule.chars}", keys, lambda i: _stems(cands[i].text, rule.chars))
+    reads = readings(cands, rule)
+    return [r.words(c.text, rule.chars) for c, r in zip(cands, reads, strict=True)]
 
 
 def _stating_of(cands: Sequence[Candidate], rule: Rule) -> list[About | None]:
-    return kept_many(
-        f"stating{rule.chars}/{rule.reading}",
-        [c.key for c in cands],
-        lambda i: _stating(cands[i].text, rule.reading),
-    )
+    return [r.stating for r in readings(cands, rule)]
 
 
 def _by_vectors(cands: Sequence[Candidate]) -> list[bytes] | None:
@@ -257,14 +252,6 @@ def _places(cands: Sequence[Candidate], counted: Sequence[int]) -> list[float]:
     return [float(place.get(c.seq, len(counted))) for c in cands]
 
 
-def _stating(text: str, reading: int) -> About | None:
-    """What a text states and about whom; None when it only asks or supposes."""
-    if not any(s.states for s in sentences(text, reading)):
-        return None
-    found = about(text, reading)
-    return None if found.hypothetical else found
-
-
 def current_first(
     ranked: Sequence[tuple[int, float]], candidates: Mapping[int, Candidate], rule: Rule
 ) -> tuple[list[tuple[int, float]], dict[int, str]]:
@@ -306,18 +293,12 @@ def _reference(
     cands = sorted((candidates[seq] for seq, _ in head), key=lambda c: (c.observed_at, c.seq))
     asking: set[int] = set()
     if rule.asks_last:
-        asking = {c.seq for c in cands if _asks(c.text, rule.reading)}
+        asking = {c.seq for c, r in zip(cands, readings(cands, rule), strict=True) if r.asks}
     # Places are counted among the items that state something: a question between two
     # statements goes last, so it puts no distance between them.
     places = _places(cands, [seq for seq, _ in head if seq not in asking])
     moved, marks = _moved(head, cands, rule, places)
     return moved, marks, asking
-
-
-def _asks(text: str, reading: int) -> bool:
-    """Whether a text only asks: a question, and no sentence of it states anything."""
-    read = sentences(text, reading)
-    return any(s.question for s in read) and not any(s.states for s in read)
 
 
 def _moved(

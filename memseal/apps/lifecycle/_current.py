@@ -174,7 +174,9 @@ class Judged(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def judge(ranked: Sequence[Ranked]) -> Judged:
-    """The engine's rule over ``ranked`` (best first; see the module docstring)."""
+    """The engine's rule over ``ranked`` (best first; see the module docstring). A belief
+    whose turn is a candidate is weighed as that turn; what replaced the turn replaces it
+    through :func:`shared`, which the caller applies after its last judgement."""
     by_ref = {r.ledger_ref: r for r in ranked if r.kind != "context_summary"}
     twins = _twins(ranked)
     cands: dict[int, Candidate] = {}
@@ -227,7 +229,7 @@ def judge(ranked: Sequence[Ranked]) -> Judged:
     for place, item in enumerate(ranked):
         if item.id not in ids:  # a belief, or a summary whose every line, is a turn here
             ids.insert(min(place, len(ids)), item.id)
-    return shared(Judged(order=tuple(ids), replaced=replaced, lines=lines), ranked)
+    return Judged(order=tuple(ids), replaced=replaced, lines=lines)
 
 
 def shared(judged: Judged, ranked: Sequence[Ranked]) -> Judged:

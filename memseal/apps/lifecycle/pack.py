@@ -366,7 +366,7 @@ def fit(
     ]
     # A read's own mark is shown (``superseded_by``), not acted on: the pack leaves out
     # only what it judged itself (see the module docstring for why).
-    # A belief shares its turn's fate after the phrasing list's judgement too.
+    # A belief shares its turn's fate, once every judgement is in (the phrasing list's too).
     judged = shared(phrased(judge(ranked), ranked), ranked)
     ordered = _current_order([(index, item) for _, _, index, item in merged], judged, asked)
     kept: list[list[PackItem]] = [[] for _ in specs]

@@ -169,7 +169,10 @@ def _by_cosine(cs: Sequence[Candidate], threshold: float, links: list[int]) -> l
     decides it (see the module docstring), by rank: right for the pairs in ``links``."""
     n = len(cs)
     matrix = _np.frombuffer(b"".join([c.vector or b"" for c in cs]), dtype="<f4").reshape(n, -1)
-    product = _np.inner(matrix, matrix)  # BLAS: the pairs x . y at once, in its own order
+    # BLAS: the pairs x . y at once, in its own order. An out-of-spec vector (inf, huge)
+    # overflows here silently, as einsum did: the check below sends it to the reference.
+    with _np.errstate(all="ignore"):
+        product = _np.inner(matrix, matrix)
     # Every |x|^2 is at most its diagonal entry (within gamma of it) over 1 - gamma.
     diagonal = product.diagonal().tolist()
     # Every |x|^2 finite (a NaN makes the sum one) and small enough that no sum of

@@ -249,3 +249,32 @@ async def test_a_forget_leaves_nothing_read_from_its_text(tmp_path: Path, mode: 
         assert memo.count() == 0
         again = await memory.engine.fetch("where do I live near the park", mode=mode)
         assert [h.item.text for h in again.hits] == texts[1:]
+
+
+@pytest.mark.parametrize(
+    "odd", [(float("inf"), 0.0, 0.0), (1e20, 1e20, 0.0), (float("nan"), 1.0, 0.0)]
+)
+def test_an_out_of_spec_vector_answers_as_the_reference_without_a_warning(
+    odd: tuple[float, float, float],
+) -> None:
+    # A host's own embedder may hand back such a vector; the suite turns warnings into
+    # errors, so an overflow warning from the pairs' product would fail the read here.
+    cands = {
+        1: Candidate(
+            seq=1,
+            id="a",
+            observed_at="1",
+            text="I live in Lisbon.",
+            vector=struct.pack("<3f", *odd),
+        ),
+        2: Candidate(
+            seq=2,
+            id="b",
+            observed_at="2",
+            text="I live in Berlin.",
+            vector=struct.pack("<3f", 1.0, 0.0, 0.0),
+        ),
+    }
+    ranked = [(1, 1.0), (2, 0.5)]
+    rule = RULES[VERSION]
+    assert current_first(ranked, cands, rule) == _reference(ranked, cands, rule)

@@ -21,10 +21,15 @@ written before lines carried their turn are weighed at the summary's
 
 A belief the background jobs drew from a turn (its ``turn:`` tags, the
 :attr:`Ranked.sources`) restates that turn, later: when the turn is a
-candidate too, the belief is that turn as a summary line is (it shares the
-turn's fate and replaces nothing of its own), so the turn a search ranked is
-never left out for its own restatement. A belief says "the user" where the
-turn said "I": the rule reads it as the speaker's words, as it reads the
+candidate too, the belief is weighed at the turn's time, just before it: the
+turn a search ranked is never left out for its own restatement (the turn, not
+the belief, is the newer), a later turn replaces what the belief says as it
+replaces the turn, and each of a turn's beliefs is judged on what it says: its
+own turn never replaces it (one turn holds many facts, and a later turn that
+replaces the turn for one of them leaves the belief drawn from another). Only
+an older turn counts, so a ``turn:`` tag, which anyone can write on a
+learning, can make an item older, never newer. A belief says "the user" where
+the turn said "I": the rule reads it as the speaker's words, as it reads the
 turn's (:func:`statement`), so "the user" is no subject every belief shares.
 
 Time here is ledger order (seq, then line order): a thread's turns are
@@ -35,7 +40,7 @@ order and marks, so a replayed pack re-derives byte for byte.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import msgspec
@@ -52,10 +57,10 @@ __all__ = [
     "Ranked",
     "changed_line",
     "judge",
-    "shared",
     "statement",
     "summary_line",
     "summary_lines",
+    "weighed",
 ]
 
 _LINE: Final = re.compile(
@@ -153,15 +158,46 @@ class Ranked(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _twins(ranked: Sequence[Ranked]) -> dict[str, Ranked]:
-    """Each belief's newest source turn among ``ranked`` (a belief none of whose turns
-    is a candidate is weighed on its own, at its own seq)."""
+    """Each belief's newest source turn among ``ranked`` that is older than the belief (a
+    belief none of whose turns is a candidate is weighed on its own, at its own seq).
+
+    Only an older turn counts: a tag can then only make its item older than it is, so a
+    ``turn:`` tag anyone wrote on a learning never lets it outlast a newer fact."""
     turns = {tag(SOURCE_TAG, r.id): r for r in ranked if r.kind == "conversation"}
     out: dict[str, Ranked] = {}
     for item in ranked:
-        found = [turns[s] for s in item.sources if s in turns and turns[s].id != item.id]
+        found = [turns[s] for s in item.sources if s in turns and turns[s].as_of < item.as_of]
         if found:
             out[item.id] = max(found, key=lambda r: r.as_of)
     return out
+
+
+def weighed(ranked: Sequence[Ranked]) -> list[Ranked]:
+    """``ranked`` with each belief at the time of the turn it was drawn from
+    (:func:`_twins`): what a judgement by time (the phrasing list's) is to see."""
+    twins = _twins(ranked)
+    return [
+        msgspec.structs.replace(r, as_of=twins[r.id].as_of) if r.id in twins else r for r in ranked
+    ]
+
+
+def _keys(ranked: Sequence[Ranked], twins: Mapping[str, Ranked]) -> dict[str, int]:
+    """Each item's key in time (a summary's lines have their own): its seq's last slot,
+    and a belief just before the turn it was drawn from (``twins``), so the turn is the
+    newer."""
+    under: dict[int, int] = {}  # a turn's seq -> its beliefs keyed so far
+    keys: dict[str, int] = {}
+    for item in ranked:
+        if item.kind == "context_summary":
+            continue
+        twin = twins.get(item.id)
+        below = 0 if twin is None else under.get(twin.as_of, 0) + 1
+        if twin is None or below > _SLOTS // 2:  # (a thousand beliefs of one turn: own seq)
+            keys[item.id] = item.as_of * _SLOTS + _SLOTS - 1
+        else:
+            under[twin.as_of] = below
+            keys[item.id] = twin.as_of * _SLOTS + _SLOTS - 1 - below
+    return keys
 
 
 class Judged(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,19 +211,17 @@ class Judged(msgspec.Struct, frozen=True, kw_only=True):
 
 def judge(ranked: Sequence[Ranked]) -> Judged:
     """The engine's rule over ``ranked`` (best first; see the module docstring). A belief
-    whose turn is a candidate is weighed as that turn; what replaced the turn replaces it
-    through :func:`shared`, which the caller applies after its last judgement."""
+    whose turn is a candidate is weighed just before that turn (:func:`_keys`)."""
     by_ref = {r.ledger_ref: r for r in ranked if r.kind != "context_summary"}
     twins = _twins(ranked)
+    keys = _keys(ranked, twins)
     cands: dict[int, Candidate] = {}
     owner: dict[int, str] = {}  # key -> the pack id it stands for
     line_key: dict[tuple[str, int], int] = {}
     order: list[tuple[int, float]] = []
     for place, item in enumerate(ranked):
-        if item.id in twins:  # a belief is the turn it was drawn from: judged as it
-            continue
         if item.kind != "context_summary":
-            key = item.as_of * _SLOTS + _SLOTS - 1
+            key = keys[item.id]
             text = statement(item.kind, item.text)
             cands[key] = Candidate(seq=key, id=item.id, observed_at="", text=text)
             owner[key] = item.id
@@ -196,7 +230,7 @@ def judge(ranked: Sequence[Ranked]) -> Judged:
         for index, line in enumerate(summary_lines(item.text)):
             twin = by_ref.get(line.seq) if line.seq is not None else None
             if twin is not None:  # the turn itself is a candidate: the line is that turn
-                line_key[(item.id, index)] = twin.as_of * _SLOTS + _SLOTS - 1
+                line_key[(item.id, index)] = keys[twin.id]
                 continue
             at = item.as_of if line.seq is None else line.seq
             key = at * _SLOTS + min(index, _SLOTS - 2)
@@ -213,7 +247,8 @@ def judge(ranked: Sequence[Ranked]) -> Judged:
     replaced: dict[str, str] = {}
     for older, newest in marks.items():
         replaced_id = cands[older].id
-        if "#" not in replaced_id:
+        twin = twins.get(replaced_id)
+        if "#" not in replaced_id and (twin is None or twin.id != owner[named[newest]]):
             replaced[replaced_id] = owner[named[newest]]
     lines: dict[tuple[str, int], str] = {}
     for (summary, index), key in line_key.items():
@@ -227,17 +262,6 @@ def judge(ranked: Sequence[Ranked]) -> Judged:
             lines[(summary, index)] = ""  # a later line of the same summary says it anew
     ids = list(dict.fromkeys(owner[key] for key, _ in moved))
     for place, item in enumerate(ranked):
-        if item.id not in ids:  # a belief, or a summary whose every line, is a turn here
+        if item.id not in ids:  # a summary whose every line is a turn here
             ids.insert(min(place, len(ids)), item.id)
     return Judged(order=tuple(ids), replaced=replaced, lines=lines)
-
-
-def shared(judged: Judged, ranked: Sequence[Ranked]) -> Judged:
-    """``judged`` with each belief replaced as its source turn in ``ranked`` is: what
-    replaced the turn replaced its restatement too (again after any later judgement)."""
-    replaced = dict(judged.replaced)
-    for belief, turn in _twins(ranked).items():
-        newer = replaced.get(turn.id)
-        if newer is not None and newer != belief:
-            replaced[belief] = newer
-    return msgspec.structs.replace(judged, replaced=replaced)

@@ -12,7 +12,7 @@ and scope: the model never names a reach, the host hands them in), then
    every item and every summary line, leaving out an item a newer one in the
    pack replaced (listed in :attr:`ContextPack.superseded`) and showing a
    replaced summary line as changed; a belief drawn from a turn of the pack
-   (its ``turn:`` tags) shares that turn's fate rather than replace it; a
+   (its ``turn:`` tags) is weighed at that turn's time and never replaced by it; a
    read's own ``superseded_by`` mark is shown, hypotheticals and others'
    facts (:mod:`._asides`: unless the question supposes, asks about someone
    else or names the person) are marked and come after every section's other
@@ -64,7 +64,7 @@ from memseal.tools.packs import (
 )
 
 from ._asides import Asked, apart, asked_by
-from ._current import Judged, Ranked, changed_line, judge, shared, summary_lines
+from ._current import Judged, Ranked, changed_line, judge, summary_lines, weighed
 from ._job_records import SOURCE_TAG
 from ._phrasings import phrased
 
@@ -351,6 +351,7 @@ def fit(
     _check_budget(budget_tokens)
     if len(specs) != len(found):
         raise InvalidRequest("`found` must hold one list of items per section")
+    _check_sources(sources)
     asked = asked_by(query)
     merged = _merged(specs, found, asked)
     ranked = [
@@ -366,8 +367,8 @@ def fit(
     ]
     # A read's own mark is shown (``superseded_by``), not acted on: the pack leaves out
     # only what it judged itself (see the module docstring for why).
-    # A belief shares its turn's fate, once every judgement is in (the phrasing list's too).
-    judged = shared(phrased(judge(ranked), ranked), ranked)
+    # The phrasing list weighs a belief at its turn's time too, as the rule does.
+    judged = phrased(judge(ranked), weighed(ranked))
     ordered = _current_order([(index, item) for _, _, index, item in merged], judged, asked)
     kept: list[list[PackItem]] = [[] for _ in specs]
     positions: list[list[int]] = [[] for _ in specs]
@@ -434,6 +435,17 @@ def _item(entry: Mapping[str, Any], *, listed: bool = False) -> PackItem:
         confidence=entry.get("confidence"),
         score=entry.get("score"),
     )
+
+
+def _check_sources(sources: object) -> None:
+    """``sources`` is None or maps ids to lists of tags, else InvalidRequest naming it."""
+    if sources is None:
+        return
+    if not isinstance(sources, Mapping):
+        raise InvalidRequest("`sources` must map item ids to lists of `turn:` tags")
+    for key, tags in sources.items():
+        if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
+            raise InvalidRequest(f"`sources[{key!r}]` must be a list of tags (text)")
 
 
 def _sources(entry: Mapping[str, Any]) -> tuple[str, ...]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+import pytest
 
 from memseal.apps.lifecycle import (
     MemoryLayout,
@@ -19,6 +21,7 @@ from memseal.apps.lifecycle._current import statement
 from memseal.apps.lifecycle._job_records import SOURCE_TAG, tag
 from memseal.apps.lifecycle.pack import ASIDE_TITLE, MAX_ITEM_CHARS
 from memseal.engine import Engine, Reach
+from memseal.ledger.errors import InvalidRequest
 from memseal.tools import MemoryTools
 
 LAYOUT = MemoryLayout(tenant="acme")
@@ -182,3 +185,36 @@ async def test_holistic_recall_reads_a_beliefs_turns_from_its_tags(engine: Engin
     pack = await holistic_recall(readers, preset, query="Where do I teach maths?")
     assert pack.ids == (new.id,)
     assert pack.superseded == tuple(sorted((old.id, belief.id)))
+
+
+def test_a_turn_replaced_for_one_fact_keeps_the_beliefs_of_its_others() -> None:
+    # One turn, two facts; a later turn replaces it for the first only.
+    old = _turn(1, "I moved to Lisbon near the old park. My manager is Priya.")
+    new = _turn(5, "I moved to Porto near the old park.")
+    home = _item(8, "The user lives in Lisbon near the old park.")
+    boss = _item(9, "The user's manager is Priya.")
+    sources = {**_from(home, old), **_from(boss, old)}
+    pack = fit("Memory", SPECS, [[new, old], [home, boss]], 1_000, sources=sources)
+    assert boss.id in pack.ids and new.id in pack.ids
+    assert set(pack.superseded) == {old.id, home.id}
+
+
+def test_a_turn_tag_written_on_a_learning_never_makes_it_newer() -> None:
+    chat = _turn(7, "Thanks, that reads well.")
+    stale = _item(2, "The user lives in Berlin near the old park.")
+    current = _item(6, "The user lives in Lisbon near the old park.")
+    found = [[chat], [stale, current]]
+    plain = fit("Memory", SPECS, found, 1_000, query="Where do I live?")
+    # A tag naming a newer turn is no source: the stale fact is judged at its own seq.
+    forged = fit(
+        "Memory", SPECS, found, 1_000, query="Where do I live?", sources=_from(stale, chat)
+    )
+    assert plain.superseded == forged.superseded == (stale.id,)
+    assert forged.ids == plain.ids
+
+
+def test_sources_of_the_wrong_shape_are_refused_by_name() -> None:
+    item = _item(1, "The user lives in Oslo.")
+    for bad, named in (({item.id: None}, f"`sources[{item.id!r}]`"), (["x"], "`sources`")):
+        with pytest.raises(InvalidRequest, match=re.escape(named)):
+            fit("Memory", SPECS[1:], [[item]], 500, sources=bad)  # type: ignore[arg-type]

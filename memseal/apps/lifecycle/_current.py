@@ -48,6 +48,7 @@ import msgspec
 from memseal.engine import LEARNING_KINDS
 from memseal.engine.aboutness import sentences
 from memseal.engine.currency import RULES, VERSION, Candidate, current_first
+from memseal.ledger.errors import InvalidRequest
 
 from ._job_records import SOURCE_TAG, tag
 
@@ -56,6 +57,7 @@ __all__ = [
     "Line",
     "Ranked",
     "changed_line",
+    "check_sources",
     "judge",
     "statement",
     "summary_line",
@@ -155,6 +157,17 @@ class Ranked(msgspec.Struct, frozen=True, kw_only=True):
     as_of: int
     ledger_ref: int
     sources: tuple[str, ...] = ()
+
+
+def check_sources(sources: object) -> None:
+    """``sources`` is None or maps ids to lists of tags, else InvalidRequest naming it."""
+    if sources is None:
+        return
+    if not isinstance(sources, Mapping):
+        raise InvalidRequest("`sources` must map item ids to lists of `turn:` tags")
+    for key, tags in sources.items():
+        if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
+            raise InvalidRequest(f"`sources[{key!r}]` must be a list of tags (text)")
 
 
 def _twins(ranked: Sequence[Ranked]) -> dict[str, Ranked]:

@@ -64,7 +64,15 @@ from memseal.tools.packs import (
 )
 
 from ._asides import Asked, apart, asked_by
-from ._current import Judged, Ranked, changed_line, judge, summary_lines, weighed
+from ._current import (
+    Judged,
+    Ranked,
+    changed_line,
+    check_sources,
+    judge,
+    summary_lines,
+    weighed,
+)
 from ._job_records import SOURCE_TAG
 from ._phrasings import phrased
 
@@ -351,7 +359,7 @@ def fit(
     _check_budget(budget_tokens)
     if len(specs) != len(found):
         raise InvalidRequest("`found` must hold one list of items per section")
-    _check_sources(sources)
+    check_sources(sources)
     asked = asked_by(query)
     merged = _merged(specs, found, asked)
     ranked = [
@@ -435,17 +443,6 @@ def _item(entry: Mapping[str, Any], *, listed: bool = False) -> PackItem:
         confidence=entry.get("confidence"),
         score=entry.get("score"),
     )
-
-
-def _check_sources(sources: object) -> None:
-    """``sources`` is None or maps ids to lists of tags, else InvalidRequest naming it."""
-    if sources is None:
-        return
-    if not isinstance(sources, Mapping):
-        raise InvalidRequest("`sources` must map item ids to lists of `turn:` tags")
-    for key, tags in sources.items():
-        if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
-            raise InvalidRequest(f"`sources[{key!r}]` must be a list of tags (text)")
 
 
 def _sources(entry: Mapping[str, Any]) -> tuple[str, ...]:

@@ -10,8 +10,10 @@ and scope: the model never names a reach, the host hands them in), then
    the same text seen through two reaches: the first, best placed, wins);
 2. puts current first (:mod:`._current`): the engine's currency rule over
    every item and every summary line, leaving out an item a newer one in the
-   pack replaced (listed in :attr:`ContextPack.superseded`) and showing a
-   replaced summary line as changed; a belief drawn from a turn of the pack
+   pack replaced (listed in :attr:`ContextPack.superseded`), unless it names
+   what the question asks about for its replacement (a bridge, :mod:`._question`:
+   shown just after the replacement, marked replaced by it, and only with it),
+   and showing a replaced summary line as changed; a belief drawn from a turn of the pack
    (its ``turn:`` tags) is weighed at that turn's time and never replaced by it; a
    read's own ``superseded_by`` mark is shown, hypotheticals and others'
    facts (:mod:`._asides`: unless the question supposes, asks about someone
@@ -36,13 +38,14 @@ markdown, which is what a model is given.
 "Supersede" here is a reading rule, not a write: nothing is forgotten; the
 signed belief builds of the background jobs do the lasting version. The
 rule's lexical test misses updates in other words ("I live in Berlin", "I
-moved to Lisbon"), so :mod:`._phrasings` still adds a few first-person forms.
+moved to Lisbon"), so :mod:`._phrasings` still adds a few first-person forms,
+and a search is widened by the words that state what the user is asked about
+(:func:`expand`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Final, Literal, Protocol
 
@@ -75,6 +78,7 @@ from ._current import (
 )
 from ._job_records import SOURCE_TAG
 from ._phrasings import phrased
+from ._question import bridges, expand
 
 __all__ = [
     "ABOUT_TAG",
@@ -185,30 +189,6 @@ def _check_budget(value: object, field: str = "budget_tokens") -> int:
     return value
 
 
-# -- what a question asks about: the words that state it ---------------------------------
-
-_QUESTION_FRAMES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
-    (
-        re.compile(r"\b(?:live|living|based|home|reside|moved|city|located)\b"),
-        "live living lived moved relocated based home city",
-    ),
-    (
-        re.compile(r"\b(?:work|working|job|employer|company|employed)\b"),
-        "work works working joined job employer company",
-    ),
-    (re.compile(r"\b(?:name|called)\b"), "name called"),
-)
-
-
-def expand(query: str) -> str:
-    """``query`` with the words that state the subjects it asks about (so "where do I
-    live?" also finds "I moved to Lisbon" in an exact search). Only the search is
-    widened: which of the found items is current is the currency rule's to say."""
-    text = query.casefold()
-    extra = [words for pattern, words in _QUESTION_FRAMES if pattern.search(text)]
-    return query if not extra else f"{query} {' '.join(extra)}"
-
-
 def _aside(item: PackItem, asked: Asked) -> bool:
     """Whether ``item`` is an aside to the question (:func:`._asides.apart`)."""
     return apart(item.hypothetical, item.subject, asked)
@@ -272,11 +252,16 @@ def _answers(item: PackItem, asked: Asked) -> bool:
 
 
 def _current_order(
-    merged: Sequence[tuple[int, PackItem]], judged: Judged, asked: Asked
+    merged: Sequence[tuple[int, PackItem]],
+    judged: Judged,
+    asked: Asked,
+    bridging: Mapping[str, str],
 ) -> list[tuple[int, PackItem]]:
     """``merged`` (section, item) in the rule's order, less the items a shown one
-    replaced; a summary after the newest item that changed it, and what only asks and
-    (unless the query asks about them) hypotheticals and others' facts after the rest."""
+    replaced; a summary after the newest item that changed it, a bridge (``bridging``:
+    a replaced item kept, to its replacement) just after its replacement and marked
+    replaced by it, and what only asks and (unless the query asks about them)
+    hypotheticals and others' facts after the rest."""
     by_id = {item.id: (index, item) for index, item in merged}
     ordered = [by_id[i] for i in judged.order if i not in judged.replaced]
     for summary in dict.fromkeys(s for s, _ in judged.lines):
@@ -287,7 +272,15 @@ def _current_order(
             continue
         ordered.remove(entry)
         ordered.insert(max(p for p, (_, item) in enumerate(ordered) if item.id in newer) + 1, entry)
-
+    # The newer fact first, the older one right after it, saying what replaced it: it is
+    # kept to read the newer one by, never as current. (Reversed: each goes in just
+    # after its replacement, so two bridges of one replacement keep the rule's order.)
+    for older in reversed([i for i in judged.order if i in bridging]):
+        places = [p for p, (_, item) in enumerate(ordered) if item.id == bridging[older]]
+        if places:
+            index, item = by_id[older]
+            marked = msgspec.structs.replace(item, superseded_by=bridging[older])
+            ordered.insert(places[0] + 1, (index, marked))
     return sorted(ordered, key=lambda entry: not _answers(entry[1], asked))
 
 
@@ -376,8 +369,12 @@ def fit(
     # A read's own mark is shown (``superseded_by``), not acted on: the pack leaves out
     # only what it judged itself (see the module docstring for why).
     # The phrasing list weighs a belief at its turn's time too, as the rule does.
-    judged = phrased(judge(ranked), weighed(ranked))
-    ordered = _current_order([(index, item) for _, _, index, item in merged], judged, asked)
+    by_rule, at_turns = judge(ranked), weighed(ranked)
+    judged = phrased(by_rule, at_turns)
+    bridging = bridges(at_turns, by_rule, judged, query)
+    ordered = _current_order(
+        [(index, item) for _, _, index, item in merged], judged, asked, bridging
+    )
     kept: list[list[PackItem]] = [[] for _ in specs]
     positions: list[list[int]] = [[] for _ in specs]
 
@@ -386,6 +383,8 @@ def fit(
 
     dropped = 0
     for position, (index, item) in enumerate(ordered):
+        if item.id in bridging and all(bridging[item.id] != i.id for k in kept for i in k):
+            continue  # its replacement did not fit: alone, it would read as current
         shown = msgspec.structs.replace(item, text=_clip(_shown(item, judged, asked)))
         # Within a section, items keep the rule's order.
         at = sum(1 for p in positions[index] if p < position)
@@ -396,6 +395,7 @@ def fit(
             del positions[index][at]
             dropped += 1
     final = sections()
+    cited = {i.id for s in final for i in s.items}
     return ContextPack(
         preset=preset,
         title=title,
@@ -403,7 +403,7 @@ def fit(
         budget_tokens=budget_tokens,
         tokens=count_tokens(render_markdown(title, final)),
         sections=final,
-        superseded=tuple(sorted(judged.replaced)),
+        superseded=tuple(sorted(i for i in judged.replaced if i not in cited)),
         dropped=dropped,
     )
 

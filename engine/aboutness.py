@@ -65,8 +65,9 @@ MAX_CHARS: Final = 4_000
 #: The reading new reads follow. Each reading is frozen (the currency rule's versions
 #: name theirs, and reads that carry what a text is about are re-derived): reading 1
 #: as the rule's version 1 read; reading 2 adds the hedges and the qualified relations;
-#: reading 3 the sentences that open with another person's name.
-READING: Final = 3
+#: reading 3 the sentences that open with another person's name; reading 4 the real
+#: conditionals, objects of prepositions, organisations and more ways to name a person.
+READING: Final = 4
 #: The subject of a fact about another person whose name the text does not give.
 SOMEONE: Final = "someone"
 
@@ -128,13 +129,53 @@ def _modal(wants: str) -> re.Pattern[str]:
 
 _CONDITIONAL_2: Final = re.compile(rf"\b(?:if|{_HEDGED}suppose" + _CONDITIONAL_WORDS, re.I)
 _MODAL_2: Final = _modal(_WANTS + "|say|guess|think")
-#: Per reading: the conditional words and the unreal modal (reading 3 reads them as 2).
+#: From reading 4 a modal supposes after any subject ("Aiko might go back to university",
+#: "near the beach would be nice"), not only a pronoun; "may" the month is no modal.
+_MODAL_4: Final = re.compile(
+    r"(?:'d\b(?:"
+    + "|".join(rf"(?<=\b{who}'d)" for who in ("i", "we", "you", "he", "she", "they", "it"))
+    + r")|[\w'-]\s+(?:would|might|could|(?-i:may))\b)"
+    rf"(?!\s+(?:have\s+)?(?:been|had)\b)(?!\s+(?:really\s+)?(?:{_WANTS}|say|guess|think)\b)",
+    re.I,
+)
+#: Per reading: the conditional words and the unreal modal (reading 3 reads them as 2;
+#: reading 4 weighs a bare "if" apart, see :func:`_supposes`).
 _CONDITIONAL: Final = {
     1: re.compile(r"\b(?:if|suppose" + _CONDITIONAL_WORDS, re.I),
     2: _CONDITIONAL_2,
     3: _CONDITIONAL_2,
+    4: re.compile(rf"\b(?:if\s+only|{_HEDGED}suppose" + _CONDITIONAL_WORDS, re.I),
 }
-_MODAL: Final = {1: _modal(_WANTS), 2: _MODAL_2, 3: _MODAL_2}
+_MODAL: Final = {1: _modal(_WANTS), 2: _MODAL_2, 3: _MODAL_2, 4: _MODAL_4}
+_IF: Final = re.compile(r"\bif\b", re.I)
+#: What makes an "if" suppose (reading 4): a modal or a future anywhere in the sentence
+#: ("if I won I'd buy", "if I get it I'll move"), or a subjunctive "were" after it.
+_UNREAL: Final = re.compile(
+    r"\b(?:would|could|might|(?-i:may)|should|will|shall|wo|gonna|going\s+to)\b|'(?:ll|d)\b"
+    r"|\bif\b[^,;:]*\bwere\b",
+    re.I,
+)
+#: An asked "if" is whether ("she asked if I could cover"): its clause supposes nothing.
+_ASKED_IF: Final = re.compile(
+    r"\b(?:ask|asks|asked|asking|enquired|inquired|checked|checking)\s+"
+    r"(?:(?:me|us|him|her|them|you)\s+)?(?:if|whether)\b[^,;:]*",
+    re.I,
+)
+
+
+def _supposes(said: str, reading: int) -> bool:
+    """Whether ``said`` only supposes, as ``reading`` reads it (see the module docstring)."""
+    # Most sentences have neither word, and the tests below cost more than this one.
+    if reading >= 4 and ("if" in (low := said.lower()) or "whether" in low):
+        # What is asked is weighed apart; a real conditional ("if it rains I take the
+        # bus") states how things are, one with a modal or future supposes.
+        said = _ASKED_IF.sub(" ", said)
+        if _IF.search(said) is not None and _UNREAL.search(said) is not None:
+            return True
+    return (
+        _CONDITIONAL[reading].search(said) is not None or _MODAL[reading].search(said) is not None
+    )
+
 
 _RELATIONS: Final = (
     r"(?:brother|sister|sibling|mother|mom|mum|father|dad|parents?|wife|husband|partner"
@@ -145,9 +186,20 @@ _RELATIONS: Final = (
     r"|in-laws?|(?:mother|father|brother|sister)-in-law|stepmother|stepfather|stepson"
     r"|stepdaughter)"
 )
+#: From reading 4 also the grandchildren and godparents ("my newest grandchild"), and
+#: plurals ("my two sons").
+_RELATIONS_4: Final = (
+    rf"(?:{_RELATIONS[3:-1]}|grand(?:child|children|son|daughter|kids?|baby)"
+    r"|god(?:mother|father|son|daughter|child))s?"
+)
 _ADJECTIVES: Final = (
     r"(?:(?:little|older|younger|big|elder|best|new|old|oldest|youngest|eldest|twin|"
     r"ex-?|former|late|dear|close)\s*)*"
+)
+#: From reading 4 also the relation's place among others ("my newest grandchild").
+_ADJECTIVES_4: Final = (
+    r"(?:(?:little|older|younger|big|elder|best|new|old|oldest|youngest|eldest|twin|newest"
+    r"|latest|middle|only|two|three|ex-?|former|late|dear|close)\s*)*"
 )
 _NAME: Final = r"(?-i:[A-Z][a-z\u00e0-\u00ff]+(?:-[A-Z][a-z\u00e0-\u00ff]+)?)"
 #: Capitalised words a sentence opens with or names a day by: never a person's name.
@@ -173,14 +225,114 @@ _NOT_OPENING_NAMES: Final = frozenset(
 #: From reading 3: a sentence opening with a name's possessive or with a name before a
 #: verb ("Ingrid's nephew learned to swim", "Yusuf was promoted") names that person first.
 _NAMED_OPENING: Final = re.compile(rf"^\W*(?P<name>{_NAME})(?:'s\b|\s+{_AUX}\b)")
+#: From reading 4 a name may carry an honorific ("Sato-san", "Kim-ssi").
+_NAME_4: Final = rf"{_NAME}(?:-(?:san|sama|kun|chan|sensei|senpai|ji|ssi|nim)\b)?"
+#: A verb in the past a name opens a sentence before ("Lwazi made the team"): the common
+#: irregular ones (the regular end in -ed); those spelt as their present are left out.
+_IRREGULAR: Final = (
+    r"(?:made|got|went|took|left|came|found|said|told|gave|bought|sold|became|began|brought"
+    r"|built|caught|chose|drove|fell|felt|flew|forgot|grew|heard|held|kept|knew|lost|met|paid"
+    r"|ran|rode|sent|sat|saw|slept|spent|spoke|stood|swam|taught|thought|threw|won|wore|wrote"
+    r"|broke|fought|sang|drank|ate|hid|blew|drew|meant|led|lent|fled|shook|stole|woke|tore)"
+)
+#: What follows a verb in -s ("Aiko works as", "Naledi teaches Grade 4") where a plural
+#: noun would be followed by its verb ("Piano lessons start"): an article, a preposition,
+#: a pronoun, a name or a number.
+_AFTER_VERB: Final = (
+    r"(?:(?:the|a|an|this|that|these|those|his|her|their|my|our|your|its|some|no|every|all"
+    r"|as|at|in|on|for|with|from|to|into|near|about|by|like|up|out|off|back|over|home|away"
+    r"|me|us|him|them|it|you|everything|everyone)\b|[A-Z0-9])"
+)
+#: From reading 4: a name before any verb, with adverbs between ("Irene just opened a
+#: studio"), or with a pronoun's relation ("Tomas and his wife are moving"); a possessive
+#: keeps what it owns, to tell an organisation's ("Acme's office") from a person's.
+_NAMED_OPENING_4: Final = re.compile(
+    rf"^\W*(?P<name>{_NAME_4})(?:'s\s+(?P<owned>[\w-]+(?:\s+[\w-]+)?)|'s\b"
+    r"|\s+(?:and|&)\s+(?:his|her|their)\b|\s+(?:(?:just|finally|already|recently|now|also"
+    r"|still|never|always|often|really|actually|apparently|suddenly|even|probably|sometimes"
+    rf"|usually|soon|only)\s+)*(?:{_AUX}|will|would|might|could|may|{_IRREGULAR}"
+    r"|[a-z]{2,}(?<!e)ed|(?!(?:this|thus|plus|across|perhaps|towards|whereas|besides|always"
+    rf"|sometimes)\b)[a-z]+[a-rt-z]s(?=\s+{_AFTER_VERB}))\b)"
+)
+#: What an organisation has and a person does not, after a possessive: "Acme's office
+#: moved to Leeds" says nothing of a person (from reading 4).
+_ORGANISATION_PARTS: Final = frozenset(
+    (
+        *("office", "offices", "headquarters", "hq", "branch", "branches", "campus"),
+        *("factory", "warehouse", "store", "stores", "app", "website", "servers"),
+        *("platform", "product", "products", "stock", "shares", "ceo", "cto", "cfo"),
+        *("board", "staff", "employees", "workforce", "department", "policy", "pricing"),
+        *("prices", "ipo", "layoffs", "merger", "customers", "revenue", "profits"),
+    )
+)
+#: Capitalised words a sentence opens with before a verb that are no one's name (from
+#: reading 4): adverbs, quantifiers, greetings, numbers and nouns said bare ("Budget is
+#: tight", a note's "User prefers dark mode").
+_NOT_NAMES_4: Final = frozenset(
+    (
+        *("Apparently", "Actually", "Basically", "Finally", "Honestly", "Hopefully"),
+        *("Luckily", "Sadly", "Unfortunately", "Fortunately", "Obviously", "Clearly"),
+        *("Recently", "Lately", "Usually", "Normally", "Really", "Probably", "Suddenly"),
+        *("Eventually", "Currently", "Maybe", "Perhaps", "Still", "Also", "Just", "Only"),
+        *("Even", "Again", "Soon", "Later", "Earlier", "Tonight", "Already", "Anyway"),
+        *("Meanwhile", "Instead", "However", "Sometimes", "Often", "Never", "Always"),
+        *("Once", "Both", "All", "Each", "Every", "Some", "Most", "Many", "Few", "Several"),
+        *("Neither", "Either", "Another", "Other", "Others", "Such", "Plenty", "Lots"),
+        *("Well", "Oh", "Yes", "No", "Ok", "Okay", "Hey", "Hi", "Hello", "Thanks", "Please"),
+        *("Sorry", "Work", "School", "Home", "Rent", "Budget", "Dinner", "Lunch"),
+        *("Breakfast", "Traffic", "Weather", "Class", "Practice", "Training", "Church"),
+        *("Life", "Money", "Time", "Business", "Parking", "College", "University", "Uni"),
+        *("One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"),
+        *("Eleven", "Twelve", "Twenty", "Thirty", "Forty", "Fifty", "Hundred", "Half"),
+        *("First", "Second", "Third", "Any", "User", "Users", "Team", "Customer"),
+        *("Customers", "Client", "Clients", "Agent", "Assistant", "Project", "Repo"),
+        *("Build", "Release", "Company", "Service", "Server", "System", "Code", "Family"),
+    )
+)
 _SELF: Final = re.compile(
     r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|we'd|we'll|us|our)\b", re.I
 )
-_RELATION: Final = re.compile(
-    rf"\bmy\s+{_ADJECTIVES}{_RELATIONS}(?:'s)?\b(?:,?\s+(?P<name>{_NAME})(?:'s)?\b)?", re.I
+
+
+def _relation(owner: str, name: str, reading: int) -> re.Pattern[str]:
+    relations, adjectives = (
+        (_RELATIONS_4, _ADJECTIVES_4) if reading >= 4 else (_RELATIONS, _ADJECTIVES)
+    )
+    return re.compile(
+        rf"\b{owner}\s+{adjectives}{relations}(?:'s)?\b(?:,?\s+(?P<name>{name})(?:'s)?\b)?",
+        re.I,
+    )
+
+
+def _appositive(owner: str, name: str, reading: int) -> re.Pattern[str]:
+    relations, adjectives = (
+        (_RELATIONS_4, _ADJECTIVES_4) if reading >= 4 else (_RELATIONS, _ADJECTIVES)
+    )
+    return re.compile(rf"\b(?P<name>{name}),\s+{owner}\s+{adjectives}{relations}\b", re.I)
+
+
+#: Per reading, the user's relations (from reading 4 "our" ones too: "our son Callum"), and
+#: the pronouns that may be a subject ("him" never is, from reading 4).
+_RELATION: Final = {
+    **dict.fromkeys((1, 2, 3), _relation("my", _NAME, 3)),
+    4: _relation("(?:my|our)", _NAME_4, 4),
+}
+_APPOSITIVE: Final = {
+    **dict.fromkeys((1, 2, 3), _appositive("my", _NAME, 3)),
+    4: _appositive("(?:my|our)", _NAME_4, 4),
+}
+_PRONOUN: Final = {
+    **dict.fromkeys((1, 2, 3), re.compile(r"\b(?:he|she|he's|she's|his|her|him)\b", re.I)),
+    4: re.compile(r"\b(?:he|she|he's|she's|his|her)\b", re.I),
+}
+#: From reading 4, a relation or pronoun right after a preposition is its object, not what
+#: the sentence is about: "home is Leeds, with my wife Ana" is the speaker's fact.
+_PREPOSITION_BEFORE: Final = re.compile(
+    r"\b(?:with|to|for|from|by|at|near|beside|besides|without|like|about|of|behind|after"
+    r"|before|around|alongside|toward|towards|than|on|in|into|onto|over|under|between|among"
+    r"|against|via|past|beyond|except|including)\s+$",
+    re.I,
 )
-_APPOSITIVE: Final = re.compile(rf"\b(?P<name>{_NAME}),\s+my\s+{_ADJECTIVES}{_RELATIONS}\b", re.I)
-_PRONOUN: Final = re.compile(r"\b(?:he|she|he's|she's|his|her|him)\b", re.I)
 #: Per reading, who the user's relation is, their fact: "my manager is Priya", "my new
 #: boss is now Dana"; from reading 2 also with a short qualifier of the relation (where,
 #: which) between it and the verb, in the clause: "my manager at Acme is Priya", "my
@@ -192,31 +344,52 @@ _IDENTITY_2: Final = re.compile(
 )
 _IDENTITY: Final = {
     1: re.compile(rf"^\s*(?:is|was|'s|are)\s+(?:now\s+|called\s+|named\s+)*{_NAME}"),
-    2: _IDENTITY_2,
-    3: _IDENTITY_2,
+    **dict.fromkeys((2, 3, 4), _IDENTITY_2),
 }
 _WITH_SELF: Final = re.compile(r"^\s*(?:,\s*)?(?:and|&)\s+(?:i|me|myself)\b", re.I)
 
 
+def _opening(sentence: str, reading: int) -> str | None:
+    """The person whose name opens ``sentence`` (reading 3 on), else None."""
+    opening = (_NAMED_OPENING if reading < 4 else _NAMED_OPENING_4).match(sentence)
+    if opening is None:
+        return None
+    name = opening.group("name")
+    if name in _NOT_NAMES or name in _NOT_OPENING_NAMES:
+        return None
+    if reading >= 4:
+        owned = opening.group("owned")
+        if name in _NOT_NAMES_4 or name.endswith("ing"):  # a gerund: "Running helps"
+            return None
+        if owned is not None and _ORGANISATION_PARTS.intersection(owned.casefold().split()):
+            return None
+    return name
+
+
+def _object(sentence: str, at: int, reading: int) -> bool:
+    """Whether what starts at ``at`` follows a preposition, as ``reading`` weighs it."""
+    return reading >= 4 and _PREPOSITION_BEFORE.search(sentence, 0, at) is not None
+
+
 def _subject(sentence: str, named: str | None, reading: int) -> str | None:
     """The first subject ``sentence`` names (see the module docstring)."""
-    if reading >= 3 and _SELF.search(sentence) is None:
+    self_match = _SELF.search(sentence)
+    if reading >= 3 and self_match is None:
         # Opened by someone named, and the speaker nowhere in it: that person's fact.
-        opening = _NAMED_OPENING.match(sentence)
+        opening = _opening(sentence, reading)
         if opening is not None:
-            name = opening.group("name")
-            if name not in _NOT_NAMES and name not in _NOT_OPENING_NAMES:
-                return name
+            return opening
     # (place, rank, subject): at one place ("my brother ..."), the relation outranks "my".
     found: list[tuple[int, int, str | None]] = []
-    self_match = _SELF.search(sentence)
     if self_match is not None:
         found.append((self_match.start(), 1, None))
-    for match in _APPOSITIVE.finditer(sentence):
+    for match in _APPOSITIVE[reading].finditer(sentence):
         if match.group("name") not in _NOT_NAMES:
             found.append((match.start(), 0, match.group("name")))
             break
-    for match in _RELATION.finditer(sentence):
+    for match in _RELATION[reading].finditer(sentence):
+        if _object(sentence, match.start(), reading):
+            continue
         name = match.group("name")
         if name in _NOT_NAMES:
             name = None
@@ -226,9 +399,10 @@ def _subject(sentence: str, named: str | None, reading: int) -> str | None:
         else:
             found.append((match.start(), 0, name or SOMEONE))
         break
-    pronoun = _PRONOUN.search(sentence)
-    if pronoun is not None:
-        found.append((pronoun.start(), 0, named or SOMEONE))
+    for pronoun in _PRONOUN[reading].finditer(sentence):
+        if not _object(sentence, pronoun.start(), reading):
+            found.append((pronoun.start(), 0, named or SOMEONE))
+            break
     if not found:
         return None
     return min(found, key=lambda entry: (entry[0], entry[1]))[2]
@@ -263,10 +437,7 @@ def sentences(text: str, reading: int = READING) -> tuple[Sentence, ...]:
         if not any(ch.isalnum() for ch in said):
             continue
         question = said.endswith("?") or _QUESTION_OPENING.match(said) is not None
-        hypothetical = (
-            _CONDITIONAL[reading].search(said) is not None
-            or _MODAL[reading].search(said) is not None
-        )
+        hypothetical = _supposes(said, reading)
         subject = _subject(said, named, reading)
         if subject not in (None, SOMEONE):
             named = subject

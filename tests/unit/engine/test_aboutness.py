@@ -216,3 +216,111 @@ def test_a_sentence_opened_by_someones_name_is_theirs_from_reading_3(
 )
 def test_what_names_no_one_else_stays_the_speakers_in_reading_3(text: str) -> None:
     assert about(text).subject is None
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Went sailing with my uncle Piet on Sunday.", "Piet"),
+        ("Dinner at the pub with my cousin Mira, lovely evening.", "Mira"),
+        ("Home these days is Bath, with my partner Kit and the dog.", "Kit"),
+        ("Spent the whole evening with her family.", SOMEONE),
+        ("Bought him a bike for his birthday.", SOMEONE),
+    ],
+)
+def test_a_relation_after_a_preposition_is_the_speakers_fact_from_reading_4(
+    text: str, before: str
+) -> None:
+    # The relation or pronoun is what the preposition takes, not who the sentence is about.
+    assert about(text) == About()
+    assert about(text, 3) == About(subject=before)
+
+
+def test_a_relation_before_any_preposition_is_still_the_subject_in_reading_4() -> None:
+    assert about("My uncle Piet went sailing with me.", 4) == About(subject="Piet")
+    assert about("Her sister moved to Hull.", 4) == About(subject=SOMEONE)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If the ferry is late I cycle to the office instead.",
+        "The walk to the station takes ten minutes if the lights are kind.",
+        "Marta asked if I could host the book club, and I do now.",
+        "My landlord checked whether we would renew; we signed for a year.",
+    ],
+)
+def test_a_real_conditional_or_an_asked_if_states_from_reading_4(text: str) -> None:
+    (sentence,) = sentences(text)
+    assert sentence.states
+    assert not about(text).hypothetical
+    assert about(text, 3).hypothetical
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "If the ferry stopped running I'd cycle.",
+        "If I get the flat I'll paint the kitchen green.",
+        "If only we had a garden.",
+        "If I were taller I could row in the eight.",
+        "Kofi might retrain as a nurse next year.",
+        "A flat near the river would be nice.",
+    ],
+)
+def test_an_unreal_or_future_conditional_and_a_modal_suppose_in_reading_4(text: str) -> None:
+    assert about(text, 4).hypothetical
+
+
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [
+        ("Brightwell's office moved to Derby in the spring.", "Brightwell"),
+        ("Corvex's head office is in Lyon now.", "Corvex"),
+        ("Budget is tight this month.", "Budget"),
+        ("Lunch is at one on Fridays.", "Lunch"),
+    ],
+)
+def test_an_organisation_or_a_bare_noun_is_no_person_from_reading_4(text: str, before: str) -> None:
+    assert about(text) == About()
+    assert about(text, 3) == About(subject=before)
+
+
+def test_a_persons_possessive_stays_theirs_in_reading_4() -> None:
+    # What an office or a headquarters belongs to is no person; a bakery may be.
+    assert about("Odile's bakery opened on Friday.", 4) == About(subject="Odile")
+
+
+@pytest.mark.parametrize(
+    ("text", "subject", "before"),
+    [
+        ("Piet and his husband are moving to Utrecht.", "Piet", SOMEONE),
+        ("Kofi works at the harbour now.", "Kofi", None),
+        ("Mira finally sold the boat.", "Mira", None),
+        ("Lars teaches Year 6 at the village school.", "Lars", None),
+        ("Yusra moved to Hull last month.", "Yusra", None),
+        ("Tanaka-san is retiring in June.", "Tanaka-san", None),
+        ("Our daughter Elin is at college in Leeds.", "Elin", None),
+        ("My youngest grandson started school.", SOMEONE, None),
+        ("My newest granddaughter arrived on Tuesday.", SOMEONE, None),
+    ],
+)
+def test_more_ways_of_naming_another_person_from_reading_4(
+    text: str, subject: str, before: str | None
+) -> None:
+    assert about(text) == About(subject=subject)
+    assert about(text, 3) == About(subject=before)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Piano lessons start in May.",  # a plural noun, then its verb
+        "Two weeks in at the new job and loving it.",
+        "Running helps my back.",  # a gerund
+        "Team meets on Mondays at nine.",
+        "Apparently the ferry runs late on Sundays.",
+    ],
+)
+def test_what_opens_with_no_name_stays_the_speakers_in_reading_4(text: str) -> None:
+    assert about(text, 4).subject is None

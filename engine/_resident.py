@@ -26,7 +26,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["Resident", "Tombstones", "unpack"]
+__all__ = ["Resident", "Tombstones", "pack", "unpack"]
 
 _np: Any
 try:  # numpy is optional: the default embedder brings it, the hashing one does not
@@ -44,6 +44,14 @@ def unpack(blob: bytes) -> array[float]:
     if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
         values.byteswap()
     return values
+
+
+def pack(vector: Sequence[float]) -> bytes:
+    """``vector`` as little-endian float32 bytes, the form ``engine_vectors`` keeps."""
+    values = array("f", vector)
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
+        values.byteswap()
+    return values.tobytes()
 
 
 class Tombstones:
@@ -155,6 +163,21 @@ class Resident:
                 self._matrix = grown
             self._matrix[row] = _np.frombuffer(blob, dtype="<f4")
         return row
+
+    def vectors(self, contents: Iterable[str]) -> dict[str, bytes]:
+        """The packed vector (as ``engine_vectors`` keeps it) of each of ``contents`` held
+        here; a content's vector is the one stored for it, bit for bit."""
+        with self._lock:
+            rows = {c: r for c in contents if (r := self._by_content.get(c)) is not None}
+            if not rows:
+                return {}
+            if _np is not None:
+                # One copy of the rows wanted, cut into vectors: the matrix is "<f4", the
+                # stored form, and copying float32 into float32 leaves every bit as it was.
+                block = self._matrix[list(rows.values())].tobytes()
+                width = self._dim * 4
+                return {c: block[k * width : (k + 1) * width] for k, c in enumerate(rows)}
+            return {c: pack(self._rows[r]) for c, r in rows.items()}
 
     def drop(self, seqs: Iterable[int], contents: Iterable[str]) -> None:
         """Forget items ``seqs`` and the vectors of ``contents`` (no live item holds them)."""

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 import threading
 import time
 import weakref
-from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -43,7 +41,7 @@ from memseal.ledger.store import Execute, Snapshots, SqlStore, WriteTxn
 from ._ann import AnnIndex, ann_available, in_scope
 from ._batching import Batcher, default_lanes
 from ._projection import embed_text
-from ._resident import Resident, Tombstones, unpack
+from ._resident import Resident, Tombstones, pack, unpack
 from .embedders import Embedder
 
 if TYPE_CHECKING:  # the pgvector path imports this module; Engine attaches it
@@ -77,14 +75,6 @@ _VIEW: Final = (
     "SELECT (SELECT coalesce(max(seq), -1) + 1 FROM entries), "
     "(SELECT value FROM engine_meta WHERE key = 'generation')"
 )
-
-
-def pack(vector: Sequence[float]) -> bytes:
-    """``vector`` as little-endian float32 bytes, the form ``engine_vectors`` keeps."""
-    values = array("f", vector)
-    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI machine
-        values.byteswap()
-    return values.tobytes()
 
 
 _INSERT: Final = (
@@ -142,12 +132,15 @@ class _State:
             self.ann.remove(seqs)
         self.resident.drop(seqs, contents)
 
-    def check(self, execute: Execute, tombstones: Tombstones) -> int:
-        """The log size this snapshot sees; raises :class:`_Rebuilt` for another generation."""
+    def check(self, execute: Execute, tombstones: Tombstones, sizes: list[int] | None) -> int:
+        """The log size this snapshot sees (appended to ``sizes``, if given); raises
+        :class:`_Rebuilt` for another generation."""
         seen, generation = execute(_VIEW, ())[0]
         if int(generation or 0) != self.generation:
             raise _Rebuilt(int(generation or 0))
         tombstones.saw(int(seen))
+        if sizes is not None:
+            sizes.append(int(seen))
         return int(seen)
 
 
@@ -179,6 +172,10 @@ class VectorCache:
     def resident(self) -> Resident:
         """The resident vectors of the state in hand."""
         return self._state.resident
+
+    def held_vectors(self, contents: Sequence[str]) -> dict[str, bytes]:
+        """The stored vectors of ``contents`` that rankings loaded into the state in hand."""
+        return self._state.resident.vectors(contents)
 
     @property
     def ann(self) -> AnnIndex | None:
@@ -262,7 +259,7 @@ class VectorCache:
         tombstones = self._tombstones
 
         def read(execute: Execute) -> tuple[int, list[tuple[int, str, bytes]], list[str]]:
-            seen = state.check(execute, tombstones)
+            seen = state.check(execute, tombstones, None)
             return (seen, *ann.catch_up(execute, self.id, limit))
 
         seen, found, absent = await self._reader.run(read)
@@ -374,7 +371,7 @@ class VectorCache:
                 for (content, _), blob in zip(part, made_blobs, strict=True)
             ]
             await self._store.run(
-                functools.partial(_insert_pairs, embedder_id=self.id, pairs=pairs, pg=self.pg)
+                functools.partial(insert_vectors, embedder_id=self.id, rows=pairs, pg=self.pg)
             )
             made += len(rows)
 
@@ -386,12 +383,20 @@ class VectorCache:
         await self._store.run(lambda txn: insert_vectors(txn, embedder_id, pairs, pg))
 
     async def rank(
-        self, where: str, params: Sequence[Any], query: str, cap: int, want: int | None = None
+        self,
+        where: str,
+        params: Sequence[Any],
+        query: str,
+        cap: int,
+        want: int | None = None,
+        sizes: list[int] | None = None,
     ) -> list[tuple[int, float]]:
         """(seq, cosine) for every item under ``where``, best first, at most ``cap``.
 
         ``want`` is how many the caller will read (a page's end): through the HNSW
         index, at least that many are found (or all there are), not always ``cap``.
+        ``sizes`` gets the log size of each snapshot ranked in, the one that made the
+        ranking last (none in the database: pgvector).
 
         Candidates and any vectors not yet in memory are read in one read
         transaction and scored on the reader thread. Items written by a
@@ -414,7 +419,8 @@ class VectorCache:
             state = self._state
             try:
                 with self._tombstones.reading():
-                    return await self._rank_held(state, where, params, target, cap, want or cap)
+                    wanted = want or cap
+                    return await self._rank_held(state, where, params, target, cap, wanted, sizes)
             except _Rebuilt as rebuilt:
                 self._replace(state, rebuilt.generation)
         raise StorageError("the projections were rebuilt again and again during one ranking")
@@ -427,11 +433,13 @@ class VectorCache:
         target: bytes,
         cap: int,
         want: int,
+        sizes: list[int] | None,
     ) -> list[tuple[int, float]]:
         """The ranking by the vectors ``state`` holds (through its index when it can);
         raises :class:`_Rebuilt` when a snapshot is of another generation."""
         if state.ann is not None:
-            approx = await self._rank_approx(state, state.ann, where, params, target, cap, want)
+            ann = state.ann
+            approx = await self._rank_approx(state, ann, where, params, target, cap, want, sizes)
             if approx is not None:
                 return approx
         embedder_id, resident, width = self.id, state.resident, self.dim * 4
@@ -441,7 +449,7 @@ class VectorCache:
             execute: Execute, embed_missing: bool
         ) -> tuple[list[tuple[int, float]], list[str]]:
             """(ranking, []) or, when vectors are missing and may be made, ([], contents)."""
-            seen = state.check(execute, tombstones)
+            seen = state.check(execute, tombstones, sizes)
             seqs = [
                 row[0] for row in execute(f"SELECT i.seq FROM engine_items i WHERE {where}", params)
             ]
@@ -484,6 +492,7 @@ class VectorCache:
         target: bytes,
         cap: int,
         want: int,
+        sizes: list[int] | None,
     ) -> list[tuple[int, float]] | None:
         """The ranking through the HNSW index, or None for the exact scan (see ``_ann``)."""
         if ann.high < 0:
@@ -500,7 +509,7 @@ class VectorCache:
 
         def work(execute: Execute) -> list[tuple[int, float]] | bool | None:
             """The ranking; None for the scan; False when items are newer than the index."""
-            state.check(execute, tombstones)
+            state.check(execute, tombstones, sizes)
             if execute("SELECT 1 FROM engine_items WHERE seq > ? LIMIT 1", (ann.high,)):
                 return False  # stored since the last catch-up: the index does not hold them
             if not ann.active:
@@ -569,18 +578,12 @@ class VectorCache:
         if made:
             await self._store.run(
                 functools.partial(
-                    _insert_pairs, embedder_id=self.id, pairs=list(made.items()), pg=pg
+                    insert_vectors, embedder_id=self.id, rows=list(made.items()), pg=pg
                 )
             )
         loose = [(seq, made.get(c) or vec or b"") for seq, c, vec, _, _ in gaps]
         scored = Resident(self.dim).rank([], target, cap, loose)
         return sorted([*ranked, *scored], key=lambda p: (-p[1], -p[0]))[:cap]
-
-
-def _insert_pairs(
-    txn: WriteTxn, *, embedder_id: str, pairs: Sequence[tuple[str, bytes]], pg: PgVector | None
-) -> None:
-    insert_vectors(txn, embedder_id, pairs, pg)
 
 
 def _texts(execute: Execute, contents: Sequence[str]) -> dict[str, str]:

@@ -114,7 +114,7 @@ def test_a_long_summary_keeps_its_newest_lines_and_drops_asides_first() -> None:
     said = [
         "My name is Ana and I grew up on a sheep farm near Bergen.",
         "I work as a carpenter, mostly kitchens and staircases.",
-        "Our daughter Lea plays the cello in the school orchestra.",
+        "I play the cello in the town orchestra on Thursdays.",
         "We drive an old green Volvo estate with a roof box.",
         "I swim in the fjord every morning from May to October.",
         "My favourite dish is fish soup with plenty of dill.",

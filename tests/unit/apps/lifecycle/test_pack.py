@@ -21,7 +21,8 @@ from memseal.apps.lifecycle import (
     fit,
     holistic_recall,
 )
-from memseal.apps.lifecycle.pack import ASIDE_TITLE, expand
+from memseal.apps.lifecycle._question import expand
+from memseal.apps.lifecycle.pack import ASIDE_TITLE
 from memseal.engine import Engine, Reach
 from memseal.ledger.errors import InvalidRequest
 from memseal.tools import MemoryTools

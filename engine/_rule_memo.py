@@ -24,10 +24,10 @@ read a few times more among its other work, caches cold).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Final, TypeVar
 
-__all__ = ["BOUND", "count", "forget_all", "held", "hold", "kept", "kept_many"]
+__all__ = ["BOUND", "count", "forget_all", "held", "hold", "kept", "kept_many", "kept_window"]
 
 #: The most texts whose readings are kept.
 BOUND: Final = 4_096
@@ -38,14 +38,14 @@ _T = TypeVar("_T")
 #: Not kept (a kept value may be None).
 _MISSING: Final = object()
 # Per slot, key -> value: the young generation and the old one, and the young's size.
-_young: dict[str, dict[str, object]] = {}
-_old: dict[str, dict[str, object]] = {}
+_young: dict[str, dict[Hashable, object]] = {}
+_old: dict[str, dict[Hashable, object]] = {}
 _size = 0
 # Reads rank in several reader threads at once.
 _lock = threading.Lock()
 
 
-def _find(slot: str, key: str) -> object:
+def _find(slot: str, key: Hashable) -> object:
     """The value kept for ``(slot, key)`` (found in the old generation: made young
     again), else :data:`_MISSING`; under the lock."""
     young = _young.get(slot)
@@ -76,7 +76,7 @@ def _found(slot: str, keys: Sequence[str | None]) -> list[Any]:
     return found
 
 
-def _put(slot: str, key: str, value: object) -> None:
+def _put(slot: str, key: Hashable, value: object) -> None:
     """Keep ``value`` for ``(slot, key)`` in the young generation; under the lock."""
     global _old, _young, _size
     young = _young.get(slot)
@@ -131,6 +131,25 @@ def hold(slot: str, values: Sequence[tuple[str, object]]) -> None:
     with _lock:
         for key, value in values:
             _put(slot, key, value)
+
+
+def kept_window(rule: Hashable, objects: Sequence[object], read: Callable[[], _T]) -> _T:
+    """``read()``, or what it gave before for ``rule`` over these very objects
+    (``objects``, in order): what the rule made of a read's window, for the next read whose
+    window holds the same candidates (the ones this memo keeps) in the same order.
+
+    Keyed by the objects' identities, which stay theirs while the entry lives: the
+    entry holds them. Hashing what they hold (32 texts and vectors) cost a read more
+    than most of what it saves."""
+    key = (rule, *map(id, objects))
+    with _lock:
+        found = _find("window", key)
+    if found is not _MISSING:
+        return found[1]  # type: ignore[index,no-any-return]  # the slot fixes the type
+    fresh = read()
+    with _lock:
+        _put("window", key, (tuple(objects), fresh))
+    return fresh
 
 
 def count() -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
@@ -46,6 +47,7 @@ from memseal.ledger.errors import InvalidRequest, Unsupported
 
 from . import _linking
 from ._resident import unpack
+from ._rule_memo import kept_window
 from ._rule_reading import overlap as _overlap
 from ._rule_reading import readings
 from .aboutness import About
@@ -142,6 +144,9 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     #: keyed content hash and the whole text's length. None: ``text`` is read afresh.
     key: str | None = None
 
+
+_KEY: Final = operator.attrgetter("key")
+_SEQ: Final = operator.attrgetter("seq")
 
 _FOLLOWING: contextvars.ContextVar[tuple[int | None] | None] = contextvars.ContextVar(
     "memseal_currency_following", default=None
@@ -279,21 +284,41 @@ def current_first(
     head = [p for p in window if p[0] in candidates]
     if len(head) < 2:
         return list(ranked), {}
-    found = _linking.reorder(head, candidates, rule)
-    moved, marks, asking = _reference(head, candidates, rule) if found is None else found
-    if not marks and not asking:
+    seqs = [seq for seq, _ in head]
+    cands = list(map(candidates.__getitem__, seqs))
+    if None not in map(_KEY, cands) and list(map(_SEQ, cands)) == seqs:
+        # A read's candidates, as the read memo keeps them: the next read whose window
+        # holds these same ones in this order (the same question asked again) takes
+        # what this one made of them. The rule is pure, so it is what it would make.
+        moved, marks = kept_window(rule, cands, lambda: _reordered(head, candidates, rule))
+    else:
+        moved, marks = _reordered(head, candidates, rule)
+    if moved is None:
         return list(ranked), {}
-    if not marks:
-        moved = [seq for seq, _ in head]
-    if asking:
-        moved = [s for s in moved if s not in asking] + [s for s in moved if s in asking]
     score = dict(head)
     out = list(ranked)
     out[: len(head)] = [(seq, score[seq]) for seq in moved]
     if len(head) < len(window):
         # The rest keep their places: only the window's first entries can be in the head.
         out[len(head) : len(window)] = [p for p in window if p[0] not in score]
-    return out, marks
+    # The caller's own marks: a kept result stays as it was made.
+    return out, dict(marks)
+
+
+def _reordered(
+    head: Sequence[tuple[int, float]], candidates: Mapping[int, Candidate], rule: Rule
+) -> tuple[tuple[int, ...] | None, Mapping[int, str]]:
+    """The head's seqs in their new order (None: none moves) and the marks, by
+    :func:`._linking.reorder`, else by the reference (where it defers)."""
+    found = _linking.reorder(head, candidates, rule)
+    moved, marks, asking = _reference(head, candidates, rule) if found is None else found
+    if not marks and not asking:
+        return None, {}
+    if not marks:
+        moved = [seq for seq, _ in head]
+    if asking:
+        moved = [s for s in moved if s not in asking] + [s for s in moved if s in asking]
+    return tuple(moved), marks
 
 
 def _reference(

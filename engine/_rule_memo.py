@@ -3,8 +3,9 @@
 A read weighs its first 32 candidates' words and sentences (:mod:`.currency`), and
 marks each hit with what its text is about; an agent's reads meet the same memories
 again and again, and reading them afresh each time was most of what the rule cost.
-Each value here is a pure function of one text, so a kept value is the value the
-read would compute: the rule's results do not depend on what is kept.
+Each value here is a pure function of one text (or one window, below), so a kept
+value is the value the read would compute: the rule's results do not depend on what
+is kept.
 
 Values are keyed by what a row already carries, the item's keyed content hash and
 its text's length (the hash covers title and text together; with the length, one
@@ -12,6 +13,9 @@ key is one text), never by the text. The table is bounded, shared by the engines
 a process (equal keys mean equal texts, whoever asks), and emptied whenever a forget
 in this process commits, so nothing read from a forgotten text stays here past its
 forget (another process's forget leaves at most :data:`BOUND` entries to age out).
+What the rule made of a whole window (:func:`kept_window`) is kept here too, under
+the identities of the candidates it was made from (objects this memo keeps, held by
+the entry), so a question asked again weighs none of its window afresh.
 
 The bound ages values out in two generations: what is kept or used goes into the
 young one; once that holds half the bound it becomes the old one and the old one is

@@ -129,13 +129,16 @@ def _modal(wants: str) -> re.Pattern[str]:
 
 _CONDITIONAL_2: Final = re.compile(rf"\b(?:if|{_HEDGED}suppose" + _CONDITIONAL_WORDS, re.I)
 _MODAL_2: Final = _modal(_WANTS + "|say|guess|think")
-#: From reading 4 a modal supposes after any subject ("Aiko might go back to university",
-#: "near the beach would be nice"), not only a pronoun; "may" the month is no modal.
+#: From reading 4 a modal supposes after a pronoun or a name ("Aiko might go back to
+#: university") and in a wish ("near the beach would be nice"), not after any noun: in
+#: "where the rent might be lower" or "dairy could upset me" the modal weighs a clause
+#: of a stated fact; "may" the month is no modal.
 _MODAL_4: Final = re.compile(
-    r"(?:'d\b(?:"
-    + "|".join(rf"(?<=\b{who}'d)" for who in ("i", "we", "you", "he", "she", "they", "it"))
-    + r")|[\w'-]\s+(?:would|might|could|(?-i:may))\b)"
-    rf"(?!\s+(?:have\s+)?(?:been|had)\b)(?!\s+(?:really\s+)?(?:{_WANTS}|say|guess|think)\b)",
+    r"(?:\b(?:i|we|you|he|she|they|it)'d\b|(?:\b(?:i|we|you|he|she|they|it)|(?-i:\b[A-Z][\w'-]*))"
+    r"\s+(?:would|might|could|(?-i:may))\b)"
+    rf"(?!\s+(?:have\s+)?(?:been|had)\b)(?!\s+(?:really\s+)?(?:{_WANTS}|say|guess|think)\b)"
+    r"|\bwould\s+be\s+(?:so\s+|really\s+)?(?:nice|great|good|lovely|ideal|perfect|amazing"
+    r"|wonderful|better|best|fun|cool)\b",
     re.I,
 )
 #: Per reading: the conditional words and the unreal modal (reading 3 reads them as 2;
@@ -148,11 +151,15 @@ _CONDITIONAL: Final = {
 }
 _MODAL: Final = {1: _modal(_WANTS), 2: _MODAL_2, 3: _MODAL_2, 4: _MODAL_4}
 _IF: Final = re.compile(r"\bif\b", re.I)
+#: An "if" that opens the sentence sets its condition first, as a supposition does ("if
+#: I get the job, I move"): it supposes whatever the tense; a trailing one after what is
+#: stated ("ten minutes if the lights are kind") only with a modal or a future.
+_OPENING_IF: Final = re.compile(r"^\W*(?:(?:and|but|so|well|oh|ok|okay)\W+)?(?:even\s+)?if\b", re.I)
 #: What makes an "if" suppose (reading 4): a modal or a future anywhere in the sentence
 #: ("if I won I'd buy", "if I get it I'll move"), or a subjunctive "were" after it.
 _UNREAL: Final = re.compile(
     r"\b(?:would|could|might|(?-i:may)|should|will|shall|wo|gonna|going\s+to)\b|'(?:ll|d)\b"
-    r"|\bif\b[^,;:]*\bwere\b",
+    r"|\bif\b[^,;:]{0,160}?\bwere\b",
     re.I,
 )
 #: An asked "if" is whether ("she asked if I could cover"): its clause supposes nothing.
@@ -170,6 +177,8 @@ def _supposes(said: str, reading: int) -> bool:
         # What is asked is weighed apart; a real conditional ("if it rains I take the
         # bus") states how things are, one with a modal or future supposes.
         said = _ASKED_IF.sub(" ", said)
+        if _OPENING_IF.match(said) is not None:
+            return True
         if _IF.search(said) is not None and _UNREAL.search(said) is not None:
             return True
     return (
@@ -225,8 +234,14 @@ _NOT_OPENING_NAMES: Final = frozenset(
 #: From reading 3: a sentence opening with a name's possessive or with a name before a
 #: verb ("Ingrid's nephew learned to swim", "Yusuf was promoted") names that person first.
 _NAMED_OPENING: Final = re.compile(rf"^\W*(?P<name>{_NAME})(?:'s\b|\s+{_AUX}\b)")
-#: From reading 4 a name may carry an honorific ("Sato-san", "Kim-ssi").
-_NAME_4: Final = rf"{_NAME}(?:-(?:san|sama|kun|chan|sensei|senpai|ji|ssi|nim)\b)?"
+_UPPER: Final = "".join(c for c in map(chr, range(0x41, 0x250)) if c.isupper())
+_LOWER: Final = "".join(c for c in map(chr, range(0x61, 0x250)) if c.islower())
+#: From reading 4 a name may open with any Latin capital ("Émile", "Łukasz"), a Gaelic
+#: or Scottish prefix ("O'Brien", "McKenzie") and carry an honorific ("Sato-san").
+_NAME_4: Final = (
+    rf"(?-i:(?:Mc|Mac|O'|D')?[{_UPPER}][{_LOWER}]+(?:-[{_UPPER}][{_LOWER}]+)?)"
+    r"(?:-(?:san|sama|kun|chan|sensei|senpai|ji|ssi|nim)\b)?"
+)
 #: A verb in the past a name opens a sentence before ("Lwazi made the team"): the common
 #: irregular ones (the regular end in -ed); those spelt as their present are left out.
 _IRREGULAR: Final = (
@@ -252,7 +267,10 @@ _NAMED_OPENING_4: Final = re.compile(
     r"|still|never|always|often|really|actually|apparently|suddenly|even|probably|sometimes"
     rf"|usually|soon|only)\s+)*(?:{_AUX}|will|would|might|could|may|{_IRREGULAR}"
     r"|[a-z]{2,}(?<!e)ed|(?!(?:this|thus|plus|across|perhaps|towards|whereas|besides|always"
-    rf"|sometimes)\b)[a-z]+[a-rt-z]s(?=\s+{_AFTER_VERB}))\b)"
+    # How a thing strikes one is said of places as often as of people ("Lisbon feels
+    # like home"): those verbs name no one.
+    r"|sometimes|feels|looks|seems|sounds|smells|tastes|appears)\b)"
+    rf"[a-z]+[a-rt-z]s(?=\s+{_AFTER_VERB}))\b)"
 )
 #: What an organisation has and a person does not, after a possessive: "Acme's office
 #: moved to Leeds" says nothing of a person (from reading 4).
@@ -333,6 +351,9 @@ _PREPOSITION_BEFORE: Final = re.compile(
     r"|against|via|past|beyond|except|including)\s+$",
     re.I,
 )
+#: The characters before a relation or pronoun searched for its preposition: the longest
+#: preposition and the spaces after it.
+_PREPOSITION_REACH: Final = 24
 #: Per reading, who the user's relation is, their fact: "my manager is Priya", "my new
 #: boss is now Dana"; from reading 2 also with a short qualifier of the relation (where,
 #: which) between it and the verb, in the clause: "my manager at Acme is Priya", "my
@@ -368,7 +389,16 @@ def _opening(sentence: str, reading: int) -> str | None:
 
 def _object(sentence: str, at: int, reading: int) -> bool:
     """Whether what starts at ``at`` follows a preposition, as ``reading`` weighs it."""
-    return reading >= 4 and _PREPOSITION_BEFORE.search(sentence, 0, at) is not None
+    if reading < 4:
+        return False
+    # Only the words just before ``at``: searching the whole head for each pronoun made a
+    # text of many ("of her of her ...") cost its length squared.
+    start = max(0, at - _PREPOSITION_REACH)
+    found = _PREPOSITION_BEFORE.search(sentence[start:at])
+    # A window cut inside a word ("sandwith") names no preposition.
+    return found is not None and (
+        found.start() > 0 or start == 0 or not sentence[start - 1].isalnum()
+    )
 
 
 def _subject(sentence: str, named: str | None, reading: int) -> str | None:

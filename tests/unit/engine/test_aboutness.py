@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memseal.engine import aboutness
 from memseal.engine.aboutness import MAX_CHARS, SOMEONE, About, about, sentences
 
 
@@ -244,7 +247,7 @@ def test_a_relation_before_any_preposition_is_still_the_subject_in_reading_4() -
 @pytest.mark.parametrize(
     "text",
     [
-        "If the ferry is late I cycle to the office instead.",
+        "I cycle to the office instead if the ferry is late.",
         "The walk to the station takes ten minutes if the lights are kind.",
         "Marta asked if I could host the book club, and I do now.",
         "My landlord checked whether we would renew; we signed for a year.",
@@ -261,6 +264,10 @@ def test_a_real_conditional_or_an_asked_if_states_from_reading_4(text: str) -> N
     "text",
     [
         "If the ferry stopped running I'd cycle.",
+        # An opening "if" sets a condition first, as a supposition does, whatever its
+        # tense: read as stated, it would replace the user's current fact.
+        "If I get the Leeds job, I move to Leeds in the spring.",
+        "If the ferry is late I cycle to the office instead.",
         "If I get the flat I'll paint the kitchen green.",
         "If only we had a garden.",
         "If I were taller I could row in the eight.",
@@ -324,3 +331,51 @@ def test_more_ways_of_naming_another_person_from_reading_4(
 )
 def test_what_opens_with_no_name_stays_the_speakers_in_reading_4(text: str) -> None:
     assert about(text, 4).subject is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A lowercase month is no modal, and a modal in a clause about a thing weighs
+        # that clause, not the fact the sentence states.
+        "I moved to Lisbon near the old harbour in may.",
+        "I live in Lisbon now, where the rent might be lower.",
+        "I gave up milk because dairy could upset my stomach.",
+    ],
+)
+def test_a_stated_fact_with_a_modal_in_a_clause_states_in_reading_4(text: str) -> None:
+    assert not about(text, 4).hypothetical
+
+
+@pytest.mark.parametrize(
+    ("text", "subject"),
+    [
+        ("Émile moved to Lisbon last spring.", "Émile"),
+        ("Łukasz works at the shipyard now.", "Łukasz"),
+        ("McKenzie moved to Leeds.", "McKenzie"),
+        ("O'Brien works at the port now.", "O'Brien"),
+        # How a place strikes one names no person.
+        ("Lisbon feels like home now.", None),
+        ("Porto looks like a good fit for us.", None),
+    ],
+)
+def test_whose_fact_with_any_latin_name_in_reading_4(text: str, subject: str | None) -> None:
+    assert about(text, 4).subject == subject
+
+
+def test_reading_4_weighs_prepositions_in_time_linear_in_the_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each pronoun looks only at the words just before it: counted, not timed (the
+    # machines are shared), as the characters the preposition search is handed.
+    real = aboutness._PREPOSITION_BEFORE
+    seen: list[int] = []
+
+    class Counting:
+        def search(self, text: str) -> re.Match[str] | None:
+            seen.append(len(text))
+            return real.search(text)
+
+    monkeypatch.setattr(aboutness, "_PREPOSITION_BEFORE", Counting())
+    about("of her " * 3000, 4)
+    assert len(seen) > 500 and max(seen) <= aboutness._PREPOSITION_REACH

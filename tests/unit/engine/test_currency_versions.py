@@ -18,7 +18,7 @@ SCOPE = memseal.ToolScope.placed_at("user:dana")
 KOFI = "Kofi works at the harbour cafe by the old mill."
 MINE = "I work at the harbour cafe by the old mill now."
 # Read 3 as a supposition, read 4 as a fact (a real conditional).
-FERRY = "If the ferry is late I cycle to the harbour cafe."
+FERRY = "I cycle to the harbour cafe if the ferry is late."
 
 
 def _cand(seq: int, text: str, day: int) -> Candidate:

@@ -84,6 +84,13 @@ from ._belief_rules import (
 
 __all__ = ["Belief", "Extractor", "RuleExtractor", "SourceTurn", "parse_turns", "turn_days"]
 
+#: The sentence reading (:mod:`memseal.engine.aboutness`) the rule extractor reads with,
+#: pinned: a recorded belief job is replayed by re-running the rules, so every job
+#: recorded so far read with reading 3, and a newer reading would draw other beliefs
+#: from the same turns. Reading with a newer one needs a versioned extractor whose
+#: version is recorded with the job.
+_READING: Final = 3
+
 
 class SourceTurn(msgspec.Struct, frozen=True, kw_only=True):
     """One turn a belief may come from: the conversation item's id, who spoke, what, and
@@ -376,8 +383,8 @@ def _sentence_beliefs(
     for said_clause in clauses:
         prefix = f"{prefix} {said_clause}".strip()
         clause = LEAD.sub("", said_clause).strip()
-        (read, *_) = sentences(clause) or (Sentence(text=clause),)
-        if sentence.hypothetical and not all(s.states for s in sentences(prefix)):
+        (read, *_) = sentences(clause, _READING) or (Sentence(text=clause),)
+        if sentence.hypothetical and not all(s.states for s in sentences(prefix, _READING)):
             # A condition or an unreal mood earlier in the sentence governs this clause.
             return found, named
         if not read.states:
@@ -436,7 +443,7 @@ class RuleExtractor:
         for turn in turns:
             if turn.role != "user":
                 continue
-            for sentence in sentences(f"user: {turn.text}"):
+            for sentence in sentences(f"user: {turn.text}", _READING):
                 if sentence.question:
                     continue
                 beliefs, named = _sentence_beliefs(sentence, turn.item, named, turn.at, self.zone)

@@ -19,22 +19,26 @@ stays out, as does an item a summary replaced (a summary's words are many
 statements'). The phrasing list's subjects (where the user lives, works,
 their name, "my X is") are the user's own: a newer statement of them is the
 answer, nothing is left to resolve.
-A bridge is shown after its replacement, marked replaced by it (:mod:`.pack`).
+A bridge is shown right after its replacement, in its section, marked replaced by
+it (:func:`placed`): the newer fact first, and what it replaced after it, never above.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
+
+import msgspec
 
 from memseal.engine._rule_reading import stems
 from memseal.engine.currency import RULES, VERSION
+from memseal.tools.packs import PackItem
 
 from ._current import Judged, Ranked, statement
 from ._phrasings import phrased
 
-__all__ = ["bridges", "expand"]
+__all__ = ["bridges", "expand", "placed", "replacement"]
 
 _FRAMES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (
@@ -146,3 +150,34 @@ def bridges(ranked: Sequence[Ranked], rule: Judged, judged: Judged, query: str) 
         if _names(statement(by_id[older].kind, by_id[older].text), asked, then):
             out[older] = newer
     return out
+
+
+def placed(
+    ordered: Sequence[tuple[int, PackItem]],
+    order: Sequence[str],
+    items: Mapping[str, PackItem],
+    bridging: Mapping[str, str],
+) -> list[tuple[int, PackItem]]:
+    """``ordered`` (section, item) with each bridge (``bridging``: a kept replaced item's
+    id to its replacement's; ``items`` by id) just after its replacement, in its
+    replacement's section, marked replaced by it; ``order`` is the rule's. A bridge is
+    kept to read the newer fact by, never as current: in another section it could be
+    shown above its replacement. (Reversed: each goes in just after its replacement,
+    so two bridges of one replacement keep the rule's order.)"""
+    out = list(ordered)
+    for older in reversed([i for i in order if i in bridging]):
+        places = [p for p, (_, item) in enumerate(out) if item.id == bridging[older]]
+        if places:
+            section = out[places[0]][0]
+            marked = msgspec.structs.replace(items[older], superseded_by=bridging[older])
+            out.insert(places[0] + 1, (section, marked))
+    return out
+
+
+def replacement(item: str, bridging: Mapping[str, str]) -> str:
+    """The id of the shown item ``item`` is read by: its replacement's (that one's, for a
+    bridge of a bridge) when it is a bridge, else its own. A bridge goes where that goes."""
+    seen = {item}
+    while (item := bridging.get(item, item)) not in seen:
+        seen.add(item)
+    return item

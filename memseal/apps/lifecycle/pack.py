@@ -78,7 +78,7 @@ from ._current import (
 )
 from ._job_records import SOURCE_TAG
 from ._phrasings import phrased
-from ._question import bridges, expand
+from ._question import bridges, expand, placed, replacement
 
 __all__ = [
     "ABOUT_TAG",
@@ -258,10 +258,9 @@ def _current_order(
     bridging: Mapping[str, str],
 ) -> list[tuple[int, PackItem]]:
     """``merged`` (section, item) in the rule's order, less the items a shown one
-    replaced; a summary after the newest item that changed it, a bridge (``bridging``:
-    a replaced item kept, to its replacement) just after its replacement and marked
-    replaced by it, and what only asks and (unless the query asks about them)
-    hypotheticals and others' facts after the rest."""
+    replaced; a summary after the newest item that changed it, a bridge just after its
+    replacement (:func:`placed`), and what only asks and (unless the query asks about
+    them) hypotheticals and others' facts after the rest."""
     by_id = {item.id: (index, item) for index, item in merged}
     ordered = [by_id[i] for i in judged.order if i not in judged.replaced]
     for summary in dict.fromkeys(s for s, _ in judged.lines):
@@ -272,16 +271,10 @@ def _current_order(
             continue
         ordered.remove(entry)
         ordered.insert(max(p for p, (_, item) in enumerate(ordered) if item.id in newer) + 1, entry)
-    # The newer fact first, the older one right after it, saying what replaced it: it is
-    # kept to read the newer one by, never as current. (Reversed: each goes in just
-    # after its replacement, so two bridges of one replacement keep the rule's order.)
-    for older in reversed([i for i in judged.order if i in bridging]):
-        places = [p for p, (_, item) in enumerate(ordered) if item.id == bridging[older]]
-        if places:
-            index, item = by_id[older]
-            marked = msgspec.structs.replace(item, superseded_by=bridging[older])
-            ordered.insert(places[0] + 1, (index, marked))
-    return sorted(ordered, key=lambda entry: not _answers(entry[1], asked))
+    ordered = placed(ordered, judged.order, {i: item for i, (_, item) in by_id.items()}, bridging)
+    # What only asks and asides go after the rest; a bridge goes with its replacement.
+    later = {item.id: not _answers(item, asked) for _, item in ordered}
+    return sorted(ordered, key=lambda e: later.get(replacement(e[1].id, bridging), later[e[1].id]))
 
 
 def _merged(
@@ -316,15 +309,22 @@ def _sections(
     kept: Sequence[Sequence[PackItem]],
     positions: Sequence[Sequence[int]],
     asked: Asked,
+    bridging: Mapping[str, str],
 ) -> tuple[PackSection, ...]:
     """The kept items as sections, in the order of their best item: what the rule put
     first is shown first (a summary after the newer turns that changed it, whatever its
     weight). A section's suppositions and others' facts follow every section's other
-    items, as a section of their own: they answer nothing about the user."""
+    items, as a section of their own: they answer nothing about the user. A bridge
+    (``bridging``) goes where its replacement goes, just after it."""
+    asides = {item.id: _aside(item, asked) for items in kept for item in items}
     parts: list[tuple[bool, int, int, str, list[PackItem]]] = []
     for i, (items, at) in enumerate(zip(kept, positions, strict=True)):
         for aside in (False, True):
-            chosen = [k for k, item in enumerate(items) if _aside(item, asked) is aside]
+            chosen = [
+                k
+                for k, item in enumerate(items)
+                if asides.get(replacement(item.id, bridging), asides[item.id]) is aside
+            ]
             if chosen:
                 title = specs[i].title + (ASIDE_TITLE if aside else "")
                 parts.append(
@@ -379,7 +379,7 @@ def fit(
     positions: list[list[int]] = [[] for _ in specs]
 
     def sections() -> tuple[PackSection, ...]:
-        return _sections(specs, kept, positions, asked)
+        return _sections(specs, kept, positions, asked, bridging)
 
     dropped = 0
     for position, (index, item) in enumerate(ordered):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memseal.apps.lifecycle import PackItem, SectionSpec, fit
+from memseal.apps.lifecycle import PRE_TURN, ContextPack, PackItem, SectionSpec, fit
 from memseal.apps.lifecycle._current import Judged, Ranked
 from memseal.apps.lifecycle._question import bridges, expand
 
@@ -100,3 +100,53 @@ def test_home_words_widen_only_a_question_asked_of_the_user() -> None:
         assert expand(asked) == asked
     # The other frames are not the user's alone.
     assert "joined" in expand("Who is my employer?")
+
+
+BROTHER = "Where does my brother fly now?"
+
+
+def _dated(n: int, said: str, *, hypothetical: bool = False) -> PackItem:
+    return PackItem(
+        id=f"{n:064x}",
+        kind="conversation",
+        text=f"user: {said}\nassistant: Okay.",
+        trust="unverified",
+        observed_at=f"2026-12-0{n}T00:00:00.000000Z",
+        ledger_ref=n,
+        as_of=n,
+        hypothetical=hypothetical,
+    )
+
+
+def _shown(pack: ContextPack) -> list[tuple[str, str, str | None]]:
+    return [(s.title, i.id, i.superseded_by) for s in pack.sections for i in s.items]
+
+
+def test_a_bridge_is_shown_right_after_its_replacement_in_another_section() -> None:
+    # The replacement is in "Recent turns", the replaced turn in an earlier section that
+    # is shown first: the replaced turn is carried to just after its replacement.
+    other = _dated(1, "We flew to Cape Town for my birthday last year.")
+    older = _dated(2, "My brother Bongani is a pilot who flies to Nairobi.")
+    newer = _dated(5, "Bongani flies to Mauritius now.")
+    found: list[list[PackItem]] = [[], [other, older], [newer], [], [], []]
+    pack = fit(PRE_TURN.title, PRE_TURN.sections, found, 1_000, query=BROTHER)
+    shown = _shown(pack)
+    ids = [i for _, i, _ in shown]
+    assert ids.index(older.id) == ids.index(newer.id) + 1, pack.markdown()
+    title, _, replaced_by = shown[ids.index(older.id)]
+    assert title == shown[ids.index(newer.id)][0] and replaced_by == newer.id
+
+
+def test_a_bridge_of_an_aside_replacement_follows_it_among_the_asides() -> None:
+    # An aside goes after what answers; its bridge goes with it, never ahead of it.
+    other = _dated(1, "We flew to Cape Town for my birthday last year.")
+    older = _dated(2, "My brother Bongani is a pilot who flies to Nairobi.")
+    newer = _dated(5, "Bongani flies to Mauritius now.", hypothetical=True)
+    for found in ([[], [other, older, newer], [], [], [], []], [[], [other, older], [newer]]):
+        found += [[] for _ in range(6 - len(found))]
+        pack = fit(PRE_TURN.title, PRE_TURN.sections, found, 1_000, query=BROTHER)
+        shown = _shown(pack)
+        ids = [i for _, i, _ in shown]
+        assert ids.index(older.id) == ids.index(newer.id) + 1, pack.markdown()
+        title, _, replaced_by = shown[ids.index(older.id)]
+        assert title == shown[ids.index(newer.id)][0] and replaced_by == newer.id

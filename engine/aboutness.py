@@ -129,14 +129,19 @@ def _modal(wants: str) -> re.Pattern[str]:
 
 _CONDITIONAL_2: Final = re.compile(rf"\b(?:if|{_HEDGED}suppose" + _CONDITIONAL_WORDS, re.I)
 _MODAL_2: Final = _modal(_WANTS + "|say|guess|think")
-#: From reading 4 a modal supposes after a pronoun or a name ("Aiko might go back to
-#: university") and in a wish ("near the beach would be nice"), not after any noun: in
-#: "where the rent might be lower" or "dairy could upset me" the modal weighs a clause
-#: of a stated fact; "may" the month is no modal.
+#: From reading 4 a modal supposes after a pronoun ("she might move"); "may" the month
+#: is no modal. A name or a bare noun before one (an opening "Aiko might go back to
+#: university") and a wish ("a flat by the river would be nice") suppose only where the
+#: speaker states nothing of their own (:data:`_OTHERS_MODAL_4`): in "rent could be lower
+#: here, so I live in Berlin" the modal weighs a clause, not the user's fact.
 _MODAL_4: Final = re.compile(
-    r"(?:\b(?:i|we|you|he|she|they|it)'d\b|(?:\b(?:i|we|you|he|she|they|it)|(?-i:\b[A-Z][\w'-]*))"
+    r"(?:\b(?:i|we|you|he|she|they|it)'d\b|\b(?:i|we|you|he|she|they|it)"
     r"\s+(?:would|might|could|(?-i:may))\b)"
-    rf"(?!\s+(?:have\s+)?(?:been|had)\b)(?!\s+(?:really\s+)?(?:{_WANTS}|say|guess|think)\b)"
+    rf"(?!\s+(?:have\s+)?(?:been|had)\b)(?!\s+(?:really\s+)?(?:{_WANTS}|say|guess|think)\b)",
+    re.I,
+)
+_OTHERS_MODAL_4: Final = re.compile(
+    r"^\W*(?-i:[A-Z][\w'-]*)\s+(?:would|might|could|(?-i:may))\b(?!\s+(?:have\s+)?(?:been|had)\b)"
     r"|\bwould\s+be\s+(?:so\s+|really\s+)?(?:nice|great|good|lovely|ideal|perfect|amazing"
     r"|wonderful|better|best|fun|cool)\b",
     re.I,
@@ -151,6 +156,13 @@ _CONDITIONAL: Final = {
 }
 _MODAL: Final = {1: _modal(_WANTS), 2: _MODAL_2, 3: _MODAL_2, 4: _MODAL_4}
 _IF: Final = re.compile(r"\bif\b", re.I)
+#: An "if" of a set phrase supposes nothing ("if you need me, I live in Leeds").
+_IDIOM_IF: Final = re.compile(
+    r"\bif\s+(?:you\s+(?:need|want|ask)\s+me|memory\s+serves(?:\s+me)?|anyone\s+asks"
+    r"|i'?m\s+(?:honest|being\s+honest)|i\s+(?:remember|recall)(?:\s+(?:rightly|correctly|right))?"
+    r"|you\s+must\s+know|that\s+helps|it\s+helps|you\s+like|anything)\b",
+    re.I,
+)
 #: An "if" that opens the sentence sets its condition first, as a supposition does ("if
 #: I get the job, I move"): it supposes whatever the tense; a trailing one after what is
 #: stated ("ten minutes if the lights are kind") only with a modal or a future.
@@ -176,11 +188,13 @@ def _supposes(said: str, reading: int) -> bool:
     if reading >= 4 and ("if" in (low := said.lower()) or "whether" in low):
         # What is asked is weighed apart; a real conditional ("if it rains I take the
         # bus") states how things are, one with a modal or future supposes.
-        said = _ASKED_IF.sub(" ", said)
+        said = _IDIOM_IF.sub(" ", _ASKED_IF.sub(" ", said))
         if _OPENING_IF.match(said) is not None:
             return True
         if _IF.search(said) is not None and _UNREAL.search(said) is not None:
             return True
+    if reading >= 4 and _SELF.search(said) is None and _OTHERS_MODAL_4.search(said) is not None:
+        return True
     return (
         _CONDITIONAL[reading].search(said) is not None or _MODAL[reading].search(said) is not None
     )
@@ -236,10 +250,11 @@ _NOT_OPENING_NAMES: Final = frozenset(
 _NAMED_OPENING: Final = re.compile(rf"^\W*(?P<name>{_NAME})(?:'s\b|\s+{_AUX}\b)")
 _UPPER: Final = "".join(c for c in map(chr, range(0x41, 0x250)) if c.isupper())
 _LOWER: Final = "".join(c for c in map(chr, range(0x61, 0x250)) if c.islower())
-#: From reading 4 a name may open with any Latin capital ("Émile", "Łukasz"), a Gaelic
-#: or Scottish prefix ("O'Brien", "McKenzie") and carry an honorific ("Sato-san").
+#: From reading 4 a name may open with any Latin capital ("Émile", "Łukasz"), hold a
+#: second ("McKenzie", "DeShawn"), open with "O'" ("O'Brien") and carry an honorific
+#: ("Sato-san").
 _NAME_4: Final = (
-    rf"(?-i:(?:Mc|Mac|O'|D')?[{_UPPER}][{_LOWER}]+(?:-[{_UPPER}][{_LOWER}]+)?)"
+    rf"(?-i:(?:O'|D')?[{_UPPER}][{_LOWER}]+(?:[{_UPPER}][{_LOWER}]+)?(?:-[{_UPPER}][{_LOWER}]+)?)"
     r"(?:-(?:san|sama|kun|chan|sensei|senpai|ji|ssi|nim)\b)?"
 )
 #: A verb in the past a name opens a sentence before ("Lwazi made the team"): the common
@@ -341,7 +356,7 @@ _APPOSITIVE: Final = {
 }
 _PRONOUN: Final = {
     **dict.fromkeys((1, 2, 3), re.compile(r"\b(?:he|she|he's|she's|his|her|him)\b", re.I)),
-    4: re.compile(r"\b(?:he|she|he's|she's|his|her)\b", re.I),
+    4: re.compile(r"\b(?:he|she|he's|she's|his|her|their)\b", re.I),
 }
 #: From reading 4, a relation or pronoun right after a preposition is its object, not what
 #: the sentence is about: "home is Leeds, with my wife Ana" is the speaker's fact.

@@ -379,3 +379,41 @@ def test_reading_4_weighs_prepositions_in_time_linear_in_the_text(
     monkeypatch.setattr(aboutness, "_PREPOSITION_BEFORE", Counting())
     about("of her " * 3000, 4)
     assert len(seen) > 500 and max(seen) <= aboutness._PREPOSITION_REACH
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A second review: a modal after a place or a day, or a wish in a clause, beside
+        # what the user states, weighs that clause; a set phrase's "if" supposes nothing.
+        "Rent could be lower here, so I live in Berlin now.",
+        "I moved to Berlin, which would be ideal for work.",
+        "Berlin might be expensive but I live there now.",
+        "Monday could be my first day.",
+        "If you need me, I live in Berlin now.",
+        "If memory serves, I work at Google now.",
+    ],
+)
+def test_what_the_user_states_beside_a_modal_or_a_set_if_states_in_reading_4(text: str) -> None:
+    assert not about(text, 4).hypothetical
+
+
+@pytest.mark.parametrize(
+    ("text", "subject"),
+    [
+        ("DeShawn moved to Atlanta last year.", "DeShawn"),
+        ("LeBron lives in Ohio now.", "LeBron"),
+        ("Their son lives in Atlanta with his partner now.", SOMEONE),
+    ],
+)
+def test_an_inner_capital_or_their_relation_is_someone_elses_in_reading_4(
+    text: str, subject: str
+) -> None:
+    assert about(text, 4).subject == subject
+
+
+@pytest.mark.parametrize("text", ["A'" * 2000, "O'" * 2000, "Ab-" * 1333, "Ab-Cd" * 800])
+def test_a_capital_before_a_modal_is_looked_for_at_the_opening_only(text: str) -> None:
+    # The opening anchor keeps the search linear: one match attempt, not one per capital.
+    assert aboutness._OTHERS_MODAL_4.pattern.startswith("^")
+    assert not about(text, 4).hypothetical

@@ -47,7 +47,7 @@ from typing import Any
 
 import memseal
 from memseal.engine import Engine, HashingEmbedder, NewItem
-from memseal.engine._rule_memo import forget_all
+from memseal.engine._rule_memo import forget_all, forget_windows
 from memseal.engine.currency import VERSION, following
 from memseal.engine.embedders import default_embedder
 from memseal.engine.items import Conversation, Turn
@@ -56,6 +56,8 @@ from memseal.engine.results import Mode
 MODES: tuple[Mode, ...] = ("exact", "semantic", "hybrid")
 PLACE = "user:bench"
 BAR = 1.2
+#: With --new-windows: a question never asked before, over texts already read.
+NEW_WINDOWS = False
 
 # Subjects a user keeps coming back to: (what it is, statements, question).
 _SUBJECTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -221,6 +223,8 @@ def _p(samples: Sequence[float], share: float) -> float:
 async def _timed(read: Callable[[], Awaitable[object]], rule: int | None, cold: bool) -> float:
     if cold:
         forget_all()
+    elif NEW_WINDOWS:
+        forget_windows()
     with following(rule):
         began = time.perf_counter()
         await read()
@@ -297,9 +301,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--embedder", choices=("hashing", "default"), default="hashing")
     parser.add_argument("--cold", action="store_true", help="empty the rule's memo every read")
     parser.add_argument(
+        "--new-windows",
+        action="store_true",
+        help="keep each text's reading, forget what the rule made of whole windows every read",
+    )
+    parser.add_argument(
         "--json", nargs="?", const="-", default=None, help="also write the figures (FILE or -)"
     )
     args = parser.parse_args(argv)
+    global NEW_WINDOWS
+    NEW_WINDOWS = args.new_windows
     count, rounds = (500, 2) if args.quick else (args.memories, args.rounds)
     embedder = HashingEmbedder() if args.embedder == "hashing" else default_embedder()
     if embedder is None:
@@ -312,7 +323,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(
         f"memseal currency cost: {count} memories ({args.embedder} embedder, filled in "
         f"{out['fill_s']} s), {len(questions())} questions x {rounds} rounds, rule off vs on"
-        f"{', memo emptied every read' if args.cold else ''}; "
+        f"{', memo emptied every read' if args.cold else ''}"
+        f"{', windows forgotten every read' if args.new_windows else ''}; "
         f"worst on/off p50 {worst} (bar {BAR})"
     )
     print("\n".join(out["table"]))

@@ -31,7 +31,17 @@ import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Final, TypeVar
 
-__all__ = ["BOUND", "count", "forget_all", "held", "hold", "kept", "kept_many", "kept_window"]
+__all__ = [
+    "BOUND",
+    "count",
+    "forget_all",
+    "forget_windows",
+    "held",
+    "hold",
+    "kept",
+    "kept_many",
+    "kept_window",
+]
 
 #: The most texts whose readings are kept.
 BOUND: Final = 4_096
@@ -169,3 +179,12 @@ def forget_all() -> None:
     global _old, _young, _size
     with _lock:
         _young, _old, _size = {}, {}, 0
+
+
+def forget_windows() -> None:
+    """Drop what the rule made of whole windows, keeping each text's reading: the next
+    read weighs its window as a question never asked before would."""
+    global _size
+    with _lock:
+        _size -= len(_young.pop("window", {}))
+        _old.pop("window", None)

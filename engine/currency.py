@@ -90,6 +90,17 @@ class Rule(msgspec.Struct, frozen=True, kw_only=True):
     asks_last: bool = False
 
 
+_V3: Final = Rule(
+    version=3,
+    window=32,
+    cosine=0.45,
+    lexical=0.4,
+    shared=2,
+    chars=2_000,
+    reach=8,
+    reading=3,
+    asks_last=True,
+)
 #: Every version a recorded read may name; a version's constants never change.
 RULES: Final[Mapping[int, Rule]] = {
     1: Rule(version=1, window=32, cosine=0.45, lexical=0.4, shared=2, chars=2_000, reach=4),
@@ -100,31 +111,10 @@ RULES: Final[Mapping[int, Rule]] = {
     # Puts what only asks (a question logged as a turn) after what states, lets a newer
     # item climb from 8 places, counted among the statements, and reads a sentence
     # opened by someone's name as that person's fact (reading 3).
-    3: Rule(
-        version=3,
-        window=32,
-        cosine=0.45,
-        lexical=0.4,
-        shared=2,
-        chars=2_000,
-        reach=8,
-        reading=3,
-        asks_last=True,
-    ),
-    # Reads as version 3 with reading 4: a real conditional states, a relation after a
-    # preposition is no subject, an organisation's possessive no person's, and a name
-    # before any verb (or with an honorific) that person's.
-    4: Rule(
-        version=4,
-        window=32,
-        cosine=0.45,
-        lexical=0.4,
-        shared=2,
-        chars=2_000,
-        reach=8,
-        reading=4,
-        asks_last=True,
-    ),
+    3: _V3,
+    # Version 3 with reading 4 (:data:`.aboutness.READING`): the conditionals, modals,
+    # objects of prepositions and names it reads anew.
+    4: msgspec.structs.replace(_V3, version=4, reading=4),
 }
 #: The version new reads follow when the host keeps the rule on.
 VERSION: Final = 4

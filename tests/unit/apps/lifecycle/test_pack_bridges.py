@@ -122,6 +122,15 @@ def _shown(pack: ContextPack) -> list[tuple[str, str, str | None]]:
     return [(s.title, i.id, i.superseded_by) for s in pack.sections for i in s.items]
 
 
+def _assert_right_after(pack: ContextPack, older: PackItem, newer: PackItem) -> None:
+    """``older`` is shown right after ``newer``, in its section, marked replaced by it."""
+    shown = _shown(pack)
+    ids = [i for _, i, _ in shown]
+    assert ids.index(older.id) == ids.index(newer.id) + 1, pack.markdown()
+    title, _, replaced_by = shown[ids.index(older.id)]
+    assert title == shown[ids.index(newer.id)][0] and replaced_by == newer.id
+
+
 def test_a_bridge_is_shown_right_after_its_replacement_in_another_section() -> None:
     # The replacement is in "Recent turns", the replaced turn in an earlier section that
     # is shown first: the replaced turn is carried to just after its replacement.
@@ -129,12 +138,9 @@ def test_a_bridge_is_shown_right_after_its_replacement_in_another_section() -> N
     older = _dated(2, "My brother Bongani is a pilot who flies to Nairobi.")
     newer = _dated(5, "Bongani flies to Mauritius now.")
     found: list[list[PackItem]] = [[], [other, older], [newer], [], [], []]
-    pack = fit(PRE_TURN.title, PRE_TURN.sections, found, 1_000, query=BROTHER)
-    shown = _shown(pack)
-    ids = [i for _, i, _ in shown]
-    assert ids.index(older.id) == ids.index(newer.id) + 1, pack.markdown()
-    title, _, replaced_by = shown[ids.index(older.id)]
-    assert title == shown[ids.index(newer.id)][0] and replaced_by == newer.id
+    _assert_right_after(
+        fit(PRE_TURN.title, PRE_TURN.sections, found, 1_000, query=BROTHER), older, newer
+    )
 
 
 def test_a_bridge_of_an_aside_replacement_follows_it_among_the_asides() -> None:
@@ -145,8 +151,4 @@ def test_a_bridge_of_an_aside_replacement_follows_it_among_the_asides() -> None:
     for found in ([[], [other, older, newer], [], [], [], []], [[], [other, older], [newer]]):
         found += [[] for _ in range(6 - len(found))]
         pack = fit(PRE_TURN.title, PRE_TURN.sections, found, 1_000, query=BROTHER)
-        shown = _shown(pack)
-        ids = [i for _, i, _ in shown]
-        assert ids.index(older.id) == ids.index(newer.id) + 1, pack.markdown()
-        title, _, replaced_by = shown[ids.index(older.id)]
-        assert title == shown[ids.index(newer.id)][0] and replaced_by == newer.id
+        _assert_right_after(pack, older, newer)

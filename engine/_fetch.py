@@ -25,7 +25,7 @@ from memseal.ledger.store import Execute, Snapshots, one_prefix
 from ._dialect import EngineSql
 from ._item_rows import load_items
 from ._ranking import exact, fuse, refers_first
-from ._rule_memo import held, hold, kept_many
+from ._rule_memo import epoch, held, hold, kept_many, reading_since
 from ._vectors import VectorCache
 from .aboutness import about
 from .currency import Candidate, Rule, current_first
@@ -87,12 +87,17 @@ async def rank_page(
     """``(prefix size, hits ranked in all, the page's hits)`` of ``asked``."""
     fresh = asked.snapshot is None and asked.mode == "hybrid"
     store = None if asked.rule is None else _number(reader)
+    # Before any snapshot opens: a forget committing after this may be unseen by the read.
+    began = epoch()
+
+    def page(execute: Execute) -> tuple[int, int, list[Hit], bool]:
+        with reading_since(began):
+            return _page(execute, halves, vouch, vectors, sql, keyring, asked, store)
+
     with one_prefix() as prefix:
         halves = await _rank_halves(reader, vectors, sql, asked, fresh)
         vouch = fresh and prefix.listening
-        seen, total, hits, same = await reader.run(
-            lambda execute: _page(execute, halves, vouch, vectors, sql, keyring, asked, store)
-        )
+        seen, total, hits, same = await reader.run(page)
         if same:
             prefix.vouch(seen)
     return seen, total, hits

@@ -13,6 +13,9 @@ key is one text), never by the text. The table is bounded, shared by the engines
 a process (equal keys mean equal texts, whoever asks), and emptied whenever a forget
 in this process commits, so nothing read from a forgotten text stays here past its
 forget (another process's forget leaves at most :data:`BOUND` entries to age out).
+A read that began before such a forget (:func:`epoch`, taken before its snapshot
+opens) keeps nothing it reads (:func:`reading_since`): it may have read the
+forgotten text, and would put it back after the forget emptied the table.
 What the rule made of a whole window (:func:`kept_window`) is kept here too, under
 the identities of the candidates it was made from (objects this memo keeps, held by
 the entry), so a question asked again weighs none of its window afresh.
@@ -27,13 +30,15 @@ read a few times more among its other work, caches cold).
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, Final, TypeVar
 
 __all__ = [
     "BOUND",
     "count",
+    "epoch",
     "forget_all",
     "forget_windows",
     "held",
@@ -41,6 +46,7 @@ __all__ = [
     "kept",
     "kept_many",
     "kept_window",
+    "reading_since",
 ]
 
 #: The most texts whose readings are kept.
@@ -57,6 +63,9 @@ _old: dict[str, dict[Hashable, object]] = {}
 _size = 0
 # Reads rank in several reader threads at once.
 _lock = threading.Lock()
+# How many forgets emptied the memo, and the count a reading thread's read began at.
+_forgets = 0
+_reading = threading.local()
 
 
 def _find(slot: str, key: Hashable) -> object:
@@ -93,6 +102,9 @@ def _found(slot: str, keys: Sequence[str | None]) -> list[Any]:
 def _put(slot: str, key: Hashable, value: object) -> None:
     """Keep ``value`` for ``(slot, key)`` in the young generation; under the lock."""
     global _old, _young, _size
+    began = getattr(_reading, "since", None)
+    if began is not None and began != _forgets:
+        return  # this thread's read began before a forget: it may hold the forgotten
     young = _young.get(slot)
     if young is None:
         young = _young[slot] = {}
@@ -176,9 +188,26 @@ def count() -> int:
 
 def forget_all() -> None:
     """Drop every kept reading (a forget committed)."""
-    global _old, _young, _size
+    global _old, _young, _size, _forgets
     with _lock:
         _young, _old, _size = {}, {}, 0
+        _forgets += 1
+
+
+def epoch() -> int:
+    """How many times the memo was emptied: taken by a read before its snapshot opens."""
+    return _forgets
+
+
+@contextlib.contextmanager
+def reading_since(began: int) -> Iterator[None]:
+    """In this thread, keep nothing unless no forget emptied the memo since ``began``
+    (:func:`epoch` when the read began)."""
+    _reading.since = began
+    try:
+        yield
+    finally:
+        _reading.since = None
 
 
 def forget_windows() -> None:
